@@ -1,0 +1,69 @@
+# tinyattn — every target installs what it needs into .venv first.
+# PORT: a real board (/dev/ttyACM0 for RP2040 USB-CDC, /dev/ttyUSB0 for ESP32 at 115200 baud).
+# Without PORT the serial targets start a virtual board (MicroPython unix port on a pty).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?=
+BAUD   ?= 115200
+MODEL  ?= build/model.npz
+BLOB   ?= build/model.bin
+PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
+
+.PHONY: help install install-oracle test test-host train export flash parity demo board \
+        bench bench-train bench-device lint clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
+
+install: $(VENV)/.installed  ## create .venv and install tinyattn with test extras
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,report]'
+	@touch $@
+
+install-oracle: install  ## add PyTorch (CPU) so the oracle tests and bench-train run
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+
+test: install  ## run the whole test suite (starts virtual boards itself)
+	$(BIN)/python -m pytest
+
+test-host: install  ## host-only tests (no MicroPython, no serial)
+	$(BIN)/python -m pytest -m host
+
+train: install  ## train iris-attn -> build/model.npz
+	$(BIN)/tinyattn train --out $(MODEL)
+
+$(MODEL): | $(VENV)/.installed
+	$(BIN)/tinyattn train --out $(MODEL)
+
+export: $(MODEL)  ## quantize and write build/model.bin (trains first if needed)
+	$(BIN)/tinyattn export --model $(MODEL) --out $(BLOB)
+
+flash: export  ## copy device files + blob to PORT (or the virtual board)
+	$(BIN)/tinyattn flash $(PORTARG) --blob $(BLOB)
+
+parity: export  ## host-vs-device parity over serial -> build/parity.json
+	$(BIN)/tinyattn parity $(PORTARG) --blob $(BLOB) --report build/parity.json
+
+demo: export  ## the main job: install, train, export, virtual board, flash, parity
+	$(BIN)/tinyattn demo $(PORTARG) --blob $(BLOB)
+
+board: install  ## run a virtual board in the foreground; prints its PORT
+	$(BIN)/tinyattn board
+
+bench: export  ## every benchmark in one table (also written to docs/benchmarks.md)
+	$(BIN)/tinyattn bench --all --blob $(BLOB)
+
+bench-train: install  ## training time: our NumPy vs PyTorch, same run
+	$(BIN)/tinyattn bench --train
+
+bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accelerated vs naive
+	$(BIN)/tinyattn bench --device --blob $(BLOB)
+
+lint: install
+	$(BIN)/ruff check host device tools tests
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf build .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""tinyattn host package (CPython + NumPy): layers, training, quantization, blob, serial."""
