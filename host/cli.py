@@ -1,0 +1,67 @@
+"""Host (CPython): the `tinyattn` command line — a thin dispatcher over library modules.
+
+Each subcommand lives in its own module exposing `add_arguments(parser)` and
+`main(args) -> int`; this file only wires them up, so `--help` lists them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Modules are imported when argparse is built; they must not
+# import heavy optional dependencies (torch, matplotlib) at module level.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("tinyattn.train", "train a model on Iris (or any CSV) -> build/model.npz"),
+    "export": ("tinyattn.export", "quantize to int8 and write the versioned blob build/model.bin"),
+    "board": ("tinyattn.board", "run a virtual board (MicroPython unix port on a pty)"),
+    "flash": ("tinyattn.flash", "copy the device runtime and the blob to a board with mpremote"),
+    "parity": ("tinyattn.parity", "host-vs-device parity over serial"),
+    "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
+    "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
+    "report": ("tinyattn.report", "PNG/HTML report: curves, confusion matrices, attention maps"),
+}
+
+
+class CLIError(Exception):
+    """An error meant for the user: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tinyattn",
+        description="Tiny attention classifier: NumPy on the PC, MicroPython on the board.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # subcommand not built yet
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_main", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except CLIError as exc:
+        print(f"tinyattn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tinyattn {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
