@@ -1,0 +1,296 @@
+# Device (MicroPython; also runs under CPython): the tinyattn serial server.
+"""Newline-delimited JSON over the serial console: one request line in, one reply line out.
+
+Started from the raw REPL (`import server; server.run()`); the host's parity tool talks to it
+with pyserial. Every request is a JSON object with an optional `id` that the reply echoes; a
+bad request gets `{"ok": false, "error": "..."}` and the loop goes on. Only `exit` (or Ctrl-C)
+returns to the REPL. The protocol is specified in docs/protocol.md.
+"""
+
+import gc
+import json
+import sys
+
+try:
+    from time import ticks_diff, ticks_us
+except ImportError:  # CPython
+    from time import perf_counter_ns
+
+    def ticks_us():
+        return perf_counter_ns() // 1000
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+from attention import Model
+
+try:
+    from binascii import crc32
+except ImportError:  # a port built without binascii.crc32
+    from attention import crc32
+
+PROTOCOL = 1
+MAX_LINE = 8192  # bytes; longer request lines are rejected (the host splits batches to fit)
+MAX_BATCH = 64  # samples per batch request
+MAX_BENCH = 10000  # iterations per bench request
+_BIG = 1e30  # |feature| above this is rejected (inf, huge); NaN fails `f == f`
+
+
+class RequestError(Exception):
+    """A request the server understood to be wrong: becomes an error reply."""
+
+
+def _heap():
+    if hasattr(gc, "mem_free"):
+        gc.collect()
+        return gc.mem_free(), gc.mem_alloc()
+    return None, None
+
+
+def _platform():
+    impl = sys.implementation
+    return {
+        "platform": sys.platform,
+        "implementation": impl.name,
+        "version": ".".join(str(v) for v in impl.version[:3]),
+        "machine": getattr(impl, "_machine", ""),
+    }
+
+
+def _features(model, value):
+    """Validate one feature vector: a list of n_features finite numbers (bool is not a number)."""
+    if not isinstance(value, list):
+        raise RequestError("features must be a list of %d numbers" % model.n_features)
+    if len(value) != model.n_features:
+        raise RequestError(
+            "features: expected %d numbers, got %d" % (model.n_features, len(value))
+        )
+    for f in value:
+        if isinstance(f, bool) or not isinstance(f, (int, float)):
+            raise RequestError("features must be numbers, got %s" % type(f).__name__)
+        if not (f == f) or f > _BIG or f < -_BIG:
+            raise RequestError("features must be finite numbers (got NaN, inf or > 1e30)")
+    return value
+
+
+def _path(req):
+    path = req.get("path", "both")
+    if path not in ("int8", "float", "both"):
+        raise RequestError("path must be 'int8', 'float' or 'both'")
+    if path != "float" and not getattr(_state["model"], "quantized", True):
+        raise RequestError("this blob has float32 weights only: use path 'float'")
+    return path
+
+
+_state = {"model": None, "out": None}
+
+
+def _infer_one(model, features, path):
+    """-> (pred, xq list or None, int8 logits list or None, float logits list or None)."""
+    xq = logits_q = logits_f = None
+    pred = -1
+    if path != "float":
+        q = model.quantize(features)
+        out = _state["out"]
+        pred = model.run_int8(q, out)
+        xq = list(q)
+        logits_q = list(out)
+    if path != "int8":
+        logits_f = list(model.logits(features, path="float"))
+        if path == "float":
+            best = 0
+            for c in range(1, len(logits_f)):
+                if logits_f[c] > logits_f[best]:
+                    best = c
+            pred = best
+    return pred, xq, logits_q, logits_f
+
+
+def _op_info(model, req):
+    free, alloc = _heap()
+    info = {
+        "protocol": PROTOCOL,
+        "format_version": model.format_version,
+        "n_features": model.n_features,
+        "n_classes": model.n_classes,
+        "classes": list(model.class_names),
+        "quantized": model.quantized,
+        "ops": list(model.op_names),
+        "free_heap": free,
+        "alloc_heap": alloc,
+        "max_line": MAX_LINE,
+        "max_batch": MAX_BATCH,
+    }
+    info.update(_platform())
+    return info
+
+
+def _op_infer(model, req):
+    pred, xq, lq, lf = _infer_one(model, _features(model, req.get("features")), _path(req))
+    rep = {"pred": pred, "class": model.class_names[pred]}
+    if xq is not None:
+        rep["xq"] = xq
+        rep["logits_q"] = lq
+    if lf is not None:
+        rep["logits"] = lf
+    return rep
+
+
+def _op_batch(model, req):
+    samples = req.get("samples")
+    if not isinstance(samples, list) or not samples:
+        raise RequestError("samples must be a non-empty list of feature lists")
+    if len(samples) > MAX_BATCH:
+        raise RequestError("at most %d samples per batch, got %d" % (MAX_BATCH, len(samples)))
+    path = _path(req)
+    for s in samples:  # validate all first: a batch is answered whole or not at all
+        _features(model, s)
+    preds, xqs, lqs, lfs = [], [], [], []
+    for s in samples:
+        pred, xq, lq, lf = _infer_one(model, s, path)
+        preds.append(pred)
+        if xq is not None:
+            xqs.append(xq)
+            lqs.append(lq)
+        if lf is not None:
+            lfs.append(lf)
+    rep = {"n": len(samples), "pred": preds}
+    if xqs:
+        rep["xq"] = xqs
+        rep["logits_q"] = lqs
+    if lfs:
+        rep["logits"] = lfs
+    return rep
+
+
+def _op_bench(model, req):
+    n = req.get("n", 100)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BENCH:
+        raise RequestError("n must be an integer from 1 to %d" % MAX_BENCH)
+    path = req.get("path", "int8")
+    if path not in ("int8", "float"):
+        raise RequestError("bench path must be 'int8' or 'float'")
+    features = req.get("features")
+    features = _features(model, features) if features is not None else [0.0] * model.n_features
+    return _bench(model, features, path, n)
+
+
+def _bench(model, features, path, n):
+    out = _state["out"]
+    xq = model.quantize(features)
+    model.run_int8(xq, out) if path == "int8" else model.logits(features, path="float")
+    has_gc = hasattr(gc, "mem_alloc")
+    if has_gc:
+        gc.collect()
+        gc.disable()
+        a0 = gc.mem_alloc()
+    t0 = ticks_us()
+    if path == "int8":
+        for _ in range(n):
+            model.run_int8(xq, out)
+    else:
+        for _ in range(n):
+            model.logits(features, path="float")
+    dt = ticks_diff(ticks_us(), t0)
+    rep = {"n": n, "path": path, "us_per_inference": dt / n}
+    if has_gc:
+        rep["heap_bytes_per_call"] = (gc.mem_alloc() - a0) / n
+        gc.enable()
+    return rep
+
+
+_OPS = {"info": _op_info, "infer": _op_infer, "batch": _op_batch, "bench": _op_bench}
+
+
+_CRC_TAG = ',"crc":'
+
+
+def unframe(line):
+    """Check and strip the optional integrity field: `{...,"crc":N}` where N is the CRC-32 of
+    the line up to (not including) `,"crc":`. A corrupted request is refused, not computed."""
+    at = line.rfind(_CRC_TAG)
+    if at < 0 or not line.endswith("}"):
+        return line
+    try:
+        want = int(line[at + len(_CRC_TAG) : -1])
+    except ValueError:
+        raise RequestError("bad crc field")
+    if crc32(line[:at].encode()) != want:
+        raise RequestError("crc mismatch: request corrupted on the link, resend it")
+    return line[:at] + "}"
+
+
+def frame(text):
+    """Append the integrity field to a serialized JSON object (same rule as `unframe`)."""
+    head = text[:-1]
+    return head + _CRC_TAG + str(crc32(head.encode())) + "}"
+
+
+def handle_line(model, line):
+    """One request line -> (reply dict, keep_running). Never raises for bad input."""
+    rid = None
+    try:
+        if len(line) > MAX_LINE:
+            raise RequestError("request line longer than %d bytes" % MAX_LINE)
+        line = unframe(line)
+        try:
+            req = json.loads(line)
+        except (ValueError, TypeError):  # MicroPython raises ValueError for bad JSON
+            raise RequestError("request is not valid JSON")
+        if not isinstance(req, dict):
+            raise RequestError("request must be a JSON object")
+        rid = req.get("id")
+        if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
+            rid = None
+            raise RequestError("id must be an integer or a string")
+        op = req.get("op")
+        if op == "exit":
+            return {"id": rid, "ok": True, "bye": True}, False
+        fn = _OPS.get(op) if isinstance(op, str) else None
+        if fn is None:
+            raise RequestError("unknown op %r; ops: info infer batch bench exit" % (op,))
+        rep = fn(model, req)
+        rep["id"] = rid
+        rep["ok"] = True
+        return rep, True
+    except RequestError as exc:
+        return {"id": rid, "ok": False, "error": str(exc)}, True
+    except MemoryError:
+        gc.collect()
+        return {"id": rid, "ok": False, "error": "out of memory handling the request"}, True
+    except Exception as exc:  # a bug, not bad input: report it and keep serving
+        return {"id": rid, "ok": False, "error": "internal error: %r" % (exc,)}, True
+
+
+def _write(stream, obj):
+    stream.write(frame(json.dumps(obj)))
+    stream.write("\n")
+
+
+def run(model_path="model.bin", stdin=None, stdout=None):
+    """Serve until an `exit` request (or Ctrl-C). Prints a banner line first."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    try:
+        model = Model(model_path)
+    except (OSError, ValueError) as exc:
+        _write(stdout, {"banner": "tinyattn-server", "protocol": PROTOCOL, "ok": False,
+                        "error": "cannot load %s: %s" % (model_path, exc)})
+        return
+    _state["model"] = model
+    _state["out"] = model.new_logits()
+    _write(stdout, {"banner": "tinyattn-server", "protocol": PROTOCOL, "ok": True,
+                    "format_version": model.format_version, "n_features": model.n_features,
+                    "n_classes": model.n_classes})
+    while True:
+        line = stdin.readline()
+        if not line:  # EOF (CPython pipes; boards never see it)
+            return
+        line = line.strip()
+        if not line:
+            continue
+        rep, keep = handle_line(model, line)
+        _write(stdout, rep)
+        if not keep:
+            return

@@ -1,0 +1,292 @@
+# Host (CPython): the serial link to a board running device/server.py (pyserial).
+"""Raw-REPL entry, server start and integrity-checked JSON request/reply with resync.
+
+Protocol: docs/protocol.md. The same code talks to a real board (`/dev/ttyACM0`,
+`/dev/ttyUSB0`) and to a virtual board's pseudo-terminal. mpremote opens the port
+exclusively, so the link and mpremote take turns (close one before using the other).
+References: mpremote's transport_serial.py (raw REPL byte sequences).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from typing import Any
+
+import serial
+
+RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
+# Lines that mean the board rebooted (soft or hard reset, ESP32 ROM boot, a REPL prompt).
+RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
+CRC_TAG = ',"crc":'
+DEFAULT_BAUD = 115200
+
+
+class LinkError(Exception):
+    """A link problem, worded for the user (what happened and what to do)."""
+
+
+class BoardReset(LinkError):
+    """The board rebooted while we waited for a reply."""
+
+
+class LinkTimeout(LinkError):
+    """The board did not answer in time."""
+
+
+def frame(obj: dict[str, Any]) -> bytes:
+    """Serialize a request with its CRC field (docs/protocol.md, Integrity) and a newline."""
+    head = json.dumps(obj, separators=(",", ":"))[:-1]
+    crc = zlib.crc32(head.encode())
+    return f'{head}{CRC_TAG}{crc}}}\n'.encode()
+
+
+def unframe(line: bytes) -> dict[str, Any] | None:
+    """Parse a reply line; None when it is not an intact JSON object (garbage, corrupted)."""
+    text = line.decode("utf-8", "replace").strip()
+    at = text.rfind(CRC_TAG)
+    if at >= 0 and text.endswith("}"):
+        try:
+            want = int(text[at + len(CRC_TAG) : -1])
+        except ValueError:
+            return None
+        if zlib.crc32(text[:at].encode()) != want:
+            return None
+        text = text[:at] + "}"
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
+    """Open PORT holding DTR/RTS low, so an ESP32's auto-reset circuit is not triggered."""
+    s = serial.Serial()
+    s.port = port
+    s.baudrate = baud
+    s.timeout = 0.05
+    s.write_timeout = 5
+    s.dtr = False  # applied when the port opens
+    s.rts = False
+    try:
+        s.exclusive = True  # fail fast if mpremote or a terminal holds the port
+    except (AttributeError, ValueError):
+        pass
+    try:
+        s.open()
+    except serial.SerialException as exc:
+        text = str(exc)
+        if "No such file" in text or "could not open port" in text and "Errno 2" in text:
+            raise LinkError(
+                f"{port}: no such serial port; plug the board in (ls /dev/ttyACM* /dev/ttyUSB*)"
+                " or start a virtual board with 'tinyattn board'"
+            ) from None
+        if "lock" in text.lower() or "busy" in text.lower() or "Errno 16" in text:
+            raise LinkError(
+                f"{port}: port is busy (another program, e.g. mpremote or a terminal, has it "
+                "open); close it and retry"
+            ) from None
+        raise LinkError(f"{port}: cannot open serial port: {text}") from None
+    return s
+
+
+class BoardLink:
+    """A session with the tinyattn server on a board. Use as a context manager."""
+
+    def __init__(self, port: str, baud: int = DEFAULT_BAUD, timeout: float = 5.0):
+        self.port = port
+        self.baud = baud
+        self.timeout = timeout
+        self.serial: serial.Serial | None = None
+        self._buf = b""
+        self._next_id = 1
+        self.stats = {"garbage_lines": 0, "resends": 0, "resets": 0, "timeouts": 0}
+        self.banner: dict[str, Any] | None = None
+
+    # -- port -------------------------------------------------------------------------------
+    def open(self) -> BoardLink:
+        self.serial = open_port(self.port, self.baud)
+        return self
+
+    def close(self) -> None:
+        if self.serial is not None:
+            try:
+                self.serial.close()
+            finally:
+                self.serial = None
+
+    def __enter__(self) -> BoardLink:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, data: bytes) -> None:
+        assert self.serial is not None, "link is not open"
+        try:
+            self.serial.write(data)
+            self.serial.flush()
+        except (serial.SerialException, OSError) as exc:
+            raise LinkError(f"{self.port}: write failed ({exc}); is the board still connected?")
+
+    def _read_some(self) -> bytes:
+        assert self.serial is not None, "link is not open"
+        try:
+            return self.serial.read(max(1, self.serial.in_waiting))
+        except (serial.SerialException, OSError) as exc:
+            raise LinkError(f"{self.port}: read failed ({exc}); is the board still connected?")
+
+    def drain(self, quiet: float = 0.15, limit: float = 3.0) -> bytes:
+        """Read until the line has been quiet for `quiet` seconds (or `limit` passed)."""
+        got, end = self._buf, time.monotonic() + limit
+        self._buf = b""
+        last = time.monotonic()
+        while time.monotonic() < end and time.monotonic() - last < quiet:
+            chunk = self._read_some()
+            if chunk:
+                got += chunk
+                last = time.monotonic()
+        return got
+
+    def read_until(self, marker: bytes, timeout: float) -> bytes:
+        """Read until `marker` has arrived; LinkTimeout with what came instead."""
+        end = time.monotonic() + timeout
+        while marker not in self._buf:
+            if time.monotonic() > end:
+                seen = self._buf[-80:]
+                self._buf = b""
+                raise LinkTimeout(
+                    f"{self.port}: expected {marker!r} within {timeout:.0f}s, got {seen!r}"
+                )
+            self._buf += self._read_some()
+        at = self._buf.index(marker) + len(marker)
+        data, self._buf = self._buf[:at], self._buf[at:]
+        return data
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        while b"\n" not in self._buf:
+            if time.monotonic() > deadline:
+                return None
+            self._buf += self._read_some()
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
+
+    # -- raw REPL ---------------------------------------------------------------------------
+    def enter_raw_repl(self, timeout: float = 10.0) -> None:
+        """Interrupt whatever runs and enter the raw REPL (mpremote's byte sequence)."""
+        end = time.monotonic() + timeout
+        while True:
+            self._write(b"\r\x03\x03")
+            self.drain(quiet=0.1, limit=1.0)
+            self._write(b"\r\x01")
+            try:
+                self.read_until(RAW_REPL_BANNER + b">", timeout=min(2.0, timeout))
+                return
+            except LinkTimeout:
+                if time.monotonic() > end:
+                    raise LinkTimeout(
+                        f"{self.port}: no raw REPL prompt within {timeout:.0f}s; is a MicroPython"
+                        " board on this port? Press its reset button and retry"
+                    ) from None
+
+    def exec_raw(self, code: str, timeout: float = 10.0) -> str:
+        """Run `code` at the raw REPL and return its output; LinkError with the traceback."""
+        data = code.encode()
+        for i in range(0, len(data), 256):
+            self._write(data[i : i + 256])
+            time.sleep(0.01)
+        self._write(b"\x04")
+        self.read_until(b"OK", timeout=timeout)
+        out = self.read_until(b"\x04", timeout=timeout)[:-1]
+        err = self.read_until(b"\x04", timeout=timeout)[:-1]
+        if err:
+            raise LinkError(f"{self.port}: board raised: {err.decode(errors='replace').strip()}")
+        return out.decode(errors="replace")
+
+    # -- server -----------------------------------------------------------------------------
+    def start_server(self, model_path: str = "model.bin", timeout: float = 15.0) -> dict:
+        """Enter the raw REPL, start device/server.py, and return its banner."""
+        self.enter_raw_repl()
+        code = f"import server\nserver.run({model_path!r})\n"
+        self._write(code.encode() + b"\x04")
+        self.read_until(b"OK", timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._read_line(deadline)
+            if line is None:
+                raise LinkTimeout(
+                    f"{self.port}: the server did not start within {timeout:.0f}s; "
+                    "run 'tinyattn flash' to install the device files"
+                )
+            if b"\x04" in line or b"Traceback" in line or b"Error" in line:
+                rest = line + self.drain(quiet=0.2, limit=2.0)
+                msg = rest.replace(b"\x04", b" ").decode(errors="replace").strip()
+                raise LinkError(
+                    f"{self.port}: the server failed to start: {msg}; "
+                    "run 'tinyattn flash' to (re)install the device files"
+                )
+            obj = unframe(line)
+            if obj and obj.get("banner") == "tinyattn-server":
+                if not obj.get("ok"):
+                    raise LinkError(f"{self.port}: {obj.get('error')}; run 'tinyattn flash'")
+                self.banner = obj
+                return obj
+
+    def stop_server(self) -> None:
+        """Ask the server to exit and leave the board at the friendly REPL."""
+        try:
+            self._write(frame({"op": "exit"}))
+            self.read_until(b">", timeout=3.0)
+        except LinkError:
+            self._write(b"\r\x03\x03")
+        self._write(b"\r\x02")
+        self.drain(quiet=0.1, limit=1.0)
+
+    def request(
+        self, op: str, timeout: float | None = None, retries: int = 3, **fields: Any
+    ) -> dict[str, Any]:
+        """Send one request and return its reply (`ok` may be false: the caller decides).
+
+        Corrupted or lost lines are resent up to `retries` times; a reboot of the board
+        raises BoardReset; silence raises LinkTimeout. Never waits longer than
+        (retries + 1) × timeout.
+        """
+        timeout = self.timeout if timeout is None else timeout
+        rid = self._next_id
+        self._next_id += 1
+        payload = frame({"id": rid, "op": op, **fields})
+        for attempt in range(retries + 1):
+            if attempt:
+                self.stats["resends"] += 1
+                self._write(b"\n")  # end any half-received line on the board
+            self._write(payload)
+            deadline = time.monotonic() + timeout
+            while True:
+                line = self._read_line(deadline)
+                if line is None:
+                    self.stats["timeouts"] += 1
+                    break  # resend
+                obj = unframe(line)
+                if obj is None:
+                    if any(m in line for m in RESET_MARKERS):
+                        self.stats["resets"] += 1
+                        self._buf = b""
+                        raise BoardReset(f"{self.port}: the board reset during '{op}'")
+                    if line.strip():
+                        self.stats["garbage_lines"] += 1
+                    continue
+                if obj.get("banner"):
+                    self.stats["resets"] += 1
+                    raise BoardReset(f"{self.port}: the server restarted during '{op}'")
+                if obj.get("id") == rid:
+                    return obj
+                if obj.get("id") is None and not obj.get("ok", True):
+                    break  # the board could not read our request (corrupted): resend
+                # a stale reply to an earlier request: skip
+        raise LinkTimeout(
+            f"{self.port}: no valid reply to '{op}' after {retries + 1} tries of "
+            f"{timeout:.0f}s; the board may be hung or the server not running — reset it "
+            "and retry"
+        )
