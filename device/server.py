@@ -275,14 +275,29 @@ def run(model_path="model.bin", stdin=None, stdout=None):
     try:
         model = Model(model_path)
     except (OSError, ValueError) as exc:
-        _write(stdout, {"banner": "tinyattn-server", "protocol": PROTOCOL, "ok": False,
-                        "error": "cannot load %s: %s" % (model_path, exc)})
+        _write(
+            stdout,
+            {
+                "banner": "tinyattn-server",
+                "protocol": PROTOCOL,
+                "ok": False,
+                "error": "cannot load %s: %s" % (model_path, exc),
+            },
+        )
         return
     _state["model"] = model
     _state["out"] = model.new_logits()
-    _write(stdout, {"banner": "tinyattn-server", "protocol": PROTOCOL, "ok": True,
-                    "format_version": model.format_version, "n_features": model.n_features,
-                    "n_classes": model.n_classes})
+    _write(
+        stdout,
+        {
+            "banner": "tinyattn-server",
+            "protocol": PROTOCOL,
+            "ok": True,
+            "format_version": model.format_version,
+            "n_features": model.n_features,
+            "n_classes": model.n_classes,
+        },
+    )
     while True:
         line = stdin.readline()
         if not line:  # EOF (CPython pipes; boards never see it)

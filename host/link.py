@@ -39,7 +39,7 @@ def frame(obj: dict[str, Any]) -> bytes:
     """Serialize a request with its CRC field (docs/protocol.md, Integrity) and a newline."""
     head = json.dumps(obj, separators=(",", ":"))[:-1]
     crc = zlib.crc32(head.encode())
-    return f'{head}{CRC_TAG}{crc}}}\n'.encode()
+    return f"{head}{CRC_TAG}{crc}}}\n".encode()
 
 
 def unframe(line: bytes) -> dict[str, Any] | None:
