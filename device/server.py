@@ -215,7 +215,7 @@ def unframe(line):
     try:
         want = int(line[at + len(_CRC_TAG) : -1])
     except ValueError:
-        raise RequestError("bad crc field")
+        raise RequestError("bad crc field") from None
     if crc32(line[:at].encode()) != want:
         raise RequestError("crc mismatch: request corrupted on the link, resend it")
     return line[:at] + "}"
@@ -237,7 +237,7 @@ def handle_line(model, line):
         try:
             req = json.loads(line)
         except (ValueError, TypeError):  # MicroPython raises ValueError for bad JSON
-            raise RequestError("request is not valid JSON")
+            raise RequestError("request is not valid JSON") from None
         if not isinstance(req, dict):
             raise RequestError("request must be a JSON object")
         rid = req.get("id")

@@ -129,14 +129,18 @@ class BoardLink:
             self.serial.write(data)
             self.serial.flush()
         except (serial.SerialException, OSError) as exc:
-            raise LinkError(f"{self.port}: write failed ({exc}); is the board still connected?")
+            raise LinkError(
+                f"{self.port}: write failed ({exc}); is the board still connected?"
+            ) from None
 
     def _read_some(self) -> bytes:
         assert self.serial is not None, "link is not open"
         try:
             return self.serial.read(max(1, self.serial.in_waiting))
         except (serial.SerialException, OSError) as exc:
-            raise LinkError(f"{self.port}: read failed ({exc}); is the board still connected?")
+            raise LinkError(
+                f"{self.port}: read failed ({exc}); is the board still connected?"
+            ) from None
 
     def drain(self, quiet: float = 0.15, limit: float = 3.0) -> bytes:
         """Read until the line has been quiet for `quiet` seconds (or `limit` passed)."""
