@@ -1,0 +1,1 @@
+"""Developer tools (host, CPython): virtual board, benchmark drivers, golden-data makers."""
