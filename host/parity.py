@@ -1,0 +1,313 @@
+"""Host (CPython): `tinyattn parity` — the board must compute what the PC computes.
+
+Every sample of the model's dataset goes to the device server in `batch` requests; the replies
+are compared with the host references on the same blob:
+- int8: the device's integer logits must equal `tinyattn.intref` exactly (every integer), and
+  the device's quantized input `xq` must equal the host's;
+- float: the device's float logits within `--tol` (1e-4) of the float32 reference
+  `tinyattn.floatref`;
+- argmax: the device's prediction equals the host's on each path.
+Results go to a JSON report (summary + one row per sample), written even when the link fails
+part-way (with `"complete": false` and the rows already received). Exit status 1 on any
+mismatch, 2 on a link or usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cli import CLIError
+from .link import BoardLink, BoardReset, LinkError
+from .paths import BUILD_DIR
+from .ports import add_port_arguments, board_port
+
+FLOAT_TOL = 1e-4
+MAX_RESTARTS = 3  # board resets tolerated per run (the server is restarted, the batch resent)
+
+
+def load_samples(
+    model_path: Path | None, dataset: str | None, csv: Path | None, target: str | None
+):
+    """Raw features X [N, F] and labels y [N] of the dataset the model was trained on."""
+    from .data import load_csv, load_dataset
+
+    if csv is not None:
+        return load_csv(csv, target=target)
+    if dataset is not None:
+        return load_dataset(dataset)
+    if model_path is not None and model_path.is_file():
+        with np.load(model_path, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+        if meta.get("csv"):
+            return load_csv(meta["csv"], target=meta.get("target"))
+        return load_dataset(meta.get("dataset", "iris"))
+    return load_dataset("iris")
+
+
+def host_reference(blob_bytes: bytes, X: np.ndarray) -> dict[str, np.ndarray]:
+    """Host results for raw features X: xq, int8 logits (+argmax), float logits (+argmax)."""
+    from .blob import read_blob
+    from .floatref import run_float
+    from .intref import quantize_input, run_int8
+
+    blob = read_blob(blob_bytes)
+    ref: dict[str, Any] = {"blob": blob}
+    if blob.quantized:
+        ref["xq"] = quantize_input(blob, X)
+        ref["logits_q"] = run_int8(blob, ref["xq"])
+    ref["logits"] = run_float(blob, X)
+    return ref
+
+
+def _batches(X: np.ndarray, max_batch: int, max_line: int) -> list[list[int]]:
+    """Index groups whose request line fits the server's line limit."""
+    groups, cur, size = [], [], 100
+    for i, row in enumerate(X.tolist()):
+        n = len(json.dumps(row)) + 2
+        if cur and (len(cur) >= max_batch or size + n > max_line - 200):
+            groups.append(cur)
+            cur, size = [], 100
+        cur.append(i)
+        size += n
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress: bool) -> dict:
+    """Send all samples; returns per-sample device results and timing. Partial on LinkError."""
+    from tqdm import tqdm
+
+    info = link.request("info")
+    if not info.get("ok"):
+        raise LinkError(f"info failed: {info.get('error')}")
+    dev: dict[str, Any] = {"info": info, "rows": {}, "error": None, "restarts": 0}
+    groups = _batches(X, int(info.get("max_batch", 16)), int(info.get("max_line", 4096)))
+    bar = tqdm(total=len(X), desc="parity", unit="sample", disable=not progress, file=sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        for group in groups:
+            while True:
+                try:
+                    rep = link.request("batch", samples=X[group].tolist(), path=path)
+                    break
+                except BoardReset:
+                    dev["restarts"] += 1
+                    if dev["restarts"] > MAX_RESTARTS:
+                        raise LinkError(
+                            f"the board reset {dev['restarts']} times; check its power and cable"
+                        ) from None
+                    link.start_server()
+            if not rep.get("ok"):
+                raise LinkError(f"the board refused a batch: {rep.get('error')}")
+            for k, i in enumerate(group):
+                dev["rows"][i] = {
+                    key: rep[key][k] for key in ("pred", "xq", "logits_q", "logits") if key in rep
+                }
+            bar.update(len(group))
+        dev["link_seconds"] = time.perf_counter() - t0
+        dev["bench"] = {}
+        if bench_n:
+            for p in ("int8", "float") if path == "both" else (path,):
+                b = link.request("bench", n=bench_n, path=p, timeout=10 + bench_n * 0.05)
+                if b.get("ok"):
+                    dev["bench"][p] = b
+    except LinkError as exc:
+        dev["error"] = str(exc)
+        dev["link_seconds"] = time.perf_counter() - t0
+    finally:
+        bar.close()
+    return dev
+
+
+def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_TOL) -> dict:
+    """Summary + rows. Only samples the device answered are compared; `samples` counts all."""
+    n = len(y)
+    rows, int8_exact, xq_match, agree, fmax = [], 0, 0, 0, 0.0
+    for i in range(n):
+        d = dev["rows"].get(i)
+        row: dict[str, Any] = {"index": i, "label": int(y[i]), "answered": d is not None}
+        if d is None:
+            rows.append(row)
+            continue
+        ok_argmax = True
+        if path in ("int8", "both"):
+            host_lq = [int(v) for v in ref["logits_q"][i]]
+            host_xq = [int(v) for v in ref["xq"][i]]
+            row.update(host_logits_q=host_lq, device_logits_q=d["logits_q"], device_xq=d["xq"])
+            row["int8_exact"] = d["logits_q"] == host_lq
+            row["xq_match"] = d["xq"] == host_xq
+            int8_exact += row["int8_exact"]
+            xq_match += row["xq_match"]
+            row["host_pred_int8"] = int(np.argmax(ref["logits_q"][i]))
+            ok_argmax &= d["pred"] == row["host_pred_int8"]
+        if path in ("float", "both"):
+            diff = float(np.max(np.abs(np.asarray(d["logits"]) - ref["logits"][i])))
+            row.update(float_max_abs_diff=diff, device_logits=d["logits"])
+            fmax = max(fmax, diff)
+            host_fpred = int(np.argmax(ref["logits"][i]))
+            dev_fpred = int(np.argmax(d["logits"]))
+            row["host_pred_float"] = host_fpred
+            ok_argmax &= dev_fpred == host_fpred
+        row["device_pred"] = d["pred"]
+        row["argmax_agree"] = bool(ok_argmax)
+        agree += ok_argmax
+        rows.append(row)
+    answered = len(dev["rows"])
+    bench = dev.get("bench", {})
+    us = bench.get("int8", bench.get("float", {})).get("us_per_inference")
+    secs = dev.get("link_seconds") or 0.0
+    summary = {
+        "samples": n,
+        "answered": answered,
+        "complete": answered == n and dev.get("error") is None,
+        "path": path,
+        "int8_exact": int8_exact if path != "float" else None,
+        "xq_match": xq_match if path != "float" else None,
+        "float_max_abs_diff": fmax if path != "int8" else None,
+        "float_tol": tol,
+        "argmax_agreement": agree,
+        "device_us_per_inference": us,
+        "device_us_per_inference_float": bench.get("float", {}).get("us_per_inference"),
+        "device_heap_bytes_per_call_float": bench.get("float", {}).get("heap_bytes_per_call"),
+        "device_heap_bytes_per_call_int8": bench.get("int8", {}).get("heap_bytes_per_call"),
+        "link_samples_per_s": answered / secs if secs > 0 else None,
+        "board_restarts": dev.get("restarts", 0),
+        "error": dev.get("error"),
+        "platform": {k: dev["info"].get(k) for k in ("platform", "implementation", "version")}
+        if dev.get("info")
+        else None,
+    }
+    summary["passed"] = bool(
+        summary["complete"]
+        and agree == n
+        and (path == "float" or int8_exact == n)
+        and (path == "int8" or fmax <= tol)
+    )
+    return {"summary": summary, "rows": rows}
+
+
+def write_report(path: Path, report: dict) -> None:
+    """Atomic write (temp file + rename): a crash never leaves half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, path)
+
+
+def format_table(s: dict) -> str:
+    n = s["samples"]
+
+    def fmt(v: Any, spec: str = "") -> str:
+        return "—" if v is None else format(v, spec)
+
+    lines = [
+        f"{'samples':28s} {n}" + ("" if s["complete"] else f" (answered {s['answered']})"),
+        f"{'int8 exact (every logit)':28s} {fmt(s['int8_exact'])}/{n}",
+        f"{'int8 input xq equal':28s} {fmt(s['xq_match'])}/{n}",
+        f"{'float max |Δ| (tol ' + format(s['float_tol'], 'g') + ')':28s} "
+        f"{fmt(s['float_max_abs_diff'], '.3g')}",
+        f"{'argmax agreement':28s} {s['argmax_agreement']}/{n}",
+        f"{'device µs/inference int8':28s} {fmt(s['device_us_per_inference'], '.1f')}",
+        f"{'device µs/inference float':28s} {fmt(s['device_us_per_inference_float'], '.1f')}",
+        f"{'link samples/s (batch)':28s} {fmt(s['link_samples_per_s'], '.0f')}",
+        f"{'result':28s} {'PASS' if s['passed'] else 'FAIL'}",
+    ]
+    if s.get("error"):
+        lines.append(f"{'link error':28s} {s['error']}")
+    return "\n".join(lines)
+
+
+def parity(
+    port: str,
+    blob_path: Path,
+    X: np.ndarray,
+    y: np.ndarray,
+    path: str = "both",
+    baud: int = 115200,
+    timeout: float = 5.0,
+    bench_n: int = 200,
+    progress: bool = True,
+    model_path: str = "model.bin",
+) -> dict:
+    """Run the whole parity check against the board on PORT; returns the report."""
+    try:
+        ref = host_reference(blob_path.read_bytes(), X)
+    except FileNotFoundError:
+        raise CLIError(f"{blob_path}: no such blob; run 'make export' first") from None
+    if path != "float" and "logits_q" not in ref:
+        raise CLIError(f"{blob_path} holds float32 weights only: use --path float")
+    with BoardLink(port, baud=baud, timeout=timeout) as link:
+        link.start_server(model_path)
+        dev = run_device(link, X, path, bench_n, progress)
+        try:
+            link.stop_server()
+        except LinkError:
+            pass
+        stats = dict(link.stats)
+    report = compare(ref, dev, y, path)
+    report["summary"]["link"] = stats
+    report["summary"]["port"] = port
+    return report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_port_arguments(parser)
+    parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=BUILD_DIR / "model.npz",
+        help="trained model whose dataset is used (default %(default)s)",
+    )
+    parser.add_argument("--dataset", choices=["iris", "wine"], help="override the dataset")
+    parser.add_argument("--csv", type=Path, help="samples from this CSV instead")
+    parser.add_argument("--target", help="target column of --csv")
+    parser.add_argument("--path", choices=["float", "int8", "both"], default="both")
+    parser.add_argument("--report", type=Path, default=BUILD_DIR / "parity.json")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
+    parser.add_argument("--bench", type=int, default=200, help="bench iterations (0: none)")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary last")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        data = load_samples(args.model, args.dataset, args.csv, args.target)
+    except (OSError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        with board_port(args.port) as port:
+            report = parity(
+                port,
+                args.blob,
+                data.X,
+                data.y,
+                path=args.path,
+                baud=args.baud,
+                timeout=args.timeout,
+                bench_n=args.bench,
+                progress=not args.quiet,
+            )
+    except LinkError as exc:
+        raise CLIError(str(exc)) from None
+    write_report(args.report, report)
+    s = report["summary"]
+    print(format_table(s))
+    print(f"report: {args.report}")
+    if args.json:
+        print(json.dumps({k: v for k, v in s.items() if k != "platform"}))
+    if s.get("error"):
+        print(f"tinyattn parity: error: {s['error']}", file=sys.stderr)
+        return 2
+    return 0 if s["passed"] else 1
