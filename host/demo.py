@@ -1,0 +1,70 @@
+"""Host (CPython): `tinyattn demo` — the newcomer's main job in one command.
+
+train (if build/model.npz is missing) → export (if build/model.bin is missing) → a virtual board
+(or --port) → flash → parity, ending with the parity table. `make demo` runs it after
+installing everything into .venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cli import CLIError
+from .link import LinkError
+from .paths import BUILD_DIR
+from .ports import add_port_arguments, board_port
+
+
+def _step(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_port_arguments(parser)
+    parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
+    parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
+    parser.add_argument("--report", type=Path, default=BUILD_DIR / "parity.json")
+    parser.add_argument("--mpy", action="store_true", help="flash .mpy files (mpy-cross)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the parity summary as JSON last"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from . import cli
+    from .flash import flash
+    from .parity import format_table, load_samples, parity, write_report
+
+    if not args.model.is_file():
+        _step(f"train -> {args.model}")
+        if cli.main(["train", "--out", str(args.model)]) != 0:
+            return 2
+    if not args.blob.is_file():
+        _step(f"export -> {args.blob}")
+        if cli.main(["export", "--model", str(args.model), "--out", str(args.blob)]) != 0:
+            return 2
+    data = load_samples(args.model, None, None, None)
+    where = args.port or "a virtual board (MicroPython unix port on a pty, fs build/board)"
+    try:
+        with board_port(args.port) as port:
+            _step(f"flash -> {where} ({port})")
+            summary = flash(port, args.blob, use_mpy=args.mpy)
+            for name, info in summary["files"].items():
+                print(f"  {name:16s} {info['bytes']:7d} B  verified")
+            _step(f"parity: {len(data.y)} {data.name} samples, int8 + float, over serial")
+            report = parity(port, args.blob, data.X, data.y, baud=args.baud)
+    except LinkError as exc:
+        raise CLIError(str(exc)) from None
+    write_report(args.report, report)
+    s = report["summary"]
+    print(format_table(s))
+    print(f"report: {args.report}")
+    if args.json:
+        print(json.dumps({k: v for k, v in s.items() if k != "platform"}))
+    if s.get("error"):
+        print(f"tinyattn demo: error: {s['error']}", file=sys.stderr)
+        return 2
+    return 0 if s["passed"] else 1
