@@ -1,0 +1,663 @@
+# Host (CPython): the tinyattn blob (`model.bin`) — writer and reader in one module.
+"""Byte-level writer and reader of the blob specified in `docs/blob-format.md` (version 1).
+
+Both directions are driven by one table, `OP_LAYOUTS` (opcode -> names of the i32 and f32
+parameters and the list of tensors the op references), so the writer and the reader cannot
+drift apart. The writer re-reads what it produced before it touches the disk, so every blob it
+writes passes every check of the reader.
+
+- `write_blob(path, spec)`: serialize a `QuantModelSpec` and write it atomically (temp file in
+  the same folder, fsync, `os.replace`); `blob_bytes(spec)` gives the bytes only.
+- `read_blob(data)`: parse and check bytes; raises `BlobError` (a `ValueError`) whose message
+  names the problem and how to fix it. The result, a `Blob`, has the same fields as a
+  `QuantModelSpec` plus the file layout, so the host references run either.
+
+References: docs/blob-format.md (the contract), docs/quantization.md (what the numbers mean),
+ggml's docs/gguf.md and the safetensors README (format conventions).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"TATN"
+FORMAT_VERSION = 1
+ALIGN = 4
+HEADER = struct.Struct("<4sHHIHHHHffHH")  # 32 bytes, see the layout table of the doc
+OP_HEAD = struct.Struct("<BBBB")  # opcode, n_tensors, n_iparams, n_fparams
+TENSOR_HEAD = struct.Struct("<BBBBI")  # dtype, ndim, name_len, reserved, offset
+CRC_SIZE = 4
+FLAG_QUANTIZED = 1 << 0
+FLAG_FLOAT32 = 1 << 1
+
+MAX_OPS = 64
+MAX_TENSORS = 256
+MAX_NAMES = 1024
+MAX_NAME_LEN = 32
+MAX_NDIM = 4
+MAX_FILE = 16 * 1024 * 1024
+MIN_FILE = HEADER.size + CRC_SIZE
+
+INT8_MIN, INT8_MAX = -128, 127
+LOGIT_MIN, LOGIT_MAX = -32768, 32767  # the last op's int8-path output (int16 range)
+M_LIMIT = 1 << 15  # multipliers: 0 <= M < 2**15
+SHIFT_MIN, SHIFT_MAX = 1, 30
+LUT_SHAPE = (2, 16)  # EXP_HI, EXP_LO (docs/quantization.md)
+
+REMEDY = "re-run 'make export' and 'make flash'"
+
+# dtype code -> numpy dtype (little-endian). Removed codes are never reused.
+DTYPES: dict[int, np.dtype] = {
+    1: np.dtype("<i1"),
+    2: np.dtype("<i2"),
+    3: np.dtype("<i4"),
+    4: np.dtype("<f4"),
+    5: np.dtype("<u2"),
+}
+DTYPE_CODES: dict[np.dtype, int] = {dt: code for code, dt in DTYPES.items()}
+I8, I16, I32, F32, U16 = (DTYPES[c] for c in (1, 2, 3, 4, 5))
+
+
+class BlobError(ValueError):
+    """A blob that cannot be used; the message names the problem and the fix."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The one table of op layouts
+
+
+TensorSlot = tuple[str, np.dtype, tuple[int, ...]]  # role, dtype, shape
+
+
+def _no_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    return []
+
+
+def _dense_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    n_in, n_out = ip["in"], ip["out"]
+    slots: list[TensorSlot] = [("W", I8 if quantized else F32, (n_out, n_in))]
+    if ip["has_bias"]:
+        slots.append(("b", I32 if quantized else F32, (n_out,)))
+    if quantized:
+        slots += [("s", F32, (n_out,)), ("m", I16, (n_out,))]
+    return slots
+
+
+def _attention_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    E = ip["E"]
+    slots: list[TensorSlot] = []
+    for p in "qkvo":
+        slots.append((f"W{p}", I8 if quantized else F32, (E, E)))
+        if ip["has_bias"]:
+            slots.append((f"b{p}", I32 if quantized else F32, (E,)))
+        if quantized:
+            slots += [(f"s{p}", F32, (E,)), (f"m{p}", I16, (E,))]
+    if quantized:
+        slots.append(("lut", U16, LUT_SHAPE))
+    return slots
+
+
+@dataclass(frozen=True)
+class OpLayout:
+    """How one opcode is stored: parameter names (in record order) and its tensor slots."""
+
+    name: str
+    iparams: tuple[str, ...]
+    fparams: tuple[str, ...]
+    tensors: Callable[[dict[str, int], bool], list[TensorSlot]]
+    shifts: tuple[str, ...] = ()  # iparams that are requantization shifts (1..30 when int8)
+    multipliers: tuple[str, ...] = ()  # iparams that are multipliers (0 <= M < 2**15)
+
+
+OP_LAYOUTS: dict[int, OpLayout] = {
+    1: OpLayout(
+        "dense",
+        ("in", "out", "has_bias", "shift", "act_min", "act_max"),
+        ("s_in", "s_out"),
+        _dense_tensors,
+        shifts=("shift",),
+    ),
+    2: OpLayout("relu", (), (), _no_tensors),
+    3: OpLayout("reshape", ("S", "E"), (), _no_tensors),
+    4: OpLayout(
+        "attention",
+        tuple(
+            "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx".split()
+        ),
+        ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"),
+        _attention_tensors,
+        shifts=("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx"),
+        multipliers=("M_sm", "M_ctx"),
+    ),
+    5: OpLayout(
+        "avgpool",
+        ("S", "E", "M", "shift"),
+        (),
+        _no_tensors,
+        shifts=("shift",),
+        multipliers=("M",),
+    ),
+    # 6: myattn (DESIGN §8, issue 7) — opcode reserved; add its layout here, then teach
+    # `_check_op`, tinyattn.intref and tinyattn.floatref (and device/attention.py) to run it.
+}
+RESERVED_OPCODES: dict[int, str] = {6: "myattn"}
+OPCODES: dict[str, int] = {layout.name: code for code, layout in OP_LAYOUTS.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# In-memory model: what the writer takes and (with the layout added) what the reader returns
+
+
+@dataclass
+class Op:
+    """One op of the graph: `kind` (a name of OP_LAYOUTS), its parameters and tensors by role."""
+
+    kind: str
+    iparams: dict[str, int]  # every name of the layout, in layout order
+    fparams: dict[str, float] = field(default_factory=dict)
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)  # role -> array (exact dtype)
+
+    @property
+    def opcode(self) -> int:
+        return OPCODES[self.kind]
+
+
+@dataclass
+class QuantModelSpec:
+    """Everything a blob holds. `quantized`: int8 path (True) or float32 weights (False)."""
+
+    quantized: bool
+    class_names: list[str]
+    norm_mean: np.ndarray  # (F,) float32
+    norm_std: np.ndarray  # (F,) float32, > 0
+    input_scale: float  # s_in of the quantized input (1.0 in a float32 blob)
+    logit_scale: float  # real logit = logit_q * logit_scale (1.0 in a float32 blob)
+    ops: list[Op]
+
+    @property
+    def n_features(self) -> int:
+        return int(len(self.norm_mean))
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One record of the tensor table as found in the file."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int  # absolute, [offset, offset + nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+
+@dataclass
+class Blob(QuantModelSpec):
+    """A parsed blob: the model plus where everything was in the file."""
+
+    version: int = FORMAT_VERSION
+    flags: int = 0
+    file_size: int = 0
+    crc32: int = 0
+    data_start: int = 0  # first byte after the tensor table
+    tensor_table: list[TensorEntry] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writer
+
+
+def _pad(n: int) -> int:
+    return (-n) % ALIGN
+
+
+def _op_iparams(op: Op) -> list[int]:
+    layout = OP_LAYOUTS[op.opcode]
+    if set(op.iparams) != set(layout.iparams):
+        raise ValueError(
+            f"op {op.kind}: iparams {sorted(op.iparams)} != layout {list(layout.iparams)}"
+        )
+    return [int(op.iparams[name]) for name in layout.iparams]
+
+
+def _op_fparams(op: Op) -> list[float]:
+    layout = OP_LAYOUTS[op.opcode]
+    if set(op.fparams) != set(layout.fparams):
+        raise ValueError(
+            f"op {op.kind}: fparams {sorted(op.fparams)} != layout {list(layout.fparams)}"
+        )
+    return [float(op.fparams[name]) for name in layout.fparams]
+
+
+def blob_bytes(spec: QuantModelSpec) -> bytes:
+    """Serialize `spec` (docs/blob-format.md) and check the result with `read_blob`."""
+    names = "\n".join(spec.class_names).encode("utf-8")
+    F = spec.n_features
+    # Tensor list in op order, each op's slots in layout order; names "<op index>.<role>".
+    entries: list[tuple[str, np.ndarray]] = []
+    op_refs: list[list[int]] = []
+    for k, op in enumerate(spec.ops):
+        if op.kind not in OPCODES:
+            raise ValueError(f"op {k}: kind {op.kind!r} has no opcode in OP_LAYOUTS")
+        ip = dict(zip(OP_LAYOUTS[op.opcode].iparams, _op_iparams(op), strict=True))
+        slots = OP_LAYOUTS[op.opcode].tensors(ip, spec.quantized)
+        if set(op.tensors) != {role for role, _, _ in slots}:
+            raise ValueError(
+                f"op {k} ({op.kind}): tensors {sorted(op.tensors)}, layout wants "
+                f"{[role for role, _, _ in slots]}"
+            )
+        refs = []
+        for role, dtype, _ in slots:
+            refs.append(len(entries))
+            entries.append((f"{k}.{role}", np.ascontiguousarray(op.tensors[role], dtype=dtype)))
+        op_refs.append(refs)
+
+    head = bytearray()
+    head += names + bytes(_pad(len(names)))
+    head += np.asarray(spec.norm_mean, dtype=F32).tobytes()
+    head += np.asarray(spec.norm_std, dtype=F32).tobytes()
+    for op, refs in zip(spec.ops, op_refs, strict=True):
+        iparams, fparams = _op_iparams(op), _op_fparams(op)
+        rec = OP_HEAD.pack(op.opcode, len(refs), len(iparams), len(fparams))
+        rec += struct.pack(f"<{len(refs)}H", *refs)
+        rec += bytes(_pad(len(rec)))
+        rec += struct.pack(f"<{len(iparams)}i{len(fparams)}f", *iparams, *fparams)
+        head += rec
+    # Tensor table: offsets depend on the table's own size, so measure it first.
+    table_size = 0
+    for name, arr in entries:
+        rec_len = TENSOR_HEAD.size + 2 * arr.ndim + len(name.encode("ascii"))
+        table_size += rec_len + _pad(rec_len)
+    data_start = HEADER.size + len(head) + table_size
+    offset = data_start
+    table = bytearray()
+    data = bytearray()
+    for name, arr in entries:
+        raw_name = name.encode("ascii")
+        rec = TENSOR_HEAD.pack(DTYPE_CODES[arr.dtype], arr.ndim, len(raw_name), 0, offset)
+        rec += struct.pack(f"<{arr.ndim}H", *arr.shape) + raw_name
+        table += rec + bytes(_pad(len(rec)))
+        raw = arr.tobytes()
+        data += raw + bytes(_pad(len(raw)))
+        offset += len(raw) + _pad(len(raw))
+    file_size = data_start + len(data) + CRC_SIZE
+    flags = FLAG_QUANTIZED if spec.quantized else FLAG_FLOAT32
+    header = HEADER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        flags,
+        file_size,
+        F,
+        spec.n_classes,
+        len(spec.ops),
+        len(entries),
+        spec.input_scale,
+        spec.logit_scale,
+        len(names),
+        0,
+    )
+    body = header + head + table + data
+    out = body + struct.pack("<I", zlib.crc32(body))
+    assert len(out) == file_size
+    read_blob(out, source="writer self-check")  # a blob we write always passes the reader
+    return bytes(out)
+
+
+def write_blob(
+    path: str | Path,
+    spec: QuantModelSpec,
+    before_rename: Callable[[Path], None] | None = None,
+) -> int:
+    """Write the blob of `spec` to `path` atomically; returns its size in bytes.
+
+    The bytes go to a temp file in the same folder, are fsync'ed, and replace `path` in one
+    `os.replace`, so a reader (or a crash) sees the old file or the new one, never a mix.
+    `before_rename(tmp_path)` is a test hook called between the fsync and the rename.
+    """
+    data = blob_bytes(spec)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if before_rename is not None:
+            before_rename(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable (POSIX); not possible on every OS
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return len(data)
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+    return len(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reader
+
+
+class _Reader:
+    """Sequential little-endian reads inside `[0, end)`; overruns are structural errors."""
+
+    def __init__(self, data: bytes, pos: int, end: int, fail: Callable[[str], BlobError]):
+        self.data, self.pos, self.end, self.fail = data, pos, end, fail
+
+    def take(self, n: int, what: str) -> bytes:
+        if self.pos + n > self.end:
+            raise self.fail(
+                f"{what} at offset {self.pos} needs {n} bytes but the section ends at "
+                f"{self.end} (counts in the header or records are inconsistent)"
+            )
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def unpack(self, fmt: str, what: str) -> tuple:
+        return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))
+
+    def padding(self, what: str) -> None:
+        pad = self.take(_pad(self.pos), f"padding after {what}")
+        if any(pad):
+            raise self.fail(f"non-zero padding after {what} at offset {self.pos - len(pad)}")
+
+
+def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blob:
+    """Parse and check a blob; every MUST of docs/blob-format.md raises `BlobError` if broken.
+
+    Order: magic, version, size (truncation), CRC, then the structure. `source` (e.g. the file
+    name) starts every error message.
+    """
+    data = bytes(data)
+
+    def fail(problem: str, remedy: str = REMEDY) -> BlobError:
+        return BlobError(f"{source}: {problem}; {remedy}")
+
+    n = len(data)
+    if n >= 4 and data[:4] != MAGIC:
+        raise fail(f"bad magic {data[:4]!r}, expected {MAGIC!r} (not a tinyattn blob)")
+    if n >= 6:
+        (version,) = struct.unpack_from("<H", data, 4)
+        if version != FORMAT_VERSION:
+            raise fail(
+                f"unsupported format version {version} (this reader reads version "
+                f"{FORMAT_VERSION})",
+                "export the blob with the same tinyattn version as the device runtime",
+            )
+    if n < MIN_FILE:
+        raise fail(f"truncated: {n} bytes, a blob has at least {MIN_FILE}")
+    (file_size,) = struct.unpack_from("<I", data, 8)
+    if n < file_size:
+        raise fail(f"truncated: {n} of {file_size} bytes")
+    if n > file_size:
+        raise fail(f"file size mismatch: header says {file_size} bytes, the file has {n}")
+    (crc_stored,) = struct.unpack_from("<I", data, file_size - CRC_SIZE)
+    crc = zlib.crc32(data[: file_size - CRC_SIZE])
+    if crc != crc_stored:
+        raise fail(
+            f"CRC mismatch (file corrupt or truncated): stored 0x{crc_stored:08x}, "
+            f"computed 0x{crc:08x}"
+        )
+    # From here on the bytes are what the writer wrote: errors are inconsistent structure.
+    (_, _, flags, _, F, C, n_ops, n_tensors, input_scale, logit_scale, names_len, reserved) = (
+        HEADER.unpack_from(data, 0)
+    )
+    if file_size > MAX_FILE or file_size % ALIGN:
+        raise fail(f"file size {file_size} is not a multiple of {ALIGN} up to {MAX_FILE}")
+    if flags not in (FLAG_QUANTIZED, FLAG_FLOAT32):
+        raise fail(f"unknown flags 0x{flags:04x} (exactly one of bit 0, bit 1 must be set)")
+    quantized = flags == FLAG_QUANTIZED
+    if reserved:
+        raise fail(f"reserved header field is {reserved}, must be 0")
+    if F < 1 or C < 1:
+        raise fail(f"n_features {F} and n_classes {C} must be >= 1")
+    if not 1 <= n_ops <= MAX_OPS:
+        raise fail(f"n_ops {n_ops} out of range 1..{MAX_OPS}")
+    if n_tensors > MAX_TENSORS:
+        raise fail(f"n_tensors {n_tensors} out of range 0..{MAX_TENSORS}")
+    if names_len > MAX_NAMES:
+        raise fail(f"names_len {names_len} over the limit {MAX_NAMES}")
+    for label, s in (("input_scale", input_scale), ("logit_scale", logit_scale)):
+        if not (math.isfinite(s) and s > 0):
+            raise fail(f"{label} {s} must be finite and > 0")
+        if not quantized and s != 1.0:
+            raise fail(f"{label} {s} must be 1.0 in a float32 blob")
+
+    end = file_size - CRC_SIZE
+    r = _Reader(data, HEADER.size, end, fail)
+    try:
+        names = r.take(names_len, "class names").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"class names are not UTF-8 ({exc.reason})") from None
+    r.padding("class names")
+    class_names = names.split("\n") if names else []
+    if len(class_names) != C or not all(class_names):
+        raise fail(f"{len(class_names)} class names (or an empty one) for n_classes {C}")
+    norm_mean = np.frombuffer(r.take(4 * F, "norm mean"), dtype=F32).copy()
+    norm_std = np.frombuffer(r.take(4 * F, "norm std"), dtype=F32).copy()
+    if not (np.all(np.isfinite(norm_mean)) and np.all(np.isfinite(norm_std))):
+        raise fail("norm mean/std contain NaN or infinity")
+    if not np.all(norm_std > 0):
+        raise fail("norm std has a value <= 0 (must be > 0)")
+
+    raw_ops: list[tuple[int, list[int], list[int], list[float]]] = []
+    for k in range(n_ops):
+        opcode, nt, ni, nf = r.unpack("4B", f"op {k} record")
+        if opcode in RESERVED_OPCODES:
+            raise fail(
+                f"opcode {opcode} ({RESERVED_OPCODES[opcode]}) in op {k} is reserved and not "
+                f"supported by format version {FORMAT_VERSION}"
+            )
+        if opcode not in OP_LAYOUTS:
+            raise fail(f"unknown opcode {opcode} in op {k}")
+        layout = OP_LAYOUTS[opcode]
+        if ni != len(layout.iparams) or nf != len(layout.fparams):
+            raise fail(
+                f"op {k} ({layout.name}) has {ni} iparams and {nf} fparams, expected "
+                f"{len(layout.iparams)} and {len(layout.fparams)}"
+            )
+        refs = list(r.unpack(f"{nt}H", f"op {k} tensor indices"))
+        r.padding(f"op {k} tensor indices")
+        ip = list(r.unpack(f"{ni}i", f"op {k} iparams"))
+        fp = list(r.unpack(f"{nf}f", f"op {k} fparams"))
+        for t in refs:
+            if t >= n_tensors:
+                raise fail(f"op {k} ({layout.name}) refers to tensor {t}, only {n_tensors}")
+        raw_ops.append((opcode, refs, ip, fp))
+
+    table: list[TensorEntry] = []
+    for t in range(n_tensors):
+        code, ndim, name_len, res, offset = r.unpack("BBBBI", f"tensor record {t}")
+        if code not in DTYPES:
+            raise fail(f"unknown dtype {code} in tensor record {t}")
+        if not 1 <= ndim <= MAX_NDIM:
+            raise fail(f"tensor record {t}: ndim {ndim} out of range 1..{MAX_NDIM}")
+        if not 1 <= name_len <= MAX_NAME_LEN:
+            raise fail(f"tensor record {t}: name_len {name_len} out of range 1..{MAX_NAME_LEN}")
+        if res:
+            raise fail(f"tensor record {t}: reserved byte is {res}, must be 0")
+        shape = r.unpack(f"{ndim}H", f"tensor {t} shape")
+        raw_name = r.take(name_len, f"tensor {t} name")
+        if not raw_name.isascii():
+            raise fail(f"tensor record {t}: name {raw_name!r} is not ASCII")
+        r.padding(f"tensor record {t}")
+        name = raw_name.decode("ascii")
+        if 0 in shape:
+            raise fail(f"tensor {t} ({name}): empty shape {list(shape)}")
+        table.append(TensorEntry(name, DTYPES[code], tuple(shape), offset))
+    data_start = r.pos
+
+    # Data: aligned, inside [data_start, end), no overlaps, every other byte zero.
+    spans = []
+    for t, e in enumerate(table):
+        if e.offset % ALIGN:
+            raise fail(f"tensor {t} ({e.name}): offset {e.offset} is not {ALIGN}-aligned")
+        if e.offset < data_start or e.offset + e.nbytes > end:
+            raise fail(
+                f"tensor {t} ({e.name}): data [{e.offset}, {e.offset + e.nbytes}) outside "
+                f"the data section [{data_start}, {end})"
+            )
+        spans.append((e.offset, e.offset + e.nbytes, t))
+    spans.sort()
+    pos = data_start
+    for (b0, e0, t0), (b1, e1, t1) in zip(spans, spans[1:], strict=False):
+        if b1 < e0:
+            raise fail(
+                f"tensors {t0} ({table[t0].name}) and {t1} ({table[t1].name}) overlap: "
+                f"[{b0}, {e0}) and [{b1}, {e1})"
+            )
+    for b, e, _ in spans + [(end, end, -1)]:
+        if any(data[pos:b]):
+            raise fail(f"non-zero padding in the data section within [{pos}, {b})")
+        pos = max(pos, e)
+
+    arrays = [
+        np.frombuffer(data, dtype=e.dtype, count=int(np.prod(e.shape)), offset=e.offset)
+        .reshape(e.shape)
+        .copy()
+        for e in table
+    ]
+    ops: list[Op] = []
+    shape: tuple[int, ...] = (F,)
+    for k, (opcode, refs, ip, fp) in enumerate(raw_ops):
+        layout = OP_LAYOUTS[opcode]
+        iparams = dict(zip(layout.iparams, ip, strict=True))
+        fparams = dict(zip(layout.fparams, fp, strict=True))
+        slots = _slots_or_fail(layout, iparams, quantized, k, fail)
+        if len(refs) != len(slots):
+            raise fail(
+                f"shape mismatch in op {k} ({layout.name}): {len(refs)} tensors, its "
+                f"parameters need {len(slots)} ({', '.join(s[0] for s in slots)})"
+            )
+        tensors = {}
+        for t, (role, dtype, want) in zip(refs, slots, strict=True):
+            e = table[t]
+            if e.dtype != dtype or e.shape != want:
+                raise fail(
+                    f"shape mismatch in op {k} ({layout.name}): tensor {t} ({e.name}) is "
+                    f"{e.dtype.name} {list(e.shape)}, expected {role} {dtype.name} {list(want)}"
+                )
+            tensors[role] = arrays[t]
+        op = Op(layout.name, iparams, fparams, tensors)
+        shape = _check_op(k, op, shape, quantized, k == n_ops - 1, fail)
+        ops.append(op)
+    if shape != (C,):
+        raise fail(f"shape mismatch: the last op outputs {list(shape)}, n_classes is {C}")
+
+    return Blob(
+        quantized=quantized,
+        class_names=class_names,
+        norm_mean=norm_mean,
+        norm_std=norm_std,
+        input_scale=float(input_scale),
+        logit_scale=float(logit_scale),
+        ops=ops,
+        version=FORMAT_VERSION,
+        flags=flags,
+        file_size=file_size,
+        crc32=crc_stored,
+        data_start=data_start,
+        tensor_table=table,
+    )
+
+
+def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
+    for name in ("in", "out", "S", "E", "H"):
+        if name in iparams and not 1 <= iparams[name] <= 65535:
+            raise fail(f"op {k} ({layout.name}): {name} = {iparams[name]} out of range 1..65535")
+    if "has_bias" in iparams and iparams["has_bias"] not in (0, 1):
+        raise fail(f"op {k} ({layout.name}): has_bias = {iparams['has_bias']}, must be 0 or 1")
+    return layout.tensors(iparams, quantized)
+
+
+def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: bool, fail):
+    """Check one op's attributes against its input shape; returns its output shape."""
+    ip, kind = op.iparams, op.kind
+
+    def mismatch(detail: str) -> BlobError:
+        return fail(f"shape mismatch in op {k} ({kind}): {detail}")
+
+    layout = OP_LAYOUTS[op.opcode]
+    if quantized:
+        for name in layout.shifts:
+            if not SHIFT_MIN <= ip[name] <= SHIFT_MAX:
+                raise fail(f"op {k} ({kind}): {name} = {ip[name]} out of range 1..30")
+        multipliers = [(name, ip[name]) for name in layout.multipliers]
+        multipliers += [
+            (role, int(v)) for role, a in op.tensors.items() if role[0] == "m" for v in a.ravel()
+        ]
+        for name, m in multipliers:
+            if not 0 <= m < M_LIMIT:
+                raise fail(f"op {k} ({kind}): multiplier {name} = {m} out of range 0..32767")
+    else:
+        zero = [
+            n
+            for n in layout.shifts + layout.multipliers + ("act_min", "act_max")
+            if n in ip and ip[n] != 0
+        ]
+        ones = [n for n, v in op.fparams.items() if v != 1.0]
+        if zero or ones:
+            raise fail(
+                f"op {k} ({kind}): a float32 blob has quantization parameters 0 and scales "
+                f"1.0, found {zero + ones}"
+            )
+    if quantized:
+        for name, v in op.fparams.items():
+            if not (math.isfinite(v) and v > 0):
+                raise fail(f"op {k} ({kind}): scale {name} = {v} must be finite and > 0")
+
+    if kind == "dense":
+        if shape[-1] != ip["in"]:
+            raise mismatch(f"input shape {list(shape)}, op has in = {ip['in']}")
+        if quantized:
+            lo, hi = (LOGIT_MIN, LOGIT_MAX) if last else (INT8_MIN, INT8_MAX)
+            if not lo <= ip["act_min"] <= ip["act_max"] <= hi:
+                raise fail(
+                    f"op {k} (dense): activation range [{ip['act_min']}, {ip['act_max']}] "
+                    f"outside [{lo}, {hi}]" + ("" if last else " (hidden layers are int8)")
+                )
+        return shape[:-1] + (ip["out"],)
+    if kind == "relu":
+        return shape
+    if kind == "reshape":
+        if int(np.prod(shape)) != ip["S"] * ip["E"]:
+            raise mismatch(f"input shape {list(shape)} cannot become [{ip['S']}, {ip['E']}]")
+        return (ip["S"], ip["E"])
+    if kind == "attention":
+        if shape != (ip["S"], ip["E"]):
+            raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
+        if ip["E"] % ip["H"]:
+            raise mismatch(f"E = {ip['E']} is not divisible by H = {ip['H']}")
+        return shape
+    if kind == "avgpool":
+        if shape != (ip["S"], ip["E"]):
+            raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
+        return (ip["E"],)
+    raise fail(f"op {k}: no shape rule for {kind}")  # pragma: no cover - table and rules agree

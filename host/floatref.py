@@ -1,0 +1,202 @@
+# Host (CPython): float references — float32 on a blob's dequantized weights, float64 on the npz.
+"""Two float forwards over the same op list (docs/model-format.md, docs/quantization.md).
+
+- `run_float(blob, X_raw)`: what the device float path computes, in float32, from a parsed
+  `Blob` (or a `QuantModelSpec`): dequantized weights `W_q[o,i]·s_w[o]`, biases
+  `b_q[o]·s_in·s_w[o]` (or the float32 weights of a float32 blob), input `(x - mean) / std`,
+  softmax with `exp` after subtracting the row max. Returns real logits `[B, C]` float32.
+- `load_npz(path)` / `forward_npz(model, x_norm, record)`: the trained model in float64, read
+  straight from the `.npz` with `allow_pickle=False`. `record` (a dict) collects every op's
+  output and the attention internals q, k, v, ctx — what quantization calibrates on.
+
+References: DESIGN §3 (attention math), docs/quantization.md "Float path".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .blob import QuantModelSpec
+
+MODEL_FORMAT = "tinyattn-model"
+MODEL_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# float64: the trained model straight from the npz
+
+
+@dataclass
+class NpzModel:
+    """A trained model file: op list, float64 parameters `p{i}.{name}`, normalization, meta."""
+
+    meta: dict[str, Any]
+    params: dict[str, np.ndarray]  # "p{i}.{name}" -> float64 array
+    norm_mean: np.ndarray  # (F,) float64
+    norm_std: np.ndarray  # (F,) float64
+
+    @property
+    def ops(self) -> list[dict[str, Any]]:
+        return self.meta["ops"]
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.meta["class_names"])
+
+    def normalize(self, X: np.ndarray) -> np.ndarray:
+        """Raw features `[B, F]` -> model input `(X - mean) / std` (float64)."""
+        return (np.asarray(X, dtype=np.float64) - self.norm_mean) / self.norm_std
+
+    def param(self, i: int, name: str) -> np.ndarray | None:
+        return self.params.get(f"p{i}.{name}")
+
+
+def load_npz(path: str | Path) -> NpzModel:
+    """Read `docs/model-format.md`; raises ValueError naming what is wrong."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except FileNotFoundError:
+        raise ValueError(
+            f"{path}: not found; train first with 'tinyattn train --out {path}'"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable .npz model file ({exc})") from None
+    if "meta" not in arrays:
+        raise ValueError(f"{path}: no 'meta' entry; not a tinyattn model file")
+    meta = json.loads(str(arrays.pop("meta")))
+    if meta.get("format") != MODEL_FORMAT or meta.get("version") != MODEL_VERSION:
+        raise ValueError(
+            f"{path}: format {meta.get('format')!r} version {meta.get('version')!r}, expected "
+            f"{MODEL_FORMAT!r} version {MODEL_VERSION}; re-run 'tinyattn train'"
+        )
+    for key in ("norm_mean", "norm_std"):
+        if key not in arrays:
+            raise ValueError(f"{path}: missing {key}; re-run 'tinyattn train'")
+    norm_mean = arrays.pop("norm_mean").astype(np.float64)
+    norm_std = arrays.pop("norm_std").astype(np.float64)
+    params = {k: v.astype(np.float64) for k, v in arrays.items()}
+    return NpzModel(meta, params, norm_mean, norm_std)
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, subtracting the row max first (any float dtype)."""
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attention(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo, num_heads, record=None, prefix=""):
+    """Multi-head self-attention `[B,S,E] -> [B,S,E]` (DESIGN §3) in x's float dtype."""
+    B, S, E = x.shape  # batch, tokens, embedding
+    H = num_heads
+    D = E // H  # head_dim
+    q = x @ Wq.T + (bq if bq is not None else 0)  # (B, S, E)
+    k = x @ Wk.T + (bk if bk is not None else 0)
+    v = x @ Wv.T + (bv if bv is not None else 0)
+    qh, kh, vh = (t.reshape(B, S, H, D).transpose(0, 2, 1, 3) for t in (q, k, v))  # (B,H,S,D)
+    scale = x.dtype.type(1.0 / math.sqrt(D))
+    att = softmax((qh @ kh.swapaxes(-1, -2)) * scale)  # (B, H, S, S)
+    ctx = (att @ vh).transpose(0, 2, 1, 3).reshape(B, S, E)  # (B, S, E)
+    out = ctx @ Wo.T + (bo if bo is not None else 0)  # (B, S, E)
+    if record is not None:
+        record.update(
+            {
+                f"{prefix}q": q,
+                f"{prefix}k": k,
+                f"{prefix}v": v,
+                f"{prefix}att": att,
+                f"{prefix}ctx": ctx,
+            }
+        )
+    return out
+
+
+def forward_npz(
+    model: NpzModel, x_norm: np.ndarray, record: dict[str, np.ndarray] | None = None
+) -> np.ndarray:
+    """Float64 logits `[B, C]` for normalized features `x_norm [B, F]`.
+
+    `record`, if given, receives `"{i}"` (output of op i) and, for attention ops,
+    `"{i}.q"`, `"{i}.k"`, `"{i}.v"`, `"{i}.att"`, `"{i}.ctx"`.
+    """
+    x = np.asarray(x_norm, dtype=np.float64)
+    B = x.shape[0]
+    for i, op in enumerate(model.ops):
+        kind = op["op"]
+        if kind == "dense":
+            b = model.param(i, "b")
+            x = x @ model.param(i, "W").T + (b if b is not None else 0.0)
+        elif kind == "relu":
+            x = np.maximum(x, 0.0)
+        elif kind == "reshape":
+            x = x.reshape(B, *op["shape"])
+        elif kind == "attention":
+            p = [model.param(i, n) for n in ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo")]
+            x = attention(x, *p, int(op["num_heads"]), record, prefix=f"{i}.")
+        elif kind == "avgpool":
+            x = x.mean(axis=1)
+        else:
+            raise ValueError(
+                f"op {i} ({kind}) has no blob opcode; the exportable ops are dense, relu, "
+                "reshape, attention, avgpool (docs/blob-format.md)"
+            )
+        if record is not None:
+            record[str(i)] = x
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# float32: what the device float path computes from a blob
+
+
+def dequantized(op, role: str, s_in_name: str, quantized: bool) -> tuple[np.ndarray, ...]:
+    """Float32 `(W, b)` of one projection; `role` is "" (dense) or "q"/"k"/"v"/"o"."""
+    W = op.tensors[f"W{role}"]
+    b = op.tensors.get(f"b{role}")
+    if not quantized:
+        return W.astype(np.float32), None if b is None else b.astype(np.float32)
+    s_w = op.tensors[f"s{role}"].astype(np.float32)  # (out,)
+    Wf = W.astype(np.float32) * s_w[:, None]
+    bf = None
+    if b is not None:
+        bf = b.astype(np.float32) * (np.float32(op.fparams[s_in_name]) * s_w)
+    return Wf, bf
+
+
+def run_float(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
+    """Float32 real logits `[B, C]` of the blob's op list for raw features `X_raw [B, F]`."""
+    q = blob.quantized
+    mean = np.asarray(blob.norm_mean, dtype=np.float32)
+    std = np.asarray(blob.norm_std, dtype=np.float32)
+    x = (np.asarray(X_raw, dtype=np.float32) - mean) / std  # (B, F)
+    B = x.shape[0]
+    for op in blob.ops:
+        ip = op.iparams
+        if op.kind == "dense":
+            W, b = dequantized(op, "", "s_in", q)
+            x = x @ W.T
+            if b is not None:
+                x = x + b
+        elif op.kind == "relu":
+            x = np.maximum(x, np.float32(0))
+        elif op.kind == "reshape":
+            x = x.reshape(B, ip["S"], ip["E"])
+        elif op.kind == "attention":
+            Wq, bq = dequantized(op, "q", "s_in", q)
+            Wk, bk = dequantized(op, "k", "s_in", q)
+            Wv, bv = dequantized(op, "v", "s_in", q)
+            Wo, bo = dequantized(op, "o", "s_ctx", q)
+            x = attention(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo, ip["H"])
+        elif op.kind == "avgpool":
+            x = x.mean(axis=1, dtype=np.float32)
+        else:  # myattn (opcode 6, issue 7) goes here
+            raise ValueError(f"op {op.kind} is not implemented in the float reference")
+        x = x.astype(np.float32, copy=False)
+    return x

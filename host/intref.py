@@ -1,0 +1,157 @@
+# Host (CPython): the integer reference — the exact int8-path results the device must reproduce.
+"""NumPy int64 implementation of docs/quantization.md, vectorized over the batch.
+
+- `quantize_input(blob, X_raw) -> xq int8 [B, F]`: the input equation (float64 on the blob's
+  float32 mean, std and s_in), outside the integer kernel.
+- `run_int8(blob, xq) -> logits int64 [B, C]`: runs the blob's op list with integers only.
+  Real logits are `logits · blob.logit_scale`.
+
+Every intermediate the device computes — products, every partial sum (in either order of
+adding the bias), `acc·M`, `acc·M + half`, softmax differences, table products, sums and
+numerators — is checked against the small-int budget `|v| < 2**30`; a violation raises
+`SmallIntBudgetError` (an AssertionError, raised explicitly so `python -O` keeps it).
+
+References: docs/quantization.md (the equations), docs/blob-format.md (the op records).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .blob import QuantModelSpec
+
+BUDGET = 1 << 30
+LUT_SIZE = 256
+Q14_SHIFT = 14
+
+
+class SmallIntBudgetError(AssertionError):
+    """An intermediate of the integer path reached |v| >= 2**30."""
+
+
+def check_budget(v: np.ndarray, what: str) -> np.ndarray:
+    """Raise `SmallIntBudgetError` unless every element of `v` has `|v| < 2**30`."""
+    v = np.asarray(v)
+    if v.size and (v.max() >= BUDGET or v.min() <= -BUDGET):
+        worst = int(max(v.max(), -v.min()))
+        raise SmallIntBudgetError(f"small-int budget broken in {what}: |v| = {worst} >= 2**30")
+    return v
+
+
+def requant(acc: np.ndarray, M, shift: int, lo: int, hi: int, what: str) -> np.ndarray:
+    """`clamp((acc·M + (1 << (shift-1))) >> shift, lo, hi)`; M broadcasts over the last axis.
+
+    Input: int64 `acc` with |acc·M| < 2**30 (checked). Rounding: half up (towards +inf),
+    the same for negative values, because `>>` is an arithmetic (floor) shift.
+    """
+    prod = check_budget(acc * np.asarray(M, dtype=np.int64), f"{what}: acc·M")
+    t = check_budget(prod + (1 << (shift - 1)), f"{what}: acc·M + half")
+    return np.clip(t >> shift, lo, hi)
+
+
+def accumulate(terms: np.ndarray, axis: int, what: str, bias: np.ndarray | None = None):
+    """Σ over `axis` of int64 `terms`, checking every partial sum (bias first or last)."""
+    check_budget(terms, f"{what}: products")
+    partial = np.cumsum(terms, axis=axis)
+    check_budget(partial, f"{what}: partial sums")
+    acc = np.take(partial, -1, axis=axis)
+    if bias is None:
+        return acc
+    if axis not in (-1, terms.ndim - 1):
+        raise ValueError("a bias is added only when summing over the last axis (dense)")
+    bias = bias.astype(np.int64)  # (out,), the axis before the summed one
+    check_budget(partial + bias[:, None], f"{what}: partial sums with the bias first")
+    return check_budget(acc + bias, f"{what}: accumulator")
+
+
+def dense(x: np.ndarray, W: np.ndarray, b, M: np.ndarray, shift: int, lo: int, hi: int, what):
+    """`y_q[..., o] = requant(Σ_i x_q[..., i]·W_q[o, i] + b_q[o], M[o], shift, lo, hi)`."""
+    terms = x[..., None, :].astype(np.int64) * W.astype(np.int64)  # (..., out, in)
+    acc = accumulate(terms, -1, what, b)  # (..., out)
+    return requant(acc, M.astype(np.int64), shift, lo, hi, what)
+
+
+def softmax_q14(score: np.ndarray, M_sm: int, shift_sm: int, lut: np.ndarray, what: str):
+    """Integer softmax over the last axis: probabilities in Q14 (docs/quantization.md)."""
+    m = score.max(axis=-1, keepdims=True)
+    diff = check_budget(m - score, f"{what}: max - score")  # >= 0
+    prod = check_budget(diff * M_sm, f"{what}: diff·M_sm")
+    idx = check_budget(prod + (1 << (shift_sm - 1)), f"{what}: diff·M_sm + half") >> shift_sm
+    exp_hi, exp_lo = lut[0].astype(np.int64), lut[1].astype(np.int64)
+    safe = np.minimum(idx, LUT_SIZE - 1)
+    pair = check_budget(exp_hi[safe >> 4] * exp_lo[safe & 15], f"{what}: EXP_HI·EXP_LO")
+    e = np.where(idx >= LUT_SIZE, 0, (pair + (1 << 13)) >> Q14_SHIFT)
+    total = np.cumsum(e, axis=-1)
+    check_budget(total, f"{what}: partial sums of e")
+    total = total[..., -1:]  # (..., 1), >= 2**14
+    num = check_budget((e << Q14_SHIFT) + (total >> 1), f"{what}: p numerator")
+    return num // total
+
+
+def attention(x: np.ndarray, op, what: str) -> np.ndarray:
+    """Integer multi-head self-attention `[B, S, E] -> [B, S, E]` (docs/quantization.md)."""
+    ip, t = op.iparams, op.tensors
+    B, S, E = x.shape  # batch, tokens, embedding
+    H = ip["H"]
+    D = E // H  # head_dim
+    proj = {}
+    for p in "qkv":
+        proj[p] = dense(
+            x, t[f"W{p}"], t.get(f"b{p}"), t[f"m{p}"], ip[f"shift_{p}"], -128, 127, f"{what} {p}"
+        )  # (B, S, E)
+    qh, kh, vh = (proj[p].reshape(B, S, H, D).transpose(0, 2, 1, 3) for p in "qkv")  # (B,H,S,D)
+    terms = qh[:, :, :, None, :] * kh[:, :, None, :, :]  # (B, H, S_i, S_j, D)
+    score = accumulate(terms, -1, f"{what} scores")  # (B, H, S, S)
+    p = softmax_q14(score, ip["M_sm"], ip["shift_sm"], t["lut"], f"{what} softmax")
+    terms = p[..., None] * vh[:, :, None, :, :]  # (B, H, S_i, S_j, D)
+    acc = accumulate(terms, -2, f"{what} ctx")  # (B, H, S, D)
+    ctx = requant(acc, ip["M_ctx"], ip["shift_ctx"], -128, 127, f"{what} ctx")
+    ctx = ctx.transpose(0, 2, 1, 3).reshape(B, S, E)  # (B, S, E)
+    return dense(ctx, t["Wo"], t.get("bo"), t["mo"], ip["shift_o"], -128, 127, f"{what} out")
+
+
+def quantize_input(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
+    """`xq = clamp(floor((x - mean) / std / s_in + 0.5), -128, 127)` as int8 `[B, F]`.
+
+    Float64 arithmetic on the blob's float32 `mean`, `std`, `s_in` (as MicroPython's unix port).
+    """
+    X = np.asarray(X_raw, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != blob.n_features:
+        raise ValueError(f"X has shape {X.shape}, the blob expects [B, {blob.n_features}]")
+    mean = np.asarray(blob.norm_mean, dtype=np.float32).astype(np.float64)
+    std = np.asarray(blob.norm_std, dtype=np.float32).astype(np.float64)
+    s_in = float(np.float32(blob.input_scale))
+    xq = np.floor((X - mean) / std / s_in + 0.5)
+    return np.clip(xq, -128, 127).astype(np.int8)
+
+
+def run_int8(blob: QuantModelSpec, xq: np.ndarray) -> np.ndarray:
+    """Integer logits `[B, C]` int64 for int8 inputs `xq [B, F]`; asserts the budget."""
+    if not blob.quantized:
+        raise ValueError("this blob holds float32 weights only (exported with --float32)")
+    x = np.asarray(xq)
+    if x.ndim != 2 or x.shape[1] != blob.n_features:
+        raise ValueError(f"xq has shape {x.shape}, the blob expects [B, {blob.n_features}]")
+    if x.min(initial=0) < -128 or x.max(initial=0) > 127:
+        raise ValueError("xq must be int8 values in [-128, 127]")
+    x = x.astype(np.int64)
+    B = x.shape[0]
+    for k, op in enumerate(blob.ops):
+        ip, t = op.iparams, op.tensors
+        what = f"op {k} ({op.kind})"
+        if op.kind == "dense":
+            x = dense(
+                x, t["W"], t.get("b"), t["m"], ip["shift"], ip["act_min"], ip["act_max"], what
+            )
+        elif op.kind == "relu":
+            x = np.maximum(x, 0)
+        elif op.kind == "reshape":
+            x = x.reshape(B, ip["S"], ip["E"])
+        elif op.kind == "attention":
+            x = attention(x, op, what)
+        elif op.kind == "avgpool":
+            acc = accumulate(x, 1, what)  # (B, E)
+            x = requant(acc, ip["M"], ip["shift"], -128, 127, what)
+        else:  # myattn (opcode 6, issue 7) goes here
+            raise ValueError(f"{what} is not implemented in the integer reference")
+    return x

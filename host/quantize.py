@@ -1,0 +1,396 @@
+# Host (CPython): post-training int8 quantization of a trained model -> QuantModelSpec.
+"""Post-training quantization exactly as docs/quantization.md specifies.
+
+- Weights: symmetric int8 per output channel, `s_w[o] = max|W[o,:]| / 127`; biases int32 at
+  scale `s_in·s_w[o]`.
+- Activations: one int8 scale per tensor, `s = absmax / 127`, calibrated with the float64
+  model on the train split — every op's output and, inside attention, q, k, v, ctx and out.
+  The logits use `absmax / 16383` in an int16 range.
+- Requantization multipliers: per layer the **largest** shift in 1..30 for which every
+  channel's `M = round(r·2**shift) < 2**15` and `max|acc|·M + 2**(shift-1) < 2**30` (the
+  small-int budget), `max|acc|` being the worst case given the weights (`choose_shift`).
+- The softmax exp table `exp_lut()` (uint16 `[2, 16]`).
+
+All scales are rounded to float32 first (the blob stores them as f32); multipliers, biases and
+weights are then computed in float64 from those rounded values, with `np.rint` (round half to
+even) — only here, on the host: readers never round, they read integers.
+
+`quantize(model, X_calib_raw)` gives the int8 `QuantModelSpec`; `float32_spec(model)` the
+unquantized one (`tinyattn export --float32`).
+
+References: docs/quantization.md; Jacob et al. 2018, "Quantization and Training of Neural
+Networks for Efficient Integer-Arithmetic-Only Inference" (multiplier + shift); TFLite Micro
+reference kernels (per-channel weights, int32 bias).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blob import (
+    F32,
+    INT8_MAX,
+    INT8_MIN,
+    LOGIT_MAX,
+    LOGIT_MIN,
+    M_LIMIT,
+    SHIFT_MAX,
+    SHIFT_MIN,
+    Op,
+    QuantModelSpec,
+)
+from .floatref import NpzModel, forward_npz
+
+BUDGET = 1 << 30  # small-int budget: every intermediate |v| < 2**30
+Q_MAX = 127  # int8 activations and weights: s = absmax / 127
+LOGIT_Q_MAX = 16383  # logits: s_logit = absmax / 16383, stored in [-32768, 32767]
+X_ABS_MAX = 128  # |x_q| <= 128 for any int8 input (the range includes -128)
+Q14 = 1 << 14  # probabilities and exp values are Q14 fixed point
+LUT_STEPS_PER_UNIT = 32  # softmax table index counts 1/32 of a real logit difference
+LUT_SIZE = 256  # idx >= 256 gives exp = 0
+
+
+class QuantizeError(ValueError):
+    """The model cannot be quantized within the small-int budget (message names the layer)."""
+
+
+def f32(x) -> float:
+    """Round to float32 (the blob's storage) and back to a Python float."""
+    return float(np.float32(x))
+
+
+def activation_scale(absmax: float, q_max: int = Q_MAX) -> float:
+    """Per-tensor scale `absmax / q_max` rounded to f32; an all-zero tensor gets `1 / q_max`."""
+    absmax = float(absmax)
+    if not math.isfinite(absmax):
+        raise QuantizeError(f"calibration saw a non-finite activation ({absmax})")
+    return f32((absmax if absmax > 0 else 1.0) / q_max)
+
+
+def quantize_weights(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric int8: `(W_q [out,in] int8, s_w [out] float32)`.
+
+    A row of zeros takes the largest scale of its layer (1/127 if all of W is zero), so its
+    bias and multiplier stay in the same range as its neighbours'.
+    """
+    W = np.asarray(W, dtype=np.float64)
+    absmax = np.abs(W).max(axis=1)  # (out,)
+    fallback = absmax.max() if absmax.max() > 0 else 1.0
+    s_w = (np.where(absmax > 0, absmax, fallback) / Q_MAX).astype(np.float32)  # (out,)
+    W_q = np.clip(np.rint(W / s_w.astype(np.float64)[:, None]), -Q_MAX, Q_MAX)
+    return W_q.astype(np.int8), s_w
+
+
+def quantize_bias(b: np.ndarray, s_in: float, s_w: np.ndarray, what: str) -> np.ndarray:
+    """`b_q[o] = round(b[o] / (s_in·s_w[o]))` as int32."""
+    b_q = np.rint(np.asarray(b, dtype=np.float64) / (s_in * s_w.astype(np.float64)))
+    if np.any(np.abs(b_q) >= BUDGET):
+        raise QuantizeError(f"{what}: a bias is {np.abs(b_q).max():.0f} input steps, over 2**30")
+    return b_q.astype(np.int32)
+
+
+def choose_shift(r: np.ndarray, max_acc: np.ndarray, what: str) -> tuple[np.ndarray, int]:
+    """`(M [n] int64, shift)`: the largest shift in 1..30 within the small-int budget.
+
+    `r [n]` are the real multipliers, `max_acc [n]` the worst-case |accumulator| of each
+    channel. Conditions (docs/quantization.md): `M = rint(r·2**shift) < 2**15` and
+    `max_acc·M + 2**(shift-1) < 2**30` for every channel.
+    """
+    r = np.atleast_1d(np.asarray(r, dtype=np.float64))
+    max_acc = np.atleast_1d(np.asarray(max_acc, dtype=np.int64))
+    if np.any(r <= 0) or not np.all(np.isfinite(r)):
+        raise QuantizeError(f"{what}: real multipliers must be finite and > 0, got {r}")
+    if np.any(max_acc >= BUDGET):
+        raise QuantizeError(
+            f"{what}: the accumulator alone can reach {max_acc.max()} >= 2**30; the layer is too "
+            "wide (or a bias too large) for the small-int budget"
+        )
+    for shift in range(SHIFT_MAX, SHIFT_MIN - 1, -1):
+        M = np.rint(r * 2.0**shift).astype(np.int64)
+        if np.all(M < M_LIMIT) and np.all(max_acc * M + (1 << (shift - 1)) < BUDGET):
+            return M, shift
+    raise QuantizeError(
+        f"{what}: no shift in 1..30 keeps M < 2**15 and max|acc|·M < 2**30 (real multiplier "
+        f"up to {r.max():.4g}, max|acc| up to {max_acc.max()}); the scales are out of range — "
+        "check the calibration data and the trained weights"
+    )
+
+
+def dense_max_acc(W_q: np.ndarray, b_q: np.ndarray | None) -> np.ndarray:
+    """Worst-case |Σ_i x_q[i]·W_q[o,i] + b_q[o]| over all int8 inputs, per channel `[out]`."""
+    acc = X_ABS_MAX * np.abs(W_q.astype(np.int64)).sum(axis=1)
+    if b_q is not None:
+        acc = acc + np.abs(b_q.astype(np.int64))
+    return acc
+
+
+def exp_lut() -> np.ndarray:
+    """uint16 `[2, 16]`: `EXP_HI[a] = rint(2**14·exp(-a/2))`, `EXP_LO[b] = rint(2**14·exp(-b/32))`.
+
+    Row 0 is EXP_HI, row 1 EXP_LO; `e = (EXP_HI[idx >> 4]·EXP_LO[idx & 15] + 2**13) >> 14`.
+    """
+    hi = [round(Q14 * math.exp(-16 * a / LUT_STEPS_PER_UNIT)) for a in range(16)]
+    lo = [round(Q14 * math.exp(-b / LUT_STEPS_PER_UNIT)) for b in range(16)]
+    return np.array([hi, lo], dtype=np.uint16)
+
+
+@dataclass
+class QuantDense:
+    """One quantized projection: tensors by role suffix and its layer shift."""
+
+    W: np.ndarray  # (out, in) int8
+    b: np.ndarray | None  # (out,) int32
+    s: np.ndarray  # (out,) float32
+    m: np.ndarray  # (out,) int16
+    shift: int
+
+
+def quantize_dense(
+    W: np.ndarray, b: np.ndarray | None, s_in: float, s_out: float, what: str
+) -> QuantDense:
+    """Weights, bias and multipliers of `y = x @ W.T + b` from scale `s_in` to `s_out`."""
+    W_q, s_w = quantize_weights(W)
+    b_q = None if b is None else quantize_bias(b, s_in, s_w, what)
+    r = s_in * s_w.astype(np.float64) / s_out  # (out,)
+    M, shift = choose_shift(r, dense_max_acc(W_q, b_q), what)
+    return QuantDense(W_q, b_q, s_w, M.astype(np.int16), shift)
+
+
+def _dense_tensors(qd: QuantDense, suffix: str = "") -> dict[str, np.ndarray]:
+    t = {f"W{suffix}": qd.W, f"s{suffix}": qd.s, f"m{suffix}": qd.m}
+    if qd.b is not None:
+        t[f"b{suffix}"] = qd.b
+    return t
+
+
+def calibrate(model: NpzModel, X_raw: np.ndarray) -> dict[str, float]:
+    """Per-tensor absmax of the float64 activations on `X_raw` (the train split).
+
+    Keys: `"input"`, `"{i}"` (output of op i), `"{i}.q|k|v|ctx"` inside attention. The output
+    of a dense layer followed by relu is calibrated on the relu's output (its positive range).
+    """
+    record: dict[str, np.ndarray] = {}
+    x_norm = model.normalize(X_raw)
+    forward_npz(model, x_norm, record)
+    absmax = {"input": float(np.abs(x_norm).max())}
+    for key, value in record.items():
+        absmax[key] = float(np.abs(value).max())
+    return absmax
+
+
+def quantize(model: NpzModel, X_calib_raw: np.ndarray) -> QuantModelSpec:
+    """The int8 `QuantModelSpec` of `model`, calibrated on raw features `X_calib_raw [N, F]`."""
+    absmax = calibrate(model, X_calib_raw)
+    ops_in = model.ops
+    n = len(ops_in)
+    s_in_model = activation_scale(absmax["input"])
+    s = s_in_model  # scale of the tensor flowing into the current op
+    ops: list[Op] = []
+    shape: tuple[int, ...] = (len(model.norm_mean),)
+    for i, op in enumerate(ops_in):
+        kind, last = op["op"], i == n - 1
+        if kind == "dense":
+            # Output scale: of the following relu's output if there is one, logits if last.
+            calib_key = str(i + 1) if i + 1 < n and ops_in[i + 1]["op"] == "relu" else str(i)
+            if last:
+                s_out = activation_scale(absmax[calib_key], LOGIT_Q_MAX)
+                act = (LOGIT_MIN, LOGIT_MAX)
+            else:
+                s_out = activation_scale(absmax[calib_key])
+                act = (INT8_MIN, INT8_MAX)
+            qd = quantize_dense(
+                model.param(i, "W"), model.param(i, "b"), s, s_out, f"op {i} (dense)"
+            )
+            n_out, n_in = qd.W.shape
+            ops.append(
+                Op(
+                    "dense",
+                    {
+                        "in": n_in,
+                        "out": n_out,
+                        "has_bias": int(qd.b is not None),
+                        "shift": qd.shift,
+                        "act_min": act[0],
+                        "act_max": act[1],
+                    },
+                    {"s_in": s, "s_out": s_out},
+                    _dense_tensors(qd),
+                )
+            )
+            s = s_out
+            shape = shape[:-1] + (n_out,)
+        elif kind == "relu":
+            ops.append(Op("relu", {}))
+        elif kind == "reshape":
+            if len(op["shape"]) != 2:
+                raise QuantizeError(
+                    f"op {i} (reshape): shape {op['shape']} — the blob reshapes to [S, E] only"
+                )
+            S, E = (int(d) for d in op["shape"])
+            ops.append(Op("reshape", {"S": S, "E": E}))
+            shape = (S, E)
+        elif kind == "attention":
+            ops.append(_quantize_attention(model, i, op, s, shape, absmax, last))
+            s = ops[-1].fparams["s_out"]
+        elif kind == "avgpool":
+            S, E = shape
+            M, shift = choose_shift([1.0 / S], [X_ABS_MAX * S], f"op {i} (avgpool)")
+            ops.append(Op("avgpool", {"S": S, "E": E, "M": int(M[0]), "shift": shift}))
+            shape = (E,)  # output scale = input scale
+        else:
+            raise QuantizeError(
+                f"op {i} ({kind}) has no int8 kernel; exportable ops: dense, relu, reshape, "
+                "attention, avgpool"
+            )
+    if not ops or ops[-1].kind != "dense":
+        raise QuantizeError("the int8 path needs a dense layer last (it writes the logits)")
+    return QuantModelSpec(
+        quantized=True,
+        class_names=model.class_names,
+        norm_mean=model.norm_mean.astype(F32),
+        norm_std=model.norm_std.astype(F32),
+        input_scale=s_in_model,
+        logit_scale=s,
+        ops=ops,
+    )
+
+
+def _quantize_attention(model, i, op, s_in, shape, absmax, last) -> Op:
+    if last:
+        raise QuantizeError(f"op {i} (attention) cannot be last: a dense layer writes logits")
+    S, E = shape
+    H = int(op["num_heads"])
+    D = E // H
+    what = f"op {i} (attention)"
+    sc = {name: activation_scale(absmax[f"{i}.{name}"]) for name in ("q", "k", "v", "ctx")}
+    sc["out"] = activation_scale(absmax[str(i)])
+    proj = {}
+    for p in "qkv":
+        proj[p] = quantize_dense(
+            model.param(i, f"W{p}"), model.param(i, f"b{p}"), s_in, sc[p], f"{what} W{p}"
+        )
+    proj["o"] = quantize_dense(
+        model.param(i, "Wo"), model.param(i, "bo"), sc["ctx"], sc["out"], f"{what} Wo"
+    )
+    # idx = round(diff · s_q·s_k/sqrt(D) · 32), diff = max - score <= 2·D·2**14.
+    r_sm = sc["q"] * sc["k"] / math.sqrt(D) * LUT_STEPS_PER_UNIT
+    M_sm, shift_sm = choose_shift([r_sm], [2 * D * X_ABS_MAX * X_ABS_MAX], f"{what} softmax")
+    # ctx = Σ_j p[j]·v[j,c] with p in Q14: |acc| <= 128·Σp <= 128·(2**14 + S).
+    r_ctx = sc["v"] / Q14 / sc["ctx"]
+    M_ctx, shift_ctx = choose_shift([r_ctx], [X_ABS_MAX * (Q14 + S)], f"{what} ctx")
+    tensors: dict[str, np.ndarray] = {}
+    for p in "qkvo":
+        tensors.update(_dense_tensors(proj[p], p))
+    tensors["lut"] = exp_lut()
+    has_bias = int(proj["q"].b is not None)
+    return Op(
+        "attention",
+        {
+            "S": S,
+            "E": E,
+            "H": H,
+            "has_bias": has_bias,
+            "shift_q": proj["q"].shift,
+            "shift_k": proj["k"].shift,
+            "shift_v": proj["v"].shift,
+            "shift_o": proj["o"].shift,
+            "M_sm": int(M_sm[0]),
+            "shift_sm": shift_sm,
+            "M_ctx": int(M_ctx[0]),
+            "shift_ctx": shift_ctx,
+        },
+        {
+            "s_in": s_in,
+            "s_q": sc["q"],
+            "s_k": sc["k"],
+            "s_v": sc["v"],
+            "s_ctx": sc["ctx"],
+            "s_out": sc["out"],
+        },
+        tensors,
+    )
+
+
+def float32_spec(model: NpzModel) -> QuantModelSpec:
+    """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0."""
+    ops: list[Op] = []
+    shape: tuple[int, ...] = (len(model.norm_mean),)
+    for i, op in enumerate(model.ops):
+        kind = op["op"]
+        if kind == "dense":
+            W, b = model.param(i, "W"), model.param(i, "b")
+            tensors = {"W": W.astype(F32)}
+            if b is not None:
+                tensors["b"] = b.astype(F32)
+            ops.append(
+                Op(
+                    "dense",
+                    {
+                        "in": W.shape[1],
+                        "out": W.shape[0],
+                        "has_bias": int(b is not None),
+                        "shift": 0,
+                        "act_min": 0,
+                        "act_max": 0,
+                    },
+                    {"s_in": 1.0, "s_out": 1.0},
+                    tensors,
+                )
+            )
+            shape = shape[:-1] + (W.shape[0],)
+        elif kind == "relu":
+            ops.append(Op("relu", {}))
+        elif kind == "reshape":
+            if len(op["shape"]) != 2:
+                raise QuantizeError(f"op {i} (reshape): the blob reshapes to [S, E] only")
+            shape = tuple(int(d) for d in op["shape"])
+            ops.append(Op("reshape", {"S": shape[0], "E": shape[1]}))
+        elif kind == "attention":
+            S, E = shape
+            tensors = {}
+            for p in "qkvo":
+                tensors[f"W{p}"] = model.param(i, f"W{p}").astype(F32)
+                if model.param(i, f"b{p}") is not None:
+                    tensors[f"b{p}"] = model.param(i, f"b{p}").astype(F32)
+            zeros = (
+                "shift_q",
+                "shift_k",
+                "shift_v",
+                "shift_o",
+                "M_sm",
+                "shift_sm",
+                "M_ctx",
+                "shift_ctx",
+            )
+            ops.append(
+                Op(
+                    "attention",
+                    {
+                        "S": S,
+                        "E": E,
+                        "H": int(op["num_heads"]),
+                        "has_bias": int("bq" in tensors),
+                        **dict.fromkeys(zeros, 0),
+                    },
+                    dict.fromkeys(("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"), 1.0),
+                    tensors,
+                )
+            )
+        elif kind == "avgpool":
+            S, E = shape
+            ops.append(Op("avgpool", {"S": S, "E": E, "M": 0, "shift": 0}))
+            shape = (E,)
+        else:
+            raise QuantizeError(f"op {i} ({kind}) has no blob opcode")
+    return QuantModelSpec(
+        quantized=False,
+        class_names=model.class_names,
+        norm_mean=model.norm_mean.astype(F32),
+        norm_std=model.norm_std.astype(F32),
+        input_scale=1.0,
+        logit_scale=1.0,
+        ops=ops,
+    )
