@@ -502,3 +502,19 @@ def test_blob_overhead_within_10_percent_for_100k_params():
     )
     size = len(tb.blob_bytes(spec))
     assert size <= 1.1 * raw, (size, raw, size / raw)
+
+
+def test_blob_random_corruptions_raise_only_blob_error(ref_bytes):
+    """Random byte changes anywhere, re-CRC'd so they reach the structure checks: the reader
+    either accepts the blob (e.g. a changed weight) or raises BlobError, never anything else."""
+    rng = np.random.default_rng(0)
+    rejected = 0
+    for _ in range(3000):
+        data = bytearray(ref_bytes)
+        for p in rng.integers(0, len(data) - 4, size=rng.choice([1, 2, 8])):
+            data[p] = rng.integers(0, 256)
+        try:
+            read_blob(recrc(data) if data[:6] == ref_bytes[:6] else bytes(data))
+        except BlobError:
+            rejected += 1
+    assert rejected > 1000

@@ -2,11 +2,17 @@
 """tests/golden/tiny_v{N}.bin and .json (made by tools/make_golden.py, see its README): the
 current code must make exactly these bytes and these integer outputs for FORMAT_VERSION N.
 If a change breaks this test on purpose, bump FORMAT_VERSION and generate new golden files.
+
+The device runtime (device/attention.py, run here under CPython with whatever kernel set
+imports, i.e. the pure-Python one) must reproduce the golden `xq` and `logits_q` exactly, and
+agree with the integer reference on every Iris sample.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +20,7 @@ import pytest
 from tinyattn.blob import FORMAT_VERSION, blob_bytes, read_blob
 from tinyattn.floatref import run_float
 from tinyattn.intref import quantize_input, run_int8
+from tinyattn.paths import DEVICE_DIR
 from tools import make_golden
 
 pytestmark = pytest.mark.host
@@ -69,3 +76,65 @@ def test_golden_outputs_file_is_what_the_generator_writes(golden):
     _, outputs = golden
     _, made = make_golden.build()
     assert made == outputs, BUMP.format(v=FORMAT_VERSION)
+
+
+@pytest.fixture(scope="module")
+def device_attention():
+    path = DEVICE_DIR / "attention.py"
+    if not path.is_file():
+        pytest.skip("device/attention.py not written yet")
+    sys.path.insert(0, str(DEVICE_DIR))  # attention.py imports its sibling modules lazily
+    try:
+        yield importlib.import_module("attention")
+    finally:
+        sys.path.remove(str(DEVICE_DIR))
+
+
+def _device_int8(device, data: bytes, X: np.ndarray) -> tuple[list, list]:
+    m = device.Model(data)
+    xqs, logits = [], []
+    for row in X:
+        xq = m.quantize([float(v) for v in row])
+        out = m.new_logits()
+        m.run_int8(xq, out)
+        xqs.append(list(xq))
+        logits.append(list(out))
+    return xqs, logits
+
+
+def test_golden_device_runtime_reproduces_golden_outputs(golden, device_attention):
+    data, outputs = golden
+    xq, logits = _device_int8(device_attention, data, np.array(outputs["inputs"]))
+    assert xq == outputs["xq"]
+    assert logits == outputs["logits_q"]
+
+
+def test_golden_device_runtime_matches_intref_on_all_iris(device_attention):
+    from synth_models import iris_synthetic
+
+    from tinyattn.quantize import quantize
+
+    model, X, _ = iris_synthetic(seed=1)
+    data = blob_bytes(quantize(model, X[model.meta["train"]["train_idx"]]))
+    blob = read_blob(data)
+    xq, logits = _device_int8(device_attention, data, X)
+    assert xq == quantize_input(blob, X).tolist()
+    assert logits == run_int8(blob, np.array(xq, dtype=np.int8)).tolist()
+
+
+def test_golden_device_reader_rejects_like_the_host_reader(golden, device_attention):
+    """Every truncation and every bit flip of the golden blob: both readers raise, and say the
+    same thing (docs/blob-format.md gives both the same checks and messages)."""
+    data, _ = golden
+    cases = [data[:n] for n in range(len(data))]
+    for byte in range(len(data)):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[byte] ^= 1 << bit
+            cases.append(bytes(flipped))
+    for case in cases:
+        with pytest.raises(ValueError) as host:
+            read_blob(case)
+        with pytest.raises(ValueError) as device:
+            device_attention.Model(case)
+        assert str(device.value) == str(host.value)
