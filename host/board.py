@@ -1,0 +1,78 @@
+# Host (CPython): `tinyattn board` — run a virtual board in the foreground and print its PORT.
+"""`tinyattn board [--fs DIR] [--heap 100k] [--print-port-only]`.
+
+Starts tools/vboard.py's VirtualBoard (the MicroPython unix port on a pseudo-terminal, a
+folder as its flash) and keeps it running until Ctrl-C or SIGTERM, then stops it and its
+interpreter processes. The first stdout line is `PORT=/dev/pts/N` (just the path with
+--print-port-only), flushed at once so scripts can read it from a pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .cli import CLIError
+from .paths import BUILD_DIR
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fs", type=Path, default=BUILD_DIR / "board",
+        help="folder that stands in for the board's flash filesystem (default: build/board)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--heap", default="100k",
+        help="heap available to Python at the prompt, e.g. 100k (ESP32) or 200k (default: 100k)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--print-port-only", action="store_true",
+        help="print only the port path (one line) instead of the usage notes",
+    )  # fmt: skip
+
+
+def main(args: argparse.Namespace) -> int:
+    from tools.vboard import VirtualBoard, VirtualBoardError, parse_heap
+
+    try:
+        parse_heap(args.heap)
+    except ValueError as exc:
+        raise CLIError(f"--heap: {exc}") from None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    board = VirtualBoard(args.fs, heap=args.heap)
+    try:
+        port = board.start()
+    except VirtualBoardError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        if args.print_port_only:
+            print(port, flush=True)
+        else:
+            print(f"PORT={port}", flush=True)
+            print(
+                f"virtual board: MicroPython unix port, heap {args.heap}, flash folder {args.fs}\n"
+                f"use it from another terminal:\n"
+                f"  make flash PORT={port}\n"
+                f"  make parity PORT={port}\n"
+                f"  .venv/bin/mpremote connect {port} repl   (Ctrl-] leaves)\n"
+                f"Ctrl-C here stops the board.",
+                flush=True,
+            )
+        while not stop.wait(0.5):
+            if not board.alive:
+                print("tinyattn board: the virtual board stopped unexpectedly", file=sys.stderr)
+                return 1
+    finally:
+        board.stop()
+    if not args.print_port_only:
+        print("virtual board stopped", flush=True)
+    return 0

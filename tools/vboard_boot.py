@@ -1,0 +1,404 @@
+# Device side (MicroPython unix port): the virtual board's "firmware", started by tools/vboard.py.
+"""Boot sequence, friendly REPL, raw REPL and raw-paste mode of a MicroPython board, in Python.
+
+The unix port's own REPL is a terminal REPL without raw REPL, so tools/vboard.py runs this
+script instead, with the serial line (the pty, through a proxy) on stdin/stdout. It follows
+MicroPython's C sources byte for byte where hosts such as mpremote depend on it:
+- shared/runtime/pyexec.c: `pyexec_raw_repl`, `pyexec_friendly_repl`, `parse_compile_execute`
+  (the two \x04 after raw-REPL output, "OK", soft reset on Ctrl-D or SystemExit),
+  `do_reader_stdin` (raw-paste: "R\x01", window size LE16, \x01 per window consumed);
+- shared/readline/readline.c: echo, backspace, auto-indent, Ctrl-A..E on an empty line;
+- ports/esp32/main.c, ports/rp2/main.c: boot.py always, main.py only in friendly-REPL mode,
+  "MPY: soft reboot" after a soft reset, the REPL mode surviving a soft reset.
+Docs: https://docs.micropython.org/en/latest/reference/repl.html (raw and raw-paste modes).
+
+Not done here: "\n" -> "\r\n" on output (tools/vboard.py cooks the console like a board does)
+and Ctrl-C while code runs (the proxy turns it into SIGINT -> KeyboardInterrupt).
+
+Run as a script or, compiled by mpy-cross (compiling this file from source needs ~45 KiB of
+heap), as `micropython -m vboard_boot`. argv: fs_dir ctl_fd mode reason heap_text; mode is
+"raw" or "friendly"; reason is "power", "hard" (reset) or "soft".
+Control bytes written to ctl_fd for the proxy (one byte each): B booted, M main.py starts,
+R user code runs (Ctrl-C interrupts), I it stopped (Ctrl-C is a byte again), P the REPL waits
+for input for the first time (boot output is complete), r / f REPL mode is raw / friendly,
+S soft reset requested (the process exits next).
+"""
+
+import gc
+import io
+import os
+import sys
+
+from micropython import const
+
+_CTRL_A = const(1)
+_CTRL_B = const(2)
+_CTRL_C = const(3)
+_CTRL_D = const(4)
+_CTRL_E = const(5)
+_STDIN_BUFFER_MAX = const(256)  # MICROPY_REPL_STDIN_BUFFER_MAX; raw-paste window is half
+_COMPOUND = ("if", "while", "for", "try", "with", "def", "class", "async")
+_SOFT = const(1)  # REPL result: soft reset
+_TO_RAW = const(2)
+_TO_FRIENDLY = const(3)
+
+_ME = 'vboard_boot.py"'  # traceback lines from this file are hidden: a board has no such frame
+_fs_dir, _ctl_fd, _mode, _reason, _heap = sys.argv[1:6]
+_ctl = open(int(_ctl_fd), "wb").write
+_out = sys.stdout.buffer.write
+_readinto = sys.stdin.buffer.readinto
+_b1 = bytearray(1)
+_g = {"__name__": "__main__"}  # the user's globals: fresh on every boot, like a board
+_prompted = False
+
+
+def _rd():
+    """One byte from the serial line (blocking); stdin closed means the host is gone."""
+    global _prompted
+    if not _prompted:  # the first time the REPL waits: boot output is all out
+        _prompted = True
+        _ctl(b"P")
+    if not _readinto(_b1):
+        raise SystemExit(0)
+    return _b1[0]
+
+
+def _banner():
+    v = sys.implementation.version
+    tag = f"v{v[0]}.{v[1]}.{v[2]}" + ("-" + v[3] if len(v) > 3 and v[3] else "")
+    date = sys.version.rsplit(" on ", 1)[-1]
+    _out(f"MicroPython {tag} on {date}; tinyattn virtual board with unix port (heap {_heap})\r\n")
+    _out(b'Type "help()" for more information.\r\n')
+
+
+def _print_exc(e):
+    try:
+        s = io.StringIO()
+        sys.print_exception(e, s)
+        for line in s.getvalue().split("\n"):
+            if line and not (line.startswith('  File "') and _ME in line):
+                _out(line + "\n")
+    except MemoryError:
+        sys.print_exception(e)
+
+
+def _exec(src, name, kind, eof):
+    """parse_compile_execute: True when the code asked for a soft reset (SystemExit)."""
+    soft = False
+    try:
+        if isinstance(src, bytearray):
+            src = str(src, "utf8")
+        if name != "<stdin>":
+            _g["__file__"] = name
+        code = compile(src, name, kind)
+        _ctl(b"R")
+        try:
+            exec(code, _g)
+        finally:
+            _ctl(b"I")
+        if eof:
+            _out(b"\x04")
+    except BaseException as e:  # noqa: B036 - SystemExit and KeyboardInterrupt included
+        _ctl(b"I")
+        if eof:
+            _out(b"\x04")
+        if isinstance(e, SystemExit):
+            soft = True
+        else:
+            _print_exc(e)
+    if eof:
+        _out(b"\x04")
+    return soft
+
+
+def _run_file(name):
+    """pyexec_file_if_exists: True when the file asked for a soft reset."""
+    try:
+        with open(name, "rb") as f:
+            src = f.read()
+    except OSError:
+        return False
+    if name == "main.py":
+        _ctl(b"M")
+    return _exec(bytearray(src), name, "exec", False)
+
+
+def _raw_paste(cmd):
+    """do_reader_stdin: raw-paste mode with flow control; True for a soft reset."""
+    if cmd != 65:  # "A"
+        _out(b"R\x00")
+        return False
+    _out(b"R\x01")
+    window = _STDIN_BUFFER_MAX // 2
+    _out(bytes((window & 0xFF, window >> 8, 1)))  # window size, then "one more window free"
+    src = bytearray()
+    remain = window
+    while True:
+        c = _rd()
+        if c == _CTRL_C or c == _CTRL_D:
+            _out(b"\x04")  # end of data seen
+            if c == _CTRL_C:  # the reader raises KeyboardInterrupt: no traceback lines
+                _out(b"\x04KeyboardInterrupt: \n\x04")
+                return False
+            break
+        src.append(c)
+        remain -= 1
+        if remain == 0:
+            _out(b"\x01")
+            remain = window
+    return _exec(src, "<stdin>", "exec", True)
+
+
+def _raw_repl(banner):
+    if banner:
+        _out(b"raw REPL; CTRL-B to exit\r\n")
+    while True:
+        _out(b">")
+        line = bytearray()
+        while True:
+            c = _rd()
+            if c == _CTRL_A:
+                if len(line) == 2 and line[0] == _CTRL_E:
+                    if _raw_paste(line[1]):
+                        return _SOFT
+                    line = bytearray()
+                    _out(b">")
+                    continue
+                _out(b"raw REPL; CTRL-B to exit\r\n>")
+                line = bytearray()
+            elif c == _CTRL_B:
+                _out(b"\r\n")
+                return _TO_FRIENDLY
+            elif c == _CTRL_C:
+                line = bytearray()
+            elif c == _CTRL_D:
+                break
+            else:
+                line.append(c)
+        _out(b"OK")
+        if not line:
+            _out(b"\r\n")
+            return _SOFT
+        if _exec(line, "<stdin>", "exec", True):
+            return _SOFT
+
+
+def _auto_indent(text):
+    """readline_auto_indent: indentation for the next continuation line of `text`."""
+    lines = text.split("\n")
+    prev = lines[-2] if len(lines) > 1 else ""
+    n = (len(prev) - len(prev.lstrip(" "))) // 4
+    if len(lines) > 2 and not prev.strip(" ") and not lines[-3].strip(" "):
+        return ""  # last two lines all spaces: stop indenting
+    if prev.endswith(":"):
+        n += 1
+    return "    " * n
+
+
+def _readline(prompt, text):
+    """readline(): echo and edit one line after `text`; returns (ctrl char or 0, new text)."""
+    _out(prompt)
+    indent = _auto_indent(text) if text else ""
+    _out(indent)
+    line = indent
+    esc = 0
+    while True:
+        c = _rd()
+        if esc == 1:
+            esc = 2 if c in (91, 79) else 0  # "[" or "O"
+        elif esc == 2:
+            esc = 2 if 48 <= c <= 57 or c == 59 else 0  # parameters, then the final byte
+        elif _CTRL_A <= c <= _CTRL_E and line == "":
+            return c, text
+        elif c == _CTRL_C:
+            return c, text
+        elif c == 13:
+            _out(b"\r\n")
+            return 0, text + line
+        elif c == 27:
+            esc = 1
+        elif c == 8 or c == 127:
+            if line:
+                n = 4 if len(line) >= 4 and not line.strip(" ") else 1
+                line = line[:-n]
+                _out(b"\b" * n + b"\x1b[K")
+        elif 32 <= c <= 126:
+            line += chr(c)
+            _out(_b1)
+
+
+def _continue(text):
+    """mp_repl_continue_with_input, simplified: brackets, triple quotes, \\, compound blocks."""
+    if not text:
+        return False
+    first = text.split(None, 1)[0] if text.strip() else ""
+    compound = text[0] == "@" or first.rstrip(":") in _COMPOUND
+    depth = 0
+    quote = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = None
+        elif ch in "'\"":
+            quote = ch * 3 if text.startswith(ch * 3, i) else ch
+            i += len(quote) - 1
+        elif ch == "#":
+            while i < len(text) and text[i] != "\n":
+                i += 1
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        i += 1
+    if quote and len(quote) == 3:
+        return True
+    if depth > 0 and not quote:
+        return True
+    if text[-1] == "\\":
+        return True
+    return compound and text[-1] != "\n"
+
+
+def _paste_mode():
+    _out(b"\r\npaste mode; Ctrl-C to cancel, Ctrl-D to finish\r\n=== ")
+    src = bytearray()
+    while True:
+        c = _rd()
+        if c == _CTRL_C:
+            _out(b"\r\n")
+            return False
+        if c == _CTRL_D:
+            _out(b"\r\n")
+            return _exec(src, "<stdin>", "exec", False)
+        src.append(c)
+        _out(b"\r\n=== " if c == 13 else bytes((c,)))
+
+
+def _friendly_repl(banner):
+    if banner:
+        _banner()
+    while True:
+        c, text = _readline(b">>> ", "")
+        if c == _CTRL_A:
+            _out(b"\r\n")
+            return _TO_RAW
+        if c == _CTRL_B:
+            _out(b"\r\n")
+            _banner()
+            continue
+        if c == _CTRL_C:
+            _out(b"\r\n")
+            continue
+        if c == _CTRL_D:
+            _out(b"\r\n")
+            return _SOFT
+        if c == _CTRL_E:
+            if _paste_mode():
+                return _SOFT
+            continue
+        if not text:
+            continue
+        cancelled = False
+        while _continue(text):
+            c, text = _readline(b"... ", text + "\n")
+            if c == _CTRL_C:
+                _out(b"\r\n")
+                cancelled = True
+                break
+            if c == _CTRL_D:
+                break
+        if not cancelled and _exec(text, "<stdin>", "single", False):
+            return _SOFT
+
+
+class _Flash:
+    """The folder as the board's flash: VfsPosix, but os.ilistdir() entries carry the file
+    size as their 4th item, as on VfsFat/VfsLfs2 (mpremote's `ls` shows it)."""
+
+    def __init__(self, root):
+        self._v = os.VfsPosix(root)
+
+    def mount(self, readonly, mkfs):
+        self._v.mount(readonly, mkfs)
+
+    def umount(self):
+        self._v.umount()
+
+    def ilistdir(self, path):
+        v = self._v
+        for e in v.ilistdir(path):
+            size = 0
+            if e[1] == 0x8000:
+                try:
+                    size = v.stat(path.rstrip("/") + "/" + e[0])[6]
+                except OSError:
+                    pass
+            yield (e[0], e[1], e[2], size)
+
+    def open(self, path, mode):
+        return self._v.open(path, mode)
+
+    def chdir(self, path):
+        self._v.chdir(path)
+
+    def getcwd(self):
+        return self._v.getcwd()
+
+    def mkdir(self, path):
+        self._v.mkdir(path)
+
+    def remove(self, path):
+        self._v.remove(path)
+
+    def rename(self, old, new):
+        self._v.rename(old, new)
+
+    def rmdir(self, path):
+        self._v.rmdir(path)
+
+    def stat(self, path):
+        return self._v.stat(path)
+
+    def statvfs(self, path):
+        return self._v.statvfs(path)
+
+
+def _boot():
+    os.umount("/")
+    os.mount(_Flash(_fs_dir), "/")  # the folder is the board's flash, mounted at /
+    os.chdir("/")
+    sys.path[:] = ["", ".frozen", "/lib"]
+    sys.argv[:] = []
+    if _reason == "soft":
+        _out(b"MPY: soft reboot\r\n")
+    _ctl(b"B")
+    mode = _mode
+    gc.collect()
+    if _run_file("boot.py"):
+        return mode
+    if mode == "friendly" and _run_file("main.py"):
+        return mode
+    fresh = True
+    while True:
+        _ctl(b"r" if mode == "raw" else b"f")
+        try:
+            ret = _raw_repl(fresh) if mode == "raw" else _friendly_repl(fresh)
+        except KeyboardInterrupt:
+            # A Ctrl-C that raced with the end of a command: the host is resynchronising
+            # (it sends Ctrl-A / Enter next), so go back to the prompt without a banner.
+            _ctl(b"I")
+            fresh = False
+            continue
+        fresh = True
+        if ret == _SOFT:
+            return mode
+        mode = "raw" if ret == _TO_RAW else "friendly"
+
+
+_ctl(b"r" if _boot() == "raw" else b"f")
+_ctl(b"S")
