@@ -1,0 +1,339 @@
+# Device (MicroPython; also runs unchanged under CPython): tinyattn inference on a board.
+"""Load `model.bin` and classify, on an integer-only int8 path or a float path.
+
+    m = Model("model.bin")            # or Model(blob_bytes), Model(path, kernels="pure")
+    m.classify([5.1, 3.5, 1.4, 0.2])  # -> "setosa": raw measurements, the blob normalizes
+    xq = m.quantize(features)         # -> array('b'); allocates (floats are heap objects)
+    out = m.new_logits()              # caller-owned array('i') of n_classes
+    m.run_int8(xq, out)               # -> argmax; allocates nothing
+
+The op list of the blob is compiled at load into steps `(kernel, a, b, c, d, e, p)` over
+array buffers allocated once; `run_int8` / `run_float` only walk the steps. int8: docs/
+quantization.md bit for bit with Python ints. float: the same ops on dequantized weights
+(`W_q·s_w`, `b_q·s_in·s_w`) in array('f'), softmax with math.exp.
+
+Modules (each small enough for MicroPython to compile in a small heap):
+- attention_blob.py, attention_ops.py: the blob reader (every MUST of docs/blob-format.md;
+  raises BlobError), imported by `read_blob` for loading only.
+- attention_kernels.py: pure-Python kernels, the reference.
+- attention_native.py / attention_viper.py: optional accelerated kernels, imported only when
+  chosen. `kernels="auto"` takes viper, else native, else pure (see `kernels_available()`);
+  all give identical int8 results. Leave them off a board to save flash and RAM.
+
+References: docs/blob-format.md, docs/quantization.md, DESIGN §6; MicroPython's "Maximising
+MicroPython speed" (buffers, locals, native/viper); TFLite Micro's reference kernels.
+"""
+
+import array
+import gc as _gc
+import math
+import sys
+
+try:
+    from binascii import crc32
+except ImportError:  # a port built without binascii.crc32
+    crc32 = None
+
+REMEDY = "re-run 'make export' and 'make flash'"
+# load-time modules: imported by read_blob / Model to load a blob, then dropped again
+_READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_build")
+# kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
+# of _ORDER that imports
+_MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper"}
+_ORDER = ("viper", "native", "pure")
+_loaded = {}
+_MICROPYTHON = sys.implementation.name == "micropython"
+
+
+class BlobError(ValueError):
+    """A blob that cannot be used; the message names the problem and the fix."""
+
+
+_CRC_NIBBLE = (
+    0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4, 0x4DB26158,
+    0x5005713C, 0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C, 0x9B64C2B0, 0x86D3D2D4,
+    0xA00AE278, 0xBDBDF21C,
+)  # fmt: skip
+
+
+def crc32_py(data, crc=0):
+    """CRC-32 (IEEE, as zlib.crc32) of a bytes-like object with a 16-entry nibble table."""
+    crc ^= 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        crc = (crc >> 4) ^ _CRC_NIBBLE[crc & 15]
+        crc = (crc >> 4) ^ _CRC_NIBBLE[crc & 15]
+    return crc ^ 0xFFFFFFFF
+
+
+if crc32 is None:
+    crc32 = crc32_py
+
+
+class Tensor:
+    """A tensor of the blob: dtype code, shape tuple, name, flat data array."""
+
+    def __init__(self, dtype, shape, name, data):
+        self.dtype = dtype
+        self.shape = shape
+        self.name = name
+        self.data = data
+
+
+class Op:
+    """An op of the blob: opcode, name, ip / fp (parameters by name), t (role -> Tensor)."""
+
+    def __init__(self, code, name, ip, fp):
+        self.code = code
+        self.name = name
+        self.ip = ip
+        self.fp = fp
+        self.t = {}
+
+
+class Blob:
+    """A parsed blob: header fields, class_names, mean / std (array('f')), ops ([Op])."""
+
+    def __init__(self, version, quantized, F, C, s_in, s_logit, names, mean, std, ops):
+        self.version = version
+        self.quantized = quantized
+        self.n_features = F
+        self.n_classes = C
+        self.input_scale = s_in
+        self.logit_scale = s_logit
+        self.class_names = names
+        self.mean = mean
+        self.std = std
+        self.ops = ops
+
+
+def blob_error(source, problem, remedy=REMEDY):
+    """BlobError("<source>: <problem>; <remedy>"), the host reader's message shape."""
+    return BlobError("%s: %s; %s" % (source, problem, remedy))
+
+
+def read_blob(src, source="blob"):
+    """Parse and check a blob (bytes-like, or a file path): every MUST of docs/blob-format.md.
+    Returns a Blob; raises BlobError naming the problem. Three phases, each in its own module
+    imported for the call only and dropped again unless imported before (on a small board
+    the bytecode of one phase and the parsed tensors share the heap, never all of it):
+    attention_blob (header, CRC, sections, op records), attention_tensors (tensor table and
+    data), attention_ops (each op's tensors and parameters, shapes from F to C)."""
+    loaded = [name for name in _READER if name in sys.modules]
+    try:
+        if isinstance(src, str):
+            _load("attention_blob")  # compile it (from .py) before the file takes heap
+            with open(src, "rb") as f:
+                src, source = f.read(), src
+        mv = memoryview(src)
+        src = None
+        blob, ops, n_tensors, pos, end, tables = _call(
+            "attention_blob", "read_records", (mv, source)
+        )
+        _forget(loaded)
+        _load("attention_ops")  # compiled while little is parsed
+        args = (mv, source, pos, end, n_tensors, tables[1])
+        tensors = _call("attention_tensors", "read_tensors", args)
+        mv = args = None
+        _forget(loaded + ["attention_ops"])
+        blob.ops = _call("attention_ops", "check_ops", (blob, ops, tensors, tables, source))
+        return blob
+    except (BlobError, MemoryError):
+        raise
+    except Exception as exc:  # a check missed something: still a ValueError naming the blob
+        raise blob_error(source, "malformed blob (%r)" % (exc,)) from None
+    finally:
+        _forget(loaded)
+
+
+def _load(name):
+    __import__(name)
+
+
+def _call(module, func, args):
+    # a call in its own frame: no stale reference to the module stays on read_blob's stack
+    return getattr(__import__(module), func)(*args)
+
+
+def _forget(keep):
+    """Drop the load-time modules not in `keep` from sys.modules (and so from the heap) and
+    collect. MicroPython only: CPython has the memory, and re-importing would cost time."""
+    if not _MICROPYTHON:
+        return
+    for name in _READER:
+        if name not in keep and name in sys.modules:
+            del sys.modules[name]
+    _gc.collect()
+
+
+def _kernel_module(name):
+    """The kernel module of set `name`, or None when it cannot be imported here."""
+    if name not in _loaded:
+        try:
+            _loaded[name] = __import__(_MODULES[name])
+        except MemoryError:
+            raise
+        except Exception:  # absent, CPython (no `micropython`), no emitter, wrong .mpy arch
+            _loaded[name] = None
+    return _loaded[name]
+
+
+def kernels_available():
+    """Names of the kernel sets that import on this interpreter, fastest first (imports
+    them all; Model(kernels="auto") imports only what it uses)."""
+    return [name for name in _ORDER if _kernel_module(name) is not None]
+
+
+def _zeros(tc, n):
+    return array.array(tc, bytes(n * (1 if tc == "b" else 4)))
+
+
+class Model:
+    """A loaded blob, ready to run. `src`: a file path or the blob's bytes.
+
+    `kernels`: "auto", "pure", "native" or "viper". Attributes: n_features, n_classes,
+    class_names, quantized, op_names, format_version, input_scale, logit_scale, kernels (the
+    int8 set chosen), float_kernels.
+    """
+
+    def __init__(self, src, kernels="auto"):
+        if kernels != "auto" and kernels not in _MODULES:
+            raise ValueError("kernels must be 'auto', 'pure', 'native' or 'viper'")
+        blob = read_blob(src)  # the reader is gone again: kernels now have its heap
+        if kernels == "auto":
+            for kernels in _ORDER:
+                if _kernel_module(kernels) is not None:
+                    break
+        if _kernel_module(kernels) is None:
+            raise ValueError(
+                "kernels %r not available here (available: %s)"
+                % (kernels, ", ".join(kernels_available()))
+            )
+        # float path: native when the int8 set is accelerated and native imports
+        float_set = "pure" if kernels == "pure" or _kernel_module("native") is None else "native"
+        self.format_version = blob.version
+        self.quantized = blob.quantized
+        self.n_features = blob.n_features
+        self.n_classes = blob.n_classes
+        self.class_names = blob.class_names
+        self.input_scale = blob.input_scale
+        self.logit_scale = blob.logit_scale
+        self.op_names = [op.name for op in blob.ops]
+        self.kernels = kernels if blob.quantized else None
+        self.float_kernels = float_set
+        self._mean = blob.mean
+        self._std = blob.std
+        self._prog8 = None
+        loaded = [name for name in _READER if name in sys.modules]
+        try:
+            build = __import__("attention_build").build
+            if blob.quantized:
+                self._prog8, self._x8, self._y8 = build(blob, _kernel_module(kernels).INT8, True)
+                self._xq = _zeros("b", blob.n_features)
+                self._out = _zeros("i", blob.n_classes)
+                if _MICROPYTHON:
+                    _gc.collect()
+            self._progf, self._xf, self._yf = build(blob, _kernel_module(float_set).FLOAT, False)
+        finally:
+            build = None
+            _forget(loaded)
+
+    def new_logits(self):
+        """A zeroed array('i') of n_classes: the `out` of run_int8."""
+        return _zeros("i", self.n_classes)
+
+    def quantize(self, features, xq=None):
+        """Raw features -> int8 model input, `clamp(floor((x - mean)/std/s_in + 0.5))`.
+
+        Returns `xq` (an array('b') of n_features) filled in, or a new one if None.
+        """
+        nf = self.n_features
+        if len(features) != nf:
+            raise ValueError("features: expected %d numbers, got %d" % (nf, len(features)))
+        if xq is None:
+            xq = _zeros("b", nf)
+        mean = self._mean
+        std = self._std
+        s_in = self.input_scale
+        for i in range(nf):
+            t = (features[i] - mean[i]) / std[i] / s_in + 0.5
+            if t >= 127.0:  # floor(t) >= 127
+                xq[i] = 127
+            elif t < -128.0:  # floor(t) <= -129
+                xq[i] = -128
+            elif t == t:
+                xq[i] = math.floor(t)
+            else:
+                raise ValueError("features must be finite numbers (feature %d is NaN)" % i)
+        return xq
+
+    def run_int8(self, xq, out):
+        """Integer-only inference: int8 `xq` (array('b') of n_features) -> integer logits in
+        the caller's `out` (array('i') of n_classes; real logit = out[c] * logit_scale).
+        Returns the argmax (first maximum). Allocates no heap memory."""
+        prog = self._prog8
+        if prog is None:
+            raise ValueError("this blob has float32 weights only: use path 'float'")
+        nf = self.n_features
+        nc = self.n_classes
+        if len(xq) != nf or len(out) < nc:
+            raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
+        x = self._x8
+        for i in range(nf):
+            x[i] = xq[i]
+        for st in prog:
+            st[0](st[1], st[2], st[3], st[4], st[5], st[6])
+        y = self._y8
+        best = 0
+        for c in range(nc):
+            out[c] = y[c]
+            if y[c] > y[best]:
+                best = c
+        return best
+
+    def run_float(self, features, out):
+        """Float inference on dequantized weights: raw features -> float logits in `out`
+        (array('f') or list of n_classes). Returns the argmax. Allocates (floats)."""
+        nf = self.n_features
+        if len(features) != nf:
+            raise ValueError("features: expected %d numbers, got %d" % (nf, len(features)))
+        x = self._xf
+        mean = self._mean
+        std = self._std
+        for i in range(nf):
+            x[i] = (features[i] - mean[i]) / std[i]
+        for st in self._progf:
+            st[0](st[1], st[2], st[3], st[4], st[5], st[6])
+        y = self._yf
+        best = 0
+        for c in range(self.n_classes):
+            out[c] = y[c]
+            if y[c] > y[best]:
+                best = c
+        return best
+
+    def logits(self, features, path="int8"):
+        """Logits of raw `features` as a list: integers on the int8 path (real logits are
+        `logit_scale` times these), floats on the float path."""
+        if path == "int8":
+            self.run_int8(self.quantize(features, self._xq), self._out)
+            return list(self._out)
+        if path == "float":
+            out = [0.0] * self.n_classes
+            self.run_float(features, out)
+            return out
+        raise ValueError("path must be 'int8' or 'float', got %r" % (path,))
+
+    def predict(self, features, path=None):
+        """Class index of raw `features` (int8 path when the blob is quantized)."""
+        if path is None:
+            path = "int8" if self.quantized else "float"
+        if path == "int8":
+            return self.run_int8(self.quantize(features, self._xq), self._out)
+        if path == "float":
+            return self.run_float(features, [0.0] * self.n_classes)
+        raise ValueError("path must be 'int8' or 'float', got %r" % (path,))
+
+    def classify(self, features, path=None):
+        """Class name of raw `features`."""
+        return self.class_names[self.predict(features, path)]

@@ -1,0 +1,200 @@
+# Device (MicroPython only): the pure kernels compiled to machine code (@micropython.native).
+"""A verbatim copy of attention_kernels.py with `@micropython.native` on every kernel: same
+results, less interpreter overhead. Imported by attention.py only when asked for (or by
+"auto"); on CPython, or a port without the native emitter, the import fails and attention.py
+falls back. Edit attention_kernels.py first, then copy: tests/test_device_cpython.py checks
+that the two files differ only in these decorators.
+"""
+
+import math
+
+import micropython
+
+
+@micropython.native
+def dense(x, y, w, b, m, p):
+    rows = p[0]
+    n_in = p[1]
+    n_out = p[2]
+    shift = p[3]
+    lo = p[4]
+    hi = p[5]
+    rnd = 1 << (shift - 1)
+    xo = 0
+    yo = 0
+    for _ in range(rows):
+        wi = 0
+        for o in range(n_out):
+            acc = b[o]
+            for i in range(xo, xo + n_in):
+                acc += x[i] * w[wi]
+                wi += 1
+            v = (acc * m[o] + rnd) >> shift  # round half up, arithmetic shift
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            y[yo + o] = v
+        xo += n_in
+        yo += n_out
+
+
+@micropython.native
+def relu(y, _a, _b, _c, _d, p):
+    for i in range(p[0]):
+        if y[i] < 0:
+            y[i] = 0
+
+
+@micropython.native
+def attn(q, k, v, ctx, sc, p):
+    S = p[0]
+    E = p[1]
+    H = p[2]
+    D = p[3]
+    m_sm = p[4]
+    sh_sm = p[5]
+    m_ctx = p[6]
+    sh_ctx = p[7]
+    r_sm = 1 << (sh_sm - 1)
+    r_ctx = 1 << (sh_ctx - 1)
+    for h in range(H):
+        c0 = h * D
+        for i in range(S):
+            qo = i * E + c0
+            ko = c0
+            mx = 0
+            for j in range(S):  # score[j] = q[i, head] . k[j, head]
+                s = 0
+                for c in range(D):
+                    s += q[qo + c] * k[ko + c]
+                sc[j] = s
+                if j == 0 or s > mx:
+                    mx = s
+                ko += E
+            total = 0
+            for j in range(S):  # e[j] = 2**14 exp(-idx/32) from EXP_HI, EXP_LO; 0 past the table
+                idx = ((mx - sc[j]) * m_sm + r_sm) >> sh_sm
+                e = 0
+                if idx < 256:
+                    e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+                sc[S + j] = e
+                total += e
+            half = total >> 1
+            for j in range(S, S + S):  # p[j] in Q14
+                sc[j] = ((sc[j] << 14) + half) // total
+            for c in range(D):  # ctx[i, c] = requant(sum_j p[j] v[j, c])
+                acc = 0
+                vo = c0 + c
+                for j in range(S, S + S):
+                    acc += sc[j] * v[vo]
+                    vo += E
+                t = (acc * m_ctx + r_ctx) >> sh_ctx
+                if t < -128:
+                    t = -128
+                elif t > 127:
+                    t = 127
+                ctx[qo + c] = t
+
+
+@micropython.native
+def pool(x, y, _a, _b, _c, p):
+    S = p[0]
+    E = p[1]
+    m = p[2]
+    shift = p[3]
+    rnd = 1 << (shift - 1)
+    for c in range(E):
+        acc = 0
+        xi = c
+        for _ in range(S):
+            acc += x[xi]
+            xi += E
+        v = (acc * m + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        y[c] = v
+
+
+@micropython.native
+def dense_f(x, y, w, b, _m, p):
+    rows = p[0]
+    n_in = p[1]
+    n_out = p[2]
+    xo = 0
+    yo = 0
+    for _ in range(rows):
+        wi = 0
+        for o in range(n_out):
+            acc = b[o]
+            for i in range(xo, xo + n_in):
+                acc += x[i] * w[wi]
+                wi += 1
+            y[yo + o] = acc
+        xo += n_in
+        yo += n_out
+
+
+@micropython.native
+def relu_f(y, _a, _b, _c, _d, p):
+    for i in range(p[0]):
+        if y[i] < 0.0:
+            y[i] = 0.0
+
+
+@micropython.native
+def attn_f(q, k, v, ctx, sc, p):
+    S = p[0]
+    E = p[1]
+    H = p[2]
+    D = p[3]
+    scale = 1.0 / math.sqrt(D)
+    exp = math.exp
+    for h in range(H):
+        c0 = h * D
+        for i in range(S):
+            qo = i * E + c0
+            ko = c0
+            mx = 0.0
+            for j in range(S):  # scaled scores, then softmax after subtracting the row max
+                s = 0.0
+                for c in range(D):
+                    s += q[qo + c] * k[ko + c]
+                s *= scale
+                sc[j] = s
+                if j == 0 or s > mx:
+                    mx = s
+                ko += E
+            total = 0.0
+            for j in range(S):
+                e = exp(sc[j] - mx)
+                sc[S + j] = e
+                total += e
+            for j in range(S, S + S):
+                sc[j] = sc[j] / total
+            for c in range(D):
+                acc = 0.0
+                vo = c0 + c
+                for j in range(S, S + S):
+                    acc += sc[j] * v[vo]
+                    vo += E
+                ctx[qo + c] = acc
+
+
+@micropython.native
+def pool_f(x, y, _a, _b, _c, p):
+    S = p[0]
+    E = p[1]
+    for c in range(E):
+        acc = 0.0
+        xi = c
+        for _ in range(S):
+            acc += x[xi]
+            xi += E
+        y[c] = acc / S
+
+
+INT8 = (dense, relu, attn, pool)
+FLOAT = (dense_f, relu_f, attn_f, pool_f)

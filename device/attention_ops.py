@@ -1,0 +1,144 @@
+# Device (MicroPython; also runs unchanged under CPython): op table and graph checks.
+"""Second phase of reading a blob: the checks of each op's tensors and parameters and of the
+shapes chaining from n_features to n_classes (`check_ops`), run by attention.read_blob after
+attention_blob.read_records has checked the file structure and been dropped again (the two
+phases never sit in a small heap together).
+
+Messages as the host reader's (`tinyattn.blob._check_op`): `shape mismatch in op K (dense):
+...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
+"""
+
+from attention import REMEDY, blob_error
+
+
+def _finite(v):
+    return v == v and v - v == 0.0
+
+
+def check_ops(blob, ops, tensors, tables, source):
+    """Bind each op's tensors by role after checking count, dtype and shape; check params and
+    that shapes chain from [F] to [C]. `ops`: [(Op, tensor indices)]; `tables`: (OPS, DTYPES)
+    of attention_blob. Returns [Op]."""
+
+    def fail(problem, remedy=REMEDY):
+        return blob_error(source, problem, remedy)
+
+    OPS, DTYPES = tables
+    F, C, quantized = blob.n_features, blob.n_classes, blob.quantized
+    n_ops = len(ops)
+    out = []
+    shape = (F,)
+    for k in range(n_ops):
+        op, refs = ops[k]
+        slots = _slots(op, quantized, k, fail)
+        if len(refs) != len(slots):
+            raise fail(
+                "shape mismatch in op %d (%s): %d tensors, its parameters need %d (%s)"
+                % (k, op.name, len(refs), len(slots), ", ".join([s[0] for s in slots]))
+            )
+        for i in range(len(slots)):
+            role, dtype, want = slots[i]
+            x = tensors[refs[i]]
+            if x.dtype != dtype or x.shape != want:
+                raise fail(
+                    "shape mismatch in op %d (%s): tensor %d (%s) is %s %r, expected %s %s %r"
+                    % (k, op.name, refs[i], x.name, DTYPES[x.dtype][0], list(x.shape), role,
+                       DTYPES[dtype][0], list(want))
+                )  # fmt: skip
+            op.t[role] = x
+        shape = _check_op(k, op, OPS[op.code], shape, quantized, k == n_ops - 1, fail)
+        out.append(op)
+    if shape != (C,):
+        raise fail("shape mismatch: the last op outputs %r, n_classes is %d" % (list(shape), C))
+    return out
+
+
+def _slots(op, quantized, k, fail):
+    """The tensors an op must reference: [(role, dtype code, shape)] in record order."""
+    ip = op.ip
+    for p in ("in", "out", "S", "E", "H"):
+        if p in ip and not 1 <= ip[p] <= 65535:
+            raise fail("op %d (%s): %s = %d out of range 1..65535" % (k, op.name, p, ip[p]))
+    if ip.get("has_bias", 0) not in (0, 1):
+        raise fail("op %d (%s): has_bias = %d, must be 0 or 1" % (k, op.name, ip["has_bias"]))
+    if op.code == 1:
+        groups = (("", ip["out"], ip["in"]),)
+    elif op.code == 4:
+        groups = (("q", ip["E"], ip["E"]), ("k", ip["E"], ip["E"]), ("v", ip["E"], ip["E"]),
+                  ("o", ip["E"], ip["E"]))  # fmt: skip
+    else:
+        return []
+    slots = []
+    for g, n_out, n_in in groups:
+        slots.append(("W" + g, 1 if quantized else 4, (n_out, n_in)))  # int8 / float32
+        if ip["has_bias"]:
+            slots.append(("b" + g, 3 if quantized else 4, (n_out,)))  # int32 / float32
+        if quantized:
+            slots.append(("s" + g, 4, (n_out,)))  # float32 weight scales
+            slots.append(("m" + g, 2, (n_out,)))  # int16 multipliers
+    if op.code == 4 and quantized:
+        slots.append(("lut", 5, (2, 16)))  # uint16 EXP_HI, EXP_LO
+    return slots
+
+
+def _check_op(k, op, layout, shape, quantized, last, fail):
+    """Check an op's parameters against its input shape; returns its output shape."""
+    ip, name = op.ip, op.name
+    shifts, multipliers = layout[3].split(), layout[4].split()
+    if quantized:
+        for p in shifts:
+            if not 1 <= ip[p] <= 30:
+                raise fail("op %d (%s): %s = %d out of range 1..30" % (k, name, p, ip[p]))
+        for p in multipliers + [role for role in op.t if role[0] == "m"]:
+            for m in op.t[p].data if p in op.t else (ip[p],):
+                if not 0 <= m < 32768:
+                    raise fail(
+                        "op %d (%s): multiplier %s = %d out of range 0..32767" % (k, name, p, m)
+                    )
+        for p in op.fp:
+            if not (_finite(op.fp[p]) and op.fp[p] > 0):
+                raise fail(
+                    "op %d (%s): scale %s = %r must be finite and > 0" % (k, name, p, op.fp[p])
+                )
+    else:
+        bad = [p for p in shifts + multipliers + ["act_min", "act_max"] if ip.get(p, 0) != 0]
+        bad += [p for p in op.fp if op.fp[p] != 1.0]
+        if bad:
+            raise fail(
+                "op %d (%s): a float32 blob has quantization parameters 0 and scales 1.0, "
+                "found %r" % (k, name, bad)
+            )
+
+    def mismatch(detail):
+        return fail("shape mismatch in op %d (%s): %s" % (k, name, detail))
+
+    if op.code == 1:  # dense
+        if shape[-1] != ip["in"]:
+            raise mismatch("input shape %r, op has in = %d" % (list(shape), ip["in"]))
+        lo, hi = (-32768, 32767) if last else (-128, 127)
+        if quantized and not lo <= ip["act_min"] <= ip["act_max"] <= hi:
+            raise fail(
+                "op %d (dense): activation range [%d, %d] outside [%d, %d]%s"
+                % (k, ip["act_min"], ip["act_max"], lo, hi,
+                   "" if last else " (hidden layers are int8)")
+            )  # fmt: skip
+        return shape[:-1] + (ip["out"],)
+    if op.code == 2:  # relu
+        return shape
+    if op.code == 3:  # reshape
+        count = 1
+        for d in shape:
+            count *= d
+        if count != ip["S"] * ip["E"]:
+            raise mismatch(
+                "input shape %r cannot become [%d, %d]" % (list(shape), ip["S"], ip["E"])
+            )
+        return (ip["S"], ip["E"])
+    # attention, avgpool
+    if shape != (ip["S"], ip["E"]):
+        raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))
+    if op.code == 5:
+        return (ip["E"],)
+    if ip["E"] % ip["H"]:
+        raise mismatch("E = %d is not divisible by H = %d" % (ip["E"], ip["H"]))
+    return shape

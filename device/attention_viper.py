@@ -1,0 +1,137 @@
+# Device (MicroPython only): the int8 kernels as @micropython.viper machine code.
+# ruff: noqa: F821  (ptr8/ptr16/ptr32 and `int` casts are viper builtins)
+"""Viper versions of the int8 kernels of attention_kernels.py: same signatures, same results
+bit for bit (tests compare them on every Iris sample).
+
+Viper integers are machine words: 64-bit on the unix port, 32-bit on boards, where they wrap
+modulo 2**32. The exporter's small-int budget keeps every intermediate |v| < 2**30, so nothing
+wraps. Typed-pointer loads are unsigned: ptr8 gives 0..255 and, on 64-bit ports, ptr32 gives
+0..2**32-1, so signed values are restored with `(v ^ SIGN) - SIGN` (SIGN = 0x80 for bytes,
+the 32-bit sign bit for words; a no-op on 32-bit ports, where the word is already signed).
+`sg = one << 31` is computed at run time so the compiler does not fold it into a big-int
+constant. M (array('h')) is 0..32767 and needs no fix-up.
+
+Imported by attention.py when asked for (or by "auto"); on CPython, or a port without the
+viper emitter, the import fails and attention.py falls back. Precompile with
+`mpy-cross -march=<arch>` (x64 unix port, armv6m RP2040, xtensawin ESP32).
+"""
+
+import micropython
+
+
+@micropython.viper
+def dense(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
+    one = 1
+    sg = one << 31
+    rows = p[0]
+    n_in = p[1]
+    n_out = p[2]
+    shift = p[3]
+    lo = (p[4] ^ sg) - sg
+    hi = (p[5] ^ sg) - sg
+    rnd = one << (shift - 1)
+    xo = 0
+    yo = 0
+    for _ in range(rows):
+        wi = 0
+        for o in range(n_out):
+            acc = (b[o] ^ sg) - sg
+            for i in range(xo, xo + n_in):
+                acc += ((x[i] ^ sg) - sg) * ((w[wi] ^ 0x80) - 0x80)
+                wi += 1
+            v = (acc * m[o] + rnd) >> shift
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            y[yo + o] = v
+        xo += n_in
+        yo += n_out
+
+
+@micropython.viper
+def relu(y: ptr32, _a, _b, _c, _d, p: ptr32):
+    one = 1
+    sg = one << 31
+    for i in range(p[0]):
+        if (y[i] ^ sg) - sg < 0:
+            y[i] = 0
+
+
+@micropython.viper
+def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
+    one = 1
+    sg = one << 31
+    S = p[0]
+    E = p[1]
+    H = p[2]
+    D = p[3]
+    m_sm = p[4]
+    sh_sm = p[5]
+    m_ctx = p[6]
+    sh_ctx = p[7]
+    r_sm = one << (sh_sm - 1)
+    r_ctx = one << (sh_ctx - 1)
+    for h in range(H):
+        c0 = h * D
+        for i in range(S):
+            qo = i * E + c0
+            ko = c0
+            mx = 0
+            for j in range(S):
+                s = 0
+                for c in range(D):
+                    s += ((q[qo + c] ^ sg) - sg) * ((k[ko + c] ^ sg) - sg)
+                sc[j] = s
+                if j == 0 or s > mx:
+                    mx = s
+                ko += E
+            total = 0
+            for j in range(S):
+                idx = ((mx - ((sc[j] ^ sg) - sg)) * m_sm + r_sm) >> sh_sm
+                e = 0
+                if idx < 256:
+                    e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+                sc[S + j] = e
+                total += e
+            half = total >> 1
+            for j in range(S, S + S):
+                sc[j] = ((sc[j] << 14) + half) // total
+            for c in range(D):
+                acc = 0
+                vo = c0 + c
+                for j in range(S, S + S):
+                    acc += sc[j] * ((v[vo] ^ sg) - sg)
+                    vo += E
+                t = (acc * m_ctx + r_ctx) >> sh_ctx
+                if t < -128:
+                    t = -128
+                elif t > 127:
+                    t = 127
+                ctx[qo + c] = t
+
+
+@micropython.viper
+def pool(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
+    one = 1
+    sg = one << 31
+    S = p[0]
+    E = p[1]
+    m = p[2]
+    shift = p[3]
+    rnd = one << (shift - 1)
+    for c in range(E):
+        acc = 0
+        xi = c
+        for _ in range(S):
+            acc += (x[xi] ^ sg) - sg
+            xi += E
+        v = (acc * m + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        y[c] = v
+
+
+INT8 = (dense, relu, attn, pool)

@@ -1,0 +1,199 @@
+# Host (CPython): device benchmark — µs/inference and heap of the device runtime under the
+# MicroPython unix port (and CPython), next to the naive baseline, in one run.
+"""Benchmark of `device/attention.py` on the MicroPython unix port with a board-sized heap.
+
+    .venv/bin/python tools/bench_device.py build/model.bin [--heap 64k] [--json]
+
+Each case runs `tools/bench_device_run.py` in a fresh interpreter (clean heap figures):
+`micropython -X heapsize=64k` over the device modules precompiled with `mpy-cross
+-march=x64` (what a small board runs: a .py module's compile needs more transient heap than the
+model itself), then the same cases under CPython from the .py sources. Cases: the naive
+baseline (device/naive.py: nested lists, float math), the float path (pure, native), the int8
+path `run_int8` (pure, native, viper) and `quantize`. Figures: best µs per inference of 3 timed
+runs, heap held by the loaded model and its buffers (gc.mem_alloc delta around loading), and
+bytes allocated per call (gc disabled around the calls).
+
+`bench_device(blob_path) -> dict` returns everything (for `tinyattn bench --device`);
+`main()` prints the table. Speedup = naive µs / fastest int8 µs (target >= 5x), also shown
+end to end (quantize + run_int8).
+
+References: MicroPython docs "Maximising MicroPython speed" and "MicroPython .mpy files";
+DESIGN §6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEVICE_DIR = REPO / "device"
+RUNNER = Path(__file__).resolve().parent / "bench_device_run.py"
+CASES = ("naive", "float-pure", "float-native", "int8-pure", "int8-native", "int8-viper")
+# one Iris sample per class (setosa, versicolor, virginica), cycled by the timing loop
+SAMPLES = "5.1,3.5,1.4,0.2;6.4,3.2,4.5,1.5;6.3,3.3,6.0,2.5"
+TARGET_SPEEDUP = 5.0
+HEAP_BUDGET = 16 * 1024
+
+
+def find_tool(name: str) -> str | None:
+    """`name` next to the running Python (the venv), else on PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else shutil.which(name)
+
+
+def compile_mpy(out_dir: Path, mpy_cross: str, arch: str = "x64") -> None:
+    """Compile the device modules and the runner to .mpy files in `out_dir`."""
+    sources = sorted(DEVICE_DIR.glob("attention*.py")) + [DEVICE_DIR / "naive.py", RUNNER]
+    for src in sources:
+        out = out_dir / (src.stem + ".mpy")
+        subprocess.run([mpy_cross, f"-march={arch}", "-o", str(out), str(src)], check=True,
+                       capture_output=True, text=True)  # fmt: skip
+
+
+def run_case(cmd: list[str], timeout: float = 120.0) -> dict[str, Any]:
+    """One case in a fresh interpreter; its last stdout line is a JSON object."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        err = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return {"error": err[-1] if err else f"exit status {proc.returncode}"}
+    return json.loads(lines[-1])
+
+
+def _micropython_cases(blob: Path, micropython: str, mpy_cross: str | None, heap: str):
+    with tempfile.TemporaryDirectory(prefix="tinyattn-bench-") as tmp:
+        if mpy_cross:
+            modules = Path(tmp)
+            compile_mpy(modules, mpy_cross)
+            # the runner is an .mpy too: import it from its folder (argv[1:] are its arguments)
+            code = f"import sys; sys.path.insert(0, {str(modules)!r}); import bench_device_run"
+            base = [micropython, "-X", f"heapsize={heap}", "-c", code]
+        else:
+            modules = DEVICE_DIR
+            base = [micropython, "-X", f"heapsize={heap}", str(RUNNER)]
+        return {c: run_case(base + [str(modules), str(blob), c, SAMPLES]) for c in CASES}
+
+
+def bench_device(
+    blob_path: str | Path,
+    micropython: str | None = None,
+    mpy_cross: str | None = None,
+    heap: str = "64k",
+    cpython: bool = True,
+    use_mpy: bool = True,
+) -> dict[str, Any]:
+    """Run every case; returns {"micropython": {case: figures}, "cpython": {...}, summary}."""
+    blob = Path(blob_path).resolve()
+    if not blob.is_file():
+        raise FileNotFoundError(f"{blob} not found; run 'make export' first")
+    micropython = micropython or find_tool("micropython")
+    mpy_cross = (mpy_cross or find_tool("mpy-cross")) if use_mpy else None
+    result: dict[str, Any] = {"blob": str(blob), "heap": heap, "samples": SAMPLES}
+    if micropython:
+        result["micropython"] = _micropython_cases(blob, micropython, mpy_cross, heap)
+        result["micropython_modules"] = ".mpy (mpy-cross -march=x64)" if mpy_cross else ".py"
+    if cpython:
+        base = [sys.executable, str(RUNNER), str(DEVICE_DIR), str(blob)]
+        result["cpython"] = {c: run_case(base + [c, SAMPLES]) for c in CASES}
+    for impl in ("micropython", "cpython"):
+        if impl in result:
+            result[impl + "_summary"] = summarize(result[impl])
+    return result
+
+
+def summarize(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Fastest int8 path, its speedup over naive (run_int8 only and end to end)."""
+    int8 = {c: r["us"] for c, r in cases.items() if c.startswith("int8") and "us" in r}
+    naive = cases.get("naive", {}).get("us")
+    if not int8 or not naive:
+        return {}
+    best = min(int8, key=int8.get)
+    e2e = int8[best] + cases[best].get("quantize_us", 0.0)
+    return {
+        "fastest_int8": best,
+        "speedup": naive / int8[best],
+        "speedup_end_to_end": naive / e2e,
+        "meets_target": naive / int8[best] >= TARGET_SPEEDUP,
+    }
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [f"device benchmark: {result['blob']} (one sample per Iris class, cycled)"]
+    for impl in ("micropython", "cpython"):
+        if impl not in result:
+            continue
+        cases = result[impl]
+        if impl == "micropython":
+            lines.append(f"\nMicroPython unix port, -X heapsize={result['heap']}, modules "
+                         f"{result['micropython_modules']}")  # fmt: skip
+        else:
+            lines.append(f"\nCPython {sys.version.split()[0]} (same .py files; no native/viper "
+                         "kernels there, and CPython is not the target)")  # fmt: skip
+        naive = cases.get("naive", {}).get("us")
+        lines.append(f"{'case':<14}{'us/inference':>13}{'vs naive':>10}{'model heap B':>14}"
+                     f"{'alloc B/call':>14}{'net B/call':>12}")  # fmt: skip
+        for c in CASES:
+            r = cases.get(c, {})
+            if "us" not in r:
+                lines.append(f"{c:<14}  n/a: {r.get('error', 'not run')}")
+                continue
+            speed = f"{naive / r['us']:.1f}x" if naive else "-"
+            heap, alloc, net = r.get("heap"), r.get("alloc"), r.get("net")
+            lines.append(f"{c:<14}{r['us']:>13.1f}{speed:>10}{_fmt(heap, 'd'):>14}"
+                         f"{_fmt(alloc, '.0f'):>14}{_fmt(net, '.0f'):>12}")  # fmt: skip
+        q = next((cases[c] for c in CASES if c.startswith("int8") and "quantize_us" in cases[c]),
+                 None)  # fmt: skip
+        if q:
+            new = _fmt(q.get("quantize_new_alloc"), ".0f")
+            lines.append(f"{'quantize':<14}{q['quantize_us']:>13.1f}{'':>10}{'':>14}"
+                         f"{_fmt(q.get('quantize_alloc'), '.0f'):>14}"
+                         f"{_fmt(q.get('quantize_net'), '.0f'):>12}"
+                         f"  (into a new array: {new} B)")  # fmt: skip
+        s = result.get(impl + "_summary") or {}
+        if s:
+            met = "met" if s["meets_target"] else "NOT met"
+            target = f"; target >= {TARGET_SPEEDUP:.0f}x: {met}" if impl == "micropython" else ""
+            e2e = s["speedup_end_to_end"]
+            lines.append(f"fastest int8: {s['fastest_int8']}, {s['speedup']:.1f}x the naive "
+                         f"baseline ({e2e:.1f}x with quantize){target}")  # fmt: skip
+        heaps = [
+            cases[c].get("heap") for c in CASES if c.startswith("int8") and cases[c].get("heap")
+        ]
+        if heaps:
+            lines.append(f"loaded model + buffers: {max(heaps)} B (budget {HEAP_BUDGET} B)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("blob", nargs="?", default="build/model.bin", help="model blob")
+    parser.add_argument("--heap", default="64k", help="MicroPython heap (default: 64k)")
+    parser.add_argument("--micropython", help="micropython binary (default: the venv's)")
+    parser.add_argument("--py", action="store_true",
+                        help="run the .py sources under MicroPython instead of .mpy")  # fmt: skip
+    parser.add_argument("--no-cpython", action="store_true", help="skip the CPython run")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    try:
+        result = bench_device(args.blob, micropython=args.micropython, heap=args.heap,
+                              cpython=not args.no_cpython, use_mpy=not args.py)  # fmt: skip
+    except FileNotFoundError as exc:
+        print(f"bench_device: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

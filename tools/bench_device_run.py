@@ -1,0 +1,151 @@
+# Device (MicroPython; also runs under CPython): one case of the device benchmark.
+"""Run by tools/bench_device.py in a fresh interpreter per case (clean heap figures):
+
+    micropython -X heapsize=64k tools/bench_device_run.py DEVICE_DIR BLOB CASE SAMPLES
+
+CASE: naive | float-pure | float-native | int8-pure | int8-native | int8-viper.
+SAMPLES: feature vectors `a,b,c,d;e,f,g,h;...` cycled through by the timing loop.
+Prints one JSON object: us (best µs per inference over 3 timed runs), iters, heap (bytes the
+loaded model and its buffers hold: gc.mem_alloc delta around loading, after gc.collect),
+alloc (bytes allocated per call, from micropython.mem_total: every allocation counts, also a
+bytecode call's frame that MicroPython puts on the heap and frees on return), net (bytes per
+call left on the heap, gc disabled around 100 calls; int8 only) and for int8 cases
+quantize_us / quantize_alloc / quantize_net (into a reused array) / quantize_new_alloc.
+Heap figures are None under CPython. Timing loops live inside functions.
+"""
+
+import gc
+import json
+import sys
+
+try:
+    from time import ticks_diff, ticks_us
+except ImportError:  # CPython
+    from time import perf_counter_ns
+
+    def ticks_us():
+        return perf_counter_ns() // 1000
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+_HAS_HEAP = hasattr(gc, "mem_alloc")
+try:
+    from micropython import mem_total as _mem_total  # unix port: bytes allocated so far
+except ImportError:
+    _mem_total = None
+# kernel set -> modules attention.Model imports for it (int8 set, then the float path's)
+_KERNEL_MODULES = {
+    "pure": ("attention_kernels",),
+    "native": ("attention_native",),
+    "viper": ("attention_viper", "attention_native"),
+}
+_TARGET_US = 150000  # each timed run lasts about this long
+
+
+def heap():
+    if not _HAS_HEAP:
+        return None
+    gc.collect()
+    return gc.mem_alloc()
+
+
+def timed(fn, args):
+    """Best µs per call of fn(*args[i % n]) over 3 runs sized to ~_TARGET_US each."""
+    n = len(args)
+    t0 = ticks_us()
+    for a in args:
+        fn(*a)
+    once = max(1, ticks_diff(ticks_us(), t0) // n)
+    iters = min(20000, max(n, _TARGET_US // once))
+    best = None
+    for _ in range(3):
+        t0 = ticks_us()
+        for i in range(iters):
+            fn(*args[i % n])
+        dt = ticks_diff(ticks_us(), t0)
+        if best is None or dt < best:
+            best = dt
+    return best / iters, iters
+
+
+def alloc_per_call(fn, a, calls):
+    """Bytes allocated per fn(*a) with micropython.mem_total() (the unix port's count of every
+    allocation, also of call frames freed again on return); None where unavailable."""
+    if _mem_total is None:
+        return None
+    fn(*a)  # warm-up
+    t0 = _mem_total()
+    for _ in range(calls):
+        fn(*a)
+    return (_mem_total() - t0) / calls
+
+
+def net_per_call(fn, a, calls):
+    """Bytes per fn(*a) still held after the calls (garbage included: gc is disabled in
+    between), from gc.mem_alloc(); None under CPython. Only for calls that allocate little."""
+    if not _HAS_HEAP:
+        return None
+    fn(*a)  # warm-up
+    gc.collect()
+    gc.disable()
+    a0 = gc.mem_alloc()
+    for _ in range(calls):
+        fn(*a)
+    a1 = gc.mem_alloc()
+    gc.enable()
+    return (a1 - a0) / calls
+
+
+def main():
+    device_dir, blob, case, samples = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    sys.path.insert(0, device_dir)
+    feats = [[float(v) for v in s.split(",")] for s in samples.split(";")]
+    res = {"case": case}
+    if case == "naive":
+        import naive
+
+        h0 = heap()
+        m = naive.NaiveModel(blob)
+        h1 = heap()
+        res["heap"] = h1 - h0 if _HAS_HEAP else None
+        res["us"], res["iters"] = timed(m.logits, [(f,) for f in feats])
+        res["alloc"] = alloc_per_call(m.logits, (feats[0],), 2)
+        print(json.dumps(res))
+        return
+    import attention
+
+    path, kernels = case.split("-")
+    try:  # import the kernel modules the model will use before measuring its heap
+        for name in _KERNEL_MODULES[kernels]:
+            __import__(name)
+    except Exception as exc:  # CPython (no `micropython`), a port without native emitters
+        res["error"] = "kernels " + kernels + " not available: " + repr(exc)
+        print(json.dumps(res))
+        return
+    h0 = heap()
+    m = attention.Model(blob, kernels=kernels)
+    h1 = heap()
+    res["heap"] = h1 - h0 if _HAS_HEAP else None
+    res["kernels"] = m.kernels
+    res["float_kernels"] = m.float_kernels
+    if path == "float":
+        out = [0.0] * m.n_classes
+        res["us"], res["iters"] = timed(m.run_float, [(f, out) for f in feats])
+        res["alloc"] = alloc_per_call(m.run_float, (feats[0], out), 3)
+    else:
+        out = m.new_logits()
+        xqs = [(m.quantize(f), out) for f in feats]
+        res["us"], res["iters"] = timed(m.run_int8, xqs)
+        res["alloc"] = alloc_per_call(m.run_int8, xqs[0], 100)
+        res["net"] = net_per_call(m.run_int8, xqs[0], 100)
+        xq = m.quantize(feats[0])  # a reusable int8 input buffer
+        res["quantize_us"] = timed(m.quantize, [(f, xq) for f in feats])[0]
+        res["quantize_alloc"] = alloc_per_call(m.quantize, (feats[0], xq), 10)
+        res["quantize_net"] = net_per_call(m.quantize, (feats[0], xq), 10)
+        res["quantize_new_alloc"] = alloc_per_call(m.quantize, (feats[0],), 10)
+    print(json.dumps(res))
+
+
+main()
