@@ -138,7 +138,7 @@ def read_blob(src, source="blob"):
         _forget(loaded + ["attention_ops"])
         blob.ops = _call("attention_ops", "check_ops", (blob, ops, tensors, tables, source))
         return blob
-    except (BlobError, MemoryError):
+    except (BlobError, MemoryError, OSError):  # OSError: the file could not be read
         raise
     except Exception as exc:  # a check missed something: still a ValueError naming the blob
         raise blob_error(source, "malformed blob (%r)" % (exc,)) from None

@@ -157,8 +157,9 @@ def read_records(mv, source):
 
     try:
         names = take(names_len, "class names").decode("utf-8")
-    except UnicodeError:
-        raise fail("class names are not UTF-8") from None
+    except UnicodeError as exc:  # CPython names the reason, as the host reader does
+        reason = getattr(exc, "reason", None)
+        raise fail("class names are not UTF-8" + (" (%s)" % reason if reason else "")) from None
     padding("class names")
     names = names.split("\n") if names else []
     if len(names) != C or "" in names:

@@ -6,7 +6,8 @@
 CASE: naive | float-pure | float-native | int8-pure | int8-native | int8-viper.
 SAMPLES: feature vectors `a,b,c,d;e,f,g,h;...` cycled through by the timing loop.
 Prints one JSON object: us (best µs per inference over 3 timed runs), iters, heap (bytes the
-loaded model and its buffers hold: gc.mem_alloc delta around loading, after gc.collect),
+loaded model and its buffers hold: gc.mem_alloc delta around loading, after gc.collect;
+heap_reload: the same for a second load, without the names the first load interned),
 alloc (bytes allocated per call, from micropython.mem_total: every allocation counts, also a
 bytecode call's frame that MicroPython puts on the heap and frees on return), net (bytes per
 call left on the heap, gc disabled around 100 calls; int8 only) and for int8 cases
@@ -128,6 +129,11 @@ def main():
     m = attention.Model(blob, kernels=kernels)
     h1 = heap()
     res["heap"] = h1 - h0 if _HAS_HEAP else None
+    m = None  # load again: the first load also interned the reader modules' names (qstrs)
+    h0 = heap()
+    m = attention.Model(blob, kernels=kernels)
+    h1 = heap()
+    res["heap_reload"] = h1 - h0 if _HAS_HEAP else None
     res["kernels"] = m.kernels
     res["float_kernels"] = m.float_kernels
     if path == "float":
