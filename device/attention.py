@@ -12,13 +12,20 @@ array buffers allocated once; `run_int8` / `run_float` only walk the steps. int8
 quantization.md bit for bit with Python ints. float: the same ops on dequantized weights
 (`W_q·s_w`, `b_q·s_in·s_w`) in array('f'), softmax with math.exp.
 
-Modules (each small enough for MicroPython to compile in a small heap):
-- attention_blob.py, attention_ops.py: the blob reader (every MUST of docs/blob-format.md;
-  raises BlobError), imported by `read_blob` for loading only.
-- attention_kernels.py: pure-Python kernels, the reference.
+Files on the board (each module small enough for MicroPython to compile in a small heap):
+- attention.py: this API (always resident).
+- attention_blob.py, attention_tensors.py, attention_ops.py: the blob reader, three phases
+  (header/CRC/sections/op records; tensor table/data; op tensors/params/shape chain), every
+  MUST of docs/blob-format.md, BlobError messages as the host reader's. attention_build.py:
+  op list -> steps and buffers. Load-time only: imported while loading and dropped again, so
+  their bytecode does not stay in the heap (MicroPython; CPython keeps them).
+- attention_kernels.py: pure-Python kernels, the reference (needed for the float path too
+  unless attention_native.py is there).
 - attention_native.py / attention_viper.py: optional accelerated kernels, imported only when
   chosen. `kernels="auto"` takes viper, else native, else pure (see `kernels_available()`);
-  all give identical int8 results. Leave them off a board to save flash and RAM.
+  all give identical int8 results.
+On a 64 KiB heap deploy them as .mpy (`mpy-cross -march=<arch>`): compiling the .py sources
+at import needs transient heap on top (about 60 KB on the 64-bit unix port).
 
 References: docs/blob-format.md, docs/quantization.md, DESIGN §6; MicroPython's "Maximising
 MicroPython speed" (buffers, locals, native/viper); TFLite Micro's reference kernels.
@@ -138,7 +145,7 @@ def read_blob(src, source="blob"):
         _forget(loaded + ["attention_ops"])
         blob.ops = _call("attention_ops", "check_ops", (blob, ops, tensors, tables, source))
         return blob
-    except (BlobError, MemoryError, OSError):  # OSError: the file could not be read
+    except (BlobError, MemoryError, OSError, ImportError):  # unreadable file, missing module
         raise
     except Exception as exc:  # a check missed something: still a ValueError naming the blob
         raise blob_error(source, "malformed blob (%r)" % (exc,)) from None
