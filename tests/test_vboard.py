@@ -31,6 +31,9 @@ from tools.vboard import (
 serial = pytest.importorskip("serial")
 
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n>"
+# `python -m tinyattn.cli` would make cli.py __main__, and CLIError raised through
+# tinyattn.cli would not be caught there; run the entry point as the console script does.
+CLI = [sys.executable, "-c", "import sys; from tinyattn.cli import main; sys.exit(main())"]
 
 
 def _read_until(port: serial.Serial, marker: bytes, timeout: float = 5.0) -> bytes:
@@ -282,6 +285,27 @@ def test_vboard_heap_option_sets_free_heap(vboard_factory) -> None:
         assert 0.9 * parse_heap(heap) < n <= parse_heap(heap), free
 
 
+@pytest.mark.serial
+def test_vboard_repl_input_beyond_heap_is_an_error_not_a_reset(vboard_factory) -> None:
+    vb = vboard_factory(heap="32k")
+    with _open(vb) as port:
+        port.write(b"\r\x03\x01")
+        _read_until(port, RAW_BANNER)
+        hog = b"hog = []\ntry:\n    while True:\n        hog.append(bytearray(200))\n"
+        hog += b"except MemoryError:\n    del hog[-8:]"
+        assert _raw_exec(port, hog) == (b"", b"")  # the heap is now full but for ~2 KiB
+        out, err = _raw_exec(port, b"x = 1\n" * 500)
+        assert out == b"" and err.startswith(b"MemoryError")
+        port.write(b"\x05A\x01")
+        head = _read_until(port, b"R\x01") + port.read(3)
+        port.write(b"#" * 3000 + b"\x04")  # raw-paste: the board cuts the stream short
+        reply = _read_until(port, b"\x04>")
+        assert head == b"R\x01\x80\x00\x01"
+        assert reply.lstrip(b"\x01").startswith(b"\x04\x04MemoryError")
+        assert _raw_exec(port, b"del hog\nprint('ok')") == (b"ok\r\n", b"")
+    assert vb.crashes == 0 and vb.hard_resets == 0
+
+
 # -- faults (issue 6) and process hygiene ------------------------------------------------------
 
 
@@ -379,7 +403,7 @@ def _gone(pid: int) -> bool:
 
 def _start_board_cli(fs: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tinyattn.cli", "board", "--fs", str(fs), "--print-port-only"],
+        [*CLI, "board", "--fs", str(fs), "--print-port-only"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     port = proc.stdout.readline().strip()  # type: ignore[union-attr]
@@ -419,3 +443,43 @@ def test_board_cli_sigkill_leaves_no_orphans(tmp_path) -> None:
     while not all(_gone(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(_gone(pid) for pid in children)
+
+
+@pytest.mark.serial
+def test_board_cli_prints_port_and_usage_and_stops_on_ctrl_c(tmp_path) -> None:
+    if find_micropython() is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    proc = subprocess.Popen(
+        [*CLI, "board", "--fs", str(tmp_path / "f")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = proc.stdout.readline()  # type: ignore[union-attr]
+        assert first.startswith("PORT=/dev/"), first
+        port = first.strip().split("=", 1)[1]
+        usage = [proc.stdout.readline() for _ in range(3)]  # type: ignore[union-attr]
+        assert any(f"make flash PORT={port}" in line for line in usage), usage
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "virtual board stopped" in out
+
+
+@pytest.mark.host
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--heap", "5"], {}, "--heap: heap '5' = 5 bytes: choose between 16k"),
+        ([], {"TINYATTN_MICROPYTHON": "/nonexistent/micropython"}, "unix port not found"),
+    ],
+)
+def test_board_cli_reports_bad_setup_in_one_line(tmp_path, args, env, message) -> None:
+    r = subprocess.run(
+        [*CLI, "board", "--fs", str(tmp_path / "f"), *args],
+        capture_output=True, text=True, timeout=30, env={**os.environ, **env},
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith("tinyattn board: error: ") and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -284,6 +284,7 @@ class VirtualBoard:
         self._pids: set[int] = set()
         self._mpy_dir: str | None = None
         self._fds: list[int] = []
+        self._wake_w = -1
         self._commands: deque = deque()
         self._cond = threading.Condition()
         self._gen = 0  # spawn generation
@@ -428,11 +429,16 @@ class VirtualBoard:
         self._silent = bool(silent)
 
     def set_fault(self, fault: FaultConfig | None) -> None:
-        """Change link faults at runtime (None: a clean link)."""
-        self._command("fault", fault)
+        """Change link faults, also while running (None: a clean link)."""
+        if self.alive:
+            self._command("fault", fault)
+        else:
+            self._fault = fault
+            self._set_rngs(fault)
 
     def inject(self, data: bytes) -> None:
         """Send `data` to the host as if the board had printed it (e.g. a garbage line)."""
+        self._require_started()
         self._command("inject", bytes(data))
 
     def transcript(self) -> bytes:
@@ -450,12 +456,15 @@ class VirtualBoard:
         self._wake()
 
     def _wake(self) -> None:
+        if self._wake_w < 0:
+            return  # not started, or stopped (the fd number may belong to someone else now)
         try:
             os.write(self._wake_w, b"!")
-        except (BlockingIOError, OSError, AttributeError):
-            pass  # already woken, or not started
+        except OSError:
+            pass  # BlockingIOError: a wake-up is already pending
 
     def _close_fds(self) -> None:
+        self._wake_w = -1
         for fd in self._fds:
             try:
                 os.close(fd)

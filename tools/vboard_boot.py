@@ -37,6 +37,7 @@ _CTRL_C = const(3)
 _CTRL_D = const(4)
 _CTRL_E = const(5)
 _STDIN_BUFFER_MAX = const(256)  # MICROPY_REPL_STDIN_BUFFER_MAX; raw-paste window is half
+_OOM = b"\x04MemoryError: memory allocation failed\n\x04"  # output, error, end
 _COMPOUND = ("if", "while", "for", "try", "with", "def", "class", "async")
 _SOFT = const(1)  # REPL result: soft reset
 _TO_RAW = const(2)
@@ -78,8 +79,14 @@ def _print_exc(e):
         for line in s.getvalue().split("\n"):
             if line and not (line.startswith('  File "') and _ME in line):
                 _out(line + "\n")
-    except MemoryError:
-        sys.print_exception(e)
+    except MemoryError:  # no heap left to format the frames: header and message only
+        _out(b"Traceback (most recent call last):\n")
+        _out(type(e).__name__)
+        try:
+            _out(": " + str(e))
+        except MemoryError:
+            pass
+        _out(b"\n")
 
 
 def _exec(src, name, kind, eof):
@@ -133,19 +140,28 @@ def _raw_paste(cmd):
     _out(bytes((window & 0xFF, window >> 8, 1)))  # window size, then "one more window free"
     src = bytearray()
     remain = window
-    while True:
-        c = _rd()
-        if c == _CTRL_C or c == _CTRL_D:
-            _out(b"\x04")  # end of data seen
-            if c == _CTRL_C:  # the reader raises KeyboardInterrupt: no traceback lines
-                _out(b"\x04KeyboardInterrupt: \n\x04")
-                return False
-            break
-        src.append(c)
-        remain -= 1
-        if remain == 0:
-            _out(b"\x01")
-            remain = window
+    try:
+        while True:
+            c = _rd()
+            if c == _CTRL_C or c == _CTRL_D:
+                _out(b"\x04")  # end of data seen
+                if c == _CTRL_C:  # the reader raises KeyboardInterrupt: no traceback lines
+                    _out(b"\x04KeyboardInterrupt: \n\x04")
+                    return False
+                break
+            src.append(c)
+            remain -= 1
+            if remain == 0:
+                _out(b"\x01")
+                remain = window
+    except MemoryError:  # as a board's compiler running out of heap mid-stream:
+        src = None
+        gc.collect()
+        _out(b"\x04")  # abrupt end of data, swallow the rest, then the error
+        while c != _CTRL_C and c != _CTRL_D:
+            c = _rd()
+        _out(_OOM)
+        return False
     return _exec(src, "<stdin>", "exec", True)
 
 
@@ -158,7 +174,7 @@ def _raw_repl(banner):
         while True:
             c = _rd()
             if c == _CTRL_A:
-                if len(line) == 2 and line[0] == _CTRL_E:
+                if line is not None and len(line) == 2 and line[0] == _CTRL_E:
                     if _raw_paste(line[1]):
                         return _SOFT
                     line = bytearray()
@@ -173,9 +189,16 @@ def _raw_repl(banner):
                 line = bytearray()
             elif c == _CTRL_D:
                 break
-            else:
-                line.append(c)
+            elif line is not None:
+                try:
+                    line.append(c)
+                except MemoryError:  # too long for the heap: swallow it, report at Ctrl-D
+                    line = None
+                    gc.collect()
         _out(b"OK")
+        if line is None:
+            _out(_OOM)
+            continue
         if not line:
             _out(b"\r\n")
             return _SOFT
@@ -388,6 +411,12 @@ def _boot():
         _ctl(b"r" if mode == "raw" else b"f")
         try:
             ret = _raw_repl(fresh) if mode == "raw" else _friendly_repl(fresh)
+        except MemoryError:  # REPL input that does not fit (a board's C REPL needs less)
+            gc.collect()
+            _ctl(b"I")
+            _out(b"\r\nMemoryError: REPL input does not fit in the heap\r\n")
+            fresh = False
+            continue
         except KeyboardInterrupt:
             # A Ctrl-C that raced with the end of a command: the host is resynchronising
             # (it sends Ctrl-A / Enter next), so go back to the prompt without a banner.
