@@ -44,8 +44,10 @@ def iris_X() -> np.ndarray:
 
 
 def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "tinyattn.cli", *args], check=True,
-                   capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "tinyattn.cli", *args], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    err = (proc.stderr.strip().splitlines() or [""])[-1]
+    assert proc.returncode == 0, f"'tinyattn {' '.join(args)}' failed: {err}"
 
 
 def reference_blobs(out_dir: Path) -> tuple[Path, Path]:
