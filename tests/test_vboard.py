@@ -168,6 +168,18 @@ def test_vboard_mpremote_mip_install_local_package(vboard: VirtualBoard, mpremot
 
 
 @pytest.mark.serial
+def test_vboard_mpremote_mount_binary_protocol_is_not_cooked(vboard, mpremote, tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "mod_m.py").write_text("print('imported from the host')\n")
+    code = "import mod_m\nwith open('out.txt', 'w') as f:\n    f.write('a\\nb\\n' * 3)"
+    r = mpremote(vboard.port, "mount", str(local), "exec", code)
+    assert r.returncode == 0, r.stderr
+    assert "imported from the host" in r.stdout
+    assert (local / "out.txt").read_bytes() == b"a\nb\n" * 3  # no "\r" added on the way
+
+
+@pytest.mark.serial
 def test_vboard_main_py_runs_on_boot_not_on_raw_soft_reset(vboard_factory, mpremote, tmp_path):
     fs = tmp_path / "flash"
     fs.mkdir()

@@ -275,6 +275,7 @@ class VirtualBoard:
         self._running = False  # user code runs: Ctrl-C -> SIGINT
         self._client = False
         self._last_cr = False
+        self._raw_output = False  # set by `mpremote mount` (see _cook)
         self._to_host = bytearray()
         self._to_board = bytearray()
         self._transcript = bytearray()
@@ -646,7 +647,18 @@ class VirtualBoard:
         self._to_host += data
 
     def _cook(self, data: bytes) -> bytes:
-        """Lone "\\n" -> "\\r\\n" (mp_hal_stdout_tx_strn_cooked); "\\r\\n" stays as it is."""
+        """Lone "\\n" -> "\\r\\n" (mp_hal_stdout_tx_strn_cooked); "\\r\\n" stays as it is.
+
+        A board cooks sys.stdout but not sys.stdout.buffer; here both are fd 1. The one binary
+        user of the console, `mpremote mount`, starts each request with CAN (0x18): from the
+        first CAN on, output is passed raw until the interpreter restarts.
+        """
+        if self._raw_output:
+            return data
+        can = data.find(b"\x18")
+        if can >= 0:
+            self._raw_output = True
+            return self._cook(data[:can]) + data[can:]
         out = re.sub(rb"(?<!\r)\n", b"\r\n", data)
         if self._last_cr and data[:1] == b"\n":
             out = out[1:]
@@ -719,6 +731,7 @@ class VirtualBoard:
         )
         self._pids.add(proc.pid)
         self._running = False
+        self._raw_output = False
         with self._cond:
             self._gen += 1
             self._child = _Child(proc, self._gen)
