@@ -1,0 +1,170 @@
+"""Host (CPython): datasets as float64 arrays — CSV loading, stratified splits, standardization.
+
+- `load_dataset("iris" | "wine")` reads the vendored copies in `host/data/` (sources and
+  checksums in `host/data/README.md`).
+- `load_csv(path, target=None)` reads any numeric CSV with a header row: every column except
+  the target is a float feature; the target column (default: the last one) holds class labels,
+  and the class names come from the data (sorted, numerically when every label is a number).
+- `stratified_split` / `stratified_kfold` keep the class proportions, driven by a seeded
+  `numpy.random.Generator` so a seed always gives the same indices.
+- `fit_standardizer` is fitted on the train split only (no test statistics leak into training)
+  and its mean/std are saved with the model (`docs/model-format.md`).
+
+References: scikit-learn's `StratifiedShuffleSplit` / `StratifiedKFold` and `StandardScaler`
+(same idea, independent code).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .paths import DATA_DIR
+
+# Vendored datasets: name -> (file in host/data/, target column).
+DATASETS: dict[str, tuple[str, str]] = {
+    "iris": ("iris.csv", "species"),
+    "wine": ("wine.csv", "cultivar"),
+}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A classification table: features `X [N, F]` float64, labels `y [N]` int64 in [0, C)."""
+
+    name: str
+    X: np.ndarray  # (N, F) float64
+    y: np.ndarray  # (N,) int64, index into class_names
+    feature_names: list[str]
+    class_names: list[str]
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+
+def _label_key(labels: set[str]):
+    """Sort key for class names: numeric order if every label is a number, else text order."""
+    try:
+        for label in labels:
+            float(label)
+    except ValueError:
+        return str
+    return float
+
+
+def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Dataset:
+    """Read a numeric CSV with a header row; `target` names the label column (default: last)."""
+    path = Path(path)
+    try:
+        with path.open(newline="") as f:
+            rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror}); check the path") from exc
+    if len(rows) < 2:
+        raise ValueError(f"{path}: needs a header row and at least one data row")
+    header = [cell.strip() for cell in rows[0]]
+    if target is None:
+        target = header[-1]
+    if target not in header:
+        raise ValueError(f"{path}: no column named {target!r}; columns are {', '.join(header)}")
+    t = header.index(target)
+    feature_names = [h for j, h in enumerate(header) if j != t]
+    if not feature_names:
+        raise ValueError(f"{path}: only the target column {target!r}; need at least one feature")
+
+    X = np.empty((len(rows) - 1, len(feature_names)))  # (N, F)
+    labels: list[str] = []
+    for r, row in enumerate(rows[1:]):
+        line = r + 2  # 1-based, after the header
+        if len(row) != len(header):
+            raise ValueError(
+                f"{path}:{line}: {len(row)} fields, header has {len(header)}; fix the row"
+            )
+        labels.append(row[t].strip())
+        cells = [cell for j, cell in enumerate(row) if j != t]
+        for j, cell in enumerate(cells):
+            try:
+                X[r, j] = float(cell)
+            except ValueError:
+                raise ValueError(
+                    f"{path}:{line}: column {feature_names[j]!r} is {cell!r}, not a number; "
+                    "features must be numeric (drop or encode that column)"
+                ) from None
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{path}: features contain NaN or infinity; clean the data first")
+
+    class_names = sorted(set(labels), key=_label_key(set(labels)))
+    if len(class_names) < 2:
+        raise ValueError(f"{path}: target column {target!r} has one class; need at least two")
+    index = {c: i for i, c in enumerate(class_names)}
+    y = np.array([index[label] for label in labels], dtype=np.int64)
+    return Dataset(name or path.stem, X, y, feature_names, class_names)
+
+
+def load_dataset(name: str) -> Dataset:
+    """One of the vendored datasets (`iris`, `wine`)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    filename, target = DATASETS[name]
+    return load_csv(DATA_DIR / filename, target=target, name=name)
+
+
+def stratified_split(
+    y: np.ndarray, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted `(train_idx, test_idx)`; each class gives `round(n_c * test_fraction)` to test."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    test: list[np.ndarray] = []
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        n_test = int(round(len(idx) * test_fraction))
+        if n_test == 0 or n_test == len(idx):
+            raise ValueError(
+                f"class {c} has {len(idx)} rows: too few for a {test_fraction:.0%} test split"
+            )
+        test.append(idx[:n_test])
+    test_idx = np.sort(np.concatenate(test))
+    train_idx = np.setdiff1d(np.arange(len(y)), test_idx)
+    return train_idx, test_idx
+
+
+def stratified_kfold(y: np.ndarray, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`k` folds of sorted `(train_idx, test_idx)`; every row is in exactly one test fold."""
+    if k < 2:
+        raise ValueError(f"k-fold needs k >= 2, got {k}")
+    rng = np.random.default_rng(seed)
+    fold_of = np.empty(len(y), dtype=np.int64)
+    offset = 0  # continue the round-robin across classes so fold sizes stay balanced
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        if len(idx) < k:
+            raise ValueError(f"class {c} has {len(idx)} rows, fewer than k={k} folds")
+        fold_of[idx] = (np.arange(len(idx)) + offset) % k
+        offset += len(idx)
+    folds = []
+    for f in range(k):
+        folds.append((np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)))
+    return folds
+
+
+def fit_standardizer(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature `(mean, std)` of `X [N, F]`; std is 1.0 where a feature is constant."""
+    mean = X.mean(axis=0)  # (F,)
+    std = X.std(axis=0)  # (F,) population std, as StandardScaler
+    std = np.where(std > 0.0, std, 1.0)
+    return mean, std
+
+
+def standardize(X: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """`(X - mean) / std` as float64 `[N, F]` — the model's input."""
+    return (np.asarray(X, dtype=np.float64) - mean) / std

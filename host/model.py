@@ -1,0 +1,236 @@
+"""Host (CPython): a Sequential model built from the op list, and the `.npz` model file.
+
+`build_from_ops(ops)` turns the op list of `docs/model-format.md` into layers; `build_model(
+"iris-attn", n_features, n_classes)` gives the Iris model of issue 2 (475 parameters for 4
+features and 3 classes):
+
+    dense(F->32) -> relu -> reshape [4, 8] -> attention(E=8, H=2) -> avgpool -> dense(8->C)
+
+`Sequential` keeps all parameters in one flat float64 vector `theta` (and gradients in `grad`),
+each layer's arrays being views into it, so an optimizer step is a few vectorized calls.
+`forward(x_norm)` (inference by default) takes the normalized features `[B, F]` and returns
+the logits `[B, C]`; `predict(x_norm)` returns class indices.
+
+`save_model` / `load_model` write and read exactly the `docs/model-format.md` file: `meta`
+(JSON in a 0-d str array), `norm_mean`, `norm_std` and `p{i}.{name}` float64 arrays, loaded
+with `allow_pickle=False`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
+
+FORMAT = "tinyattn-model"
+VERSION = 1
+MODELS = ("iris-attn",)
+
+
+def iris_attn_ops(n_features: int, n_classes: int) -> list[dict[str, Any]]:
+    """Op list of `iris-attn`: 32 hidden features seen as 4 tokens of 8, one attention block."""
+    tokens, embed_dim = 4, 8
+    return [
+        {"op": "dense", "in": n_features, "out": tokens * embed_dim, "bias": True},
+        {"op": "relu"},
+        {"op": "reshape", "shape": [tokens, embed_dim]},
+        {"op": "attention", "embed_dim": embed_dim, "num_heads": 2, "bias": True},
+        {"op": "avgpool"},
+        {"op": "dense", "in": embed_dim, "out": n_classes, "bias": True},
+    ]
+
+
+def layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
+    """One layer for one op dict (`docs/model-format.md`)."""
+    kind = op.get("op")
+    try:
+        if kind == "dense":
+            return Dense(int(op["in"]), int(op["out"]), bool(op.get("bias", True)), rng)
+        if kind in ActivationLayer.KINDS:
+            return ActivationLayer(kind)
+        if kind == "reshape":
+            return Reshape(op["shape"])
+        if kind == "attention":
+            E, H = int(op["embed_dim"]), int(op["num_heads"])
+            return Attention(E, H, bool(op.get("bias", True)), rng)
+        if kind == "avgpool":
+            return GlobalAvgPool()
+    except KeyError as exc:
+        raise ValueError(f"op {op}: missing attribute {exc}; see docs/model-format.md") from None
+    raise ValueError(f"unknown op {kind!r} in {op}; see docs/model-format.md for the op names")
+
+
+class Sequential:
+    """Layers applied in order; parameters in one flat vector (`theta`, `grad`)."""
+
+    def __init__(self, layers: list[Layer], ops: list[dict[str, Any]]) -> None:
+        self.layers, self.ops = layers, ops
+        storage = [(layer, name) for layer in layers for name in layer.params]
+        sizes = [layer.params[name].size for layer, name in storage]
+        self.theta = np.empty(sum(sizes))  # (P,) all parameters
+        self.grad = np.zeros(sum(sizes))  # (P,) their gradients
+        self.decay_mask = np.zeros(sum(sizes))  # 1.0 on weight matrices, 0.0 on biases
+        offset = 0
+        for layer in layers:
+            values, grads = {}, {}
+            for name, p in layer.params.items():
+                span = slice(offset, offset + p.size)
+                values[name] = self.theta[span].reshape(p.shape)
+                grads[name] = self.grad[span].reshape(p.shape)
+                self.decay_mask[span] = 1.0 if p.ndim == 2 else 0.0
+                offset += p.size
+            layer.bind(values, grads)
+
+    @property
+    def n_params(self) -> int:
+        return self.theta.size
+
+    def forward(self, x: np.ndarray, training: bool = False) -> np.ndarray:
+        """Logits `[B, C]` for normalized features `x [B, F]` (float64)."""
+        for layer in self.layers:
+            x = layer.forward(x, training)
+        return x
+
+    def backward(self, dlogits: np.ndarray) -> np.ndarray:
+        """Fill `grad` from `dlogits [B, C]` after a training forward; returns `dx [B, F]`."""
+        d = dlogits
+        for layer in reversed(self.layers):
+            d = layer.backward(d)
+        return d
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Class indices `[B]` for normalized features `x [B, F]`."""
+        return np.argmax(self.forward(x), axis=1)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """`{"p{i}.{name}": array}` as in docs/model-format.md (copies)."""
+        return {
+            f"p{i}.{name}": value.copy()
+            for i, layer in enumerate(self.layers)
+            for name, value, _ in layer.collect_params()
+        }
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Copy `p{i}.{name}` arrays into the parameters; shapes and names must match exactly."""
+        expected = set()
+        for i, layer in enumerate(self.layers):
+            for name, value, _ in layer.collect_params():
+                key = f"p{i}.{name}"
+                expected.add(key)
+                if key not in state:
+                    raise ValueError(f"parameter {key} missing; the file does not match its ops")
+                if state[key].shape != value.shape:
+                    raise ValueError(
+                        f"parameter {key} has shape {state[key].shape}, ops say {value.shape}"
+                    )
+                value[...] = state[key]
+        extra = set(state) - expected
+        if extra:
+            raise ValueError(f"unexpected parameters {sorted(extra)}; the ops do not use them")
+
+
+def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
+    """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list."""
+    rng = np.random.default_rng(seed)
+    return Sequential([layer_from_op(op, rng) for op in ops], [dict(op) for op in ops])
+
+
+def build_model(name: str, n_features: int, n_classes: int, seed: int = 0) -> Sequential:
+    """A named architecture; `iris-attn` has 475 parameters for 4 features and 3 classes."""
+    if name == "iris-attn":
+        return build_from_ops(iris_attn_ops(n_features, n_classes), seed)
+    raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+
+
+@dataclass
+class ModelFile:
+    """A loaded `model.npz`: the model, its input normalization and its meta dict."""
+
+    model: Sequential
+    norm_mean: np.ndarray  # (F,)
+    norm_std: np.ndarray  # (F,)
+    meta: dict[str, Any]
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.meta["class_names"])
+
+    def normalize(self, X: np.ndarray) -> np.ndarray:
+        """Raw features `[B, F]` -> the model's input `(X - norm_mean) / norm_std`."""
+        return (np.asarray(X, dtype=np.float64) - self.norm_mean) / self.norm_std
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Class indices `[B]` for raw (unnormalized) features `X [B, F]`."""
+        return self.model.predict(self.normalize(X))
+
+
+def predict(model: Sequential | ModelFile, x: np.ndarray) -> np.ndarray:
+    """Class indices: raw features for a `ModelFile`, normalized features for a `Sequential`."""
+    return model.predict(x)
+
+
+def save_model(
+    path: str | Path,
+    model: Sequential,
+    norm_mean: np.ndarray,
+    norm_std: np.ndarray,
+    meta: dict[str, Any],
+) -> Path:
+    """Write `docs/model-format.md` atomically (temp file + rename); returns the path."""
+    path = Path(path)
+    meta = {"format": FORMAT, "version": VERSION, **meta, "ops": model.ops}
+    arrays = {
+        "meta": np.array(json.dumps(meta)),
+        "norm_mean": np.asarray(norm_mean, dtype=np.float64),
+        "norm_std": np.asarray(norm_std, dtype=np.float64),
+        **model.state_dict(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def load_model(path: str | Path) -> ModelFile:
+    """Read a `model.npz` (`allow_pickle=False`) and rebuild the model from its op list."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except FileNotFoundError:
+        raise ValueError(f"{path}: not found; run 'tinyattn train --out {path}' first") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable .npz model file ({exc})") from None
+    if "meta" not in arrays:
+        raise ValueError(f"{path}: no 'meta' entry; not a tinyattn model file")
+    meta = json.loads(str(arrays.pop("meta")))
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("version") != VERSION:
+        raise ValueError(
+            f"{path}: unsupported model format version {meta.get('version')}; "
+            f"this tinyattn reads version {VERSION}, re-run 'tinyattn train'"
+        )
+    for key in ("norm_mean", "norm_std"):
+        if key not in arrays:
+            raise ValueError(f"{path}: missing {key}; re-run 'tinyattn train'")
+    norm_mean, norm_std = arrays.pop("norm_mean"), arrays.pop("norm_std")
+    model = build_from_ops(meta["ops"])
+    try:
+        model.load_state_dict(arrays)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return ModelFile(model, norm_mean, norm_std, meta)
