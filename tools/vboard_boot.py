@@ -121,13 +121,13 @@ def _exec(src, name, kind, eof):
 def _run_file(name):
     """pyexec_file_if_exists: True when the file asked for a soft reset."""
     try:
-        with open(name, "rb") as f:
+        with open(name) as f:
             src = f.read()
     except OSError:
         return False
     if name == "main.py":
         _ctl(b"M")
-    return _exec(bytearray(src), name, "exec", False)
+    return _exec(src, name, "exec", False)
 
 
 def _raw_paste(cmd):
