@@ -31,8 +31,8 @@ except ImportError:  # a port built without binascii.crc32
     from attention import crc32
 
 PROTOCOL = 1
-MAX_LINE = 8192  # bytes; longer request lines are rejected (the host splits batches to fit)
-MAX_BATCH = 64  # samples per batch request
+MAX_LINE = 4096  # bytes; longer request lines are rejected (the host splits batches to fit)
+MAX_BATCH = 16  # samples per batch request (a 100 KiB heap builds the reply comfortably)
 MAX_BENCH = 10000  # iterations per bench request
 _BIG = 1e30  # |feature| above this is rejected (inf, huge); NaN fails `f == f`
 

@@ -64,4 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m tinyattn.cli` runs this file as __main__: dispatch through the package module
+    # so that CLIError is the same class the subcommands raise.
+    from tinyattn.cli import main as package_main
+
+    sys.exit(package_main())
