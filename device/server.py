@@ -12,6 +12,11 @@ import json
 import sys
 
 try:
+    import micropython
+except ImportError:  # CPython
+    micropython = None
+
+try:
     from time import ticks_diff, ticks_us
 except ImportError:  # CPython
     from time import perf_counter_ns
@@ -177,14 +182,21 @@ def _op_bench(model, req):
 
 
 def _bench(model, features, path, n):
+    """Time n inferences; heap bytes per call from micropython.mem_total() where the port has
+    it (allocations counted whether or not the GC frees them), else from gc.mem_alloc() with
+    the GC off for the int8 path (which allocates nothing, so the heap cannot fill)."""
     out = _state["out"]
     xq = model.quantize(features)
-    model.run_int8(xq, out) if path == "int8" else model.logits(features, path="float")
-    has_gc = hasattr(gc, "mem_alloc")
-    if has_gc:
-        gc.collect()
+    if path == "int8":
+        model.run_int8(xq, out)
+    else:
+        model.logits(features, path="float")
+    mem_total = getattr(micropython, "mem_total", None) if micropython else None
+    use_gc = mem_total is None and path == "int8" and hasattr(gc, "mem_alloc")
+    gc.collect()
+    if use_gc:
         gc.disable()
-        a0 = gc.mem_alloc()
+    a0 = mem_total() if mem_total else gc.mem_alloc() if use_gc else 0
     t0 = ticks_us()
     if path == "int8":
         for _ in range(n):
@@ -193,10 +205,11 @@ def _bench(model, features, path, n):
         for _ in range(n):
             model.logits(features, path="float")
     dt = ticks_diff(ticks_us(), t0)
-    rep = {"n": n, "path": path, "us_per_inference": dt / n}
-    if has_gc:
-        rep["heap_bytes_per_call"] = (gc.mem_alloc() - a0) / n
+    a1 = mem_total() if mem_total else gc.mem_alloc() if use_gc else 0
+    if use_gc:
         gc.enable()
+    rep = {"n": n, "path": path, "us_per_inference": dt / n}
+    rep["heap_bytes_per_call"] = (a1 - a0) / n if (mem_total or use_gc) else None
     return rep
 
 
@@ -274,7 +287,7 @@ def run(model_path="model.bin", stdin=None, stdout=None):
     stdout = stdout or sys.stdout
     try:
         model = Model(model_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:
         _write(
             stdout,
             {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from .cli import CLIError
 from .paths import BUILD_DIR, device_dir
 from .ports import add_port_arguments, board_port
 
-DEVICE_FILES = ("attention.py", "server.py")
+PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (also for mip)
 BLOB_NAME = "model.bin"
 # sys.implementation._mpy bits 10..13 -> mpy-cross -march (py/persistentcode.h MP_NATIVE_ARCH_*)
 MPY_ARCH = {
@@ -44,6 +45,7 @@ _READBACK = """
 import binascii
 try:
     import hashlib
+import json
 except ImportError:
     hashlib = None
 def _readback(p):
@@ -141,7 +143,7 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
     """Copy runtime + blob to the board on PORT, verify them, and switch over."""
     if not blob.is_file():
         raise CLIError(f"{blob}: no such blob; run 'make export' first")
-    sources = [device_dir() / name for name in DEVICE_FILES]
+    sources = device_sources()
     arch = None
     if use_mpy:
         _, arch = board_arch(port)
@@ -179,6 +181,13 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
             name: {"bytes": size, "sha256": digest} for name, (size, digest) in local.items()
         },
     }
+
+
+def device_sources() -> list[Path]:
+    """The runtime files to deploy, as listed in device/package.json (mip's manifest)."""
+    folder = device_dir()
+    manifest = json.loads((folder / PACKAGE_JSON).read_text())
+    return [folder / src for _dest, src in manifest["urls"]]
 
 
 def _other_kind(name: str) -> str:

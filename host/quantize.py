@@ -46,6 +46,7 @@ from .floatref import NpzModel, forward_npz
 
 BUDGET = 1 << 30  # small-int budget: every intermediate |v| < 2**30
 Q_MAX = 127  # int8 activations and weights: s = absmax / 127
+ROW_FLOOR = 1 / 256  # a weight row's range is at least this fraction of its layer's largest
 LOGIT_Q_MAX = 16383  # logits: s_logit = absmax / 16383, stored in [-32768, 32767]
 X_ABS_MAX = 128  # |x_q| <= 128 for any int8 input (the range includes -128)
 Q14 = 1 << 14  # probabilities and exp values are Q14 fixed point
@@ -73,13 +74,16 @@ def activation_scale(absmax: float, q_max: int = Q_MAX) -> float:
 def quantize_weights(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-output-channel symmetric int8: `(W_q [out,in] int8, s_w [out] float32)`.
 
-    A row of zeros takes the largest scale of its layer (1/127 if all of W is zero), so its
-    bias and multiplier stay in the same range as its neighbours'.
+    Each row's range is floored at 1/256 of the layer's largest (`ROW_FLOOR`; 1/127 if all of
+    W is zero): a dead or near-dead row (weight decay drives some to ~1e-12) would otherwise
+    get a scale so small that its bias, in units of `s_in·s_w`, leaves the small-int budget.
+    Such a row's weights are negligible next to its neighbours', so the coarser grid costs
+    nothing measurable.
     """
     W = np.asarray(W, dtype=np.float64)
     absmax = np.abs(W).max(axis=1)  # (out,)
-    fallback = absmax.max() if absmax.max() > 0 else 1.0
-    s_w = (np.where(absmax > 0, absmax, fallback) / Q_MAX).astype(np.float32)  # (out,)
+    layer_max = absmax.max() if absmax.max() > 0 else 1.0
+    s_w = (np.maximum(absmax, layer_max * ROW_FLOOR) / Q_MAX).astype(np.float32)  # (out,)
     W_q = np.clip(np.rint(W / s_w.astype(np.float64)[:, None]), -Q_MAX, Q_MAX)
     return W_q.astype(np.int8), s_w
 

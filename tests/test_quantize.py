@@ -185,11 +185,13 @@ def test_quantize_choose_shift_fails_naming_the_layer():
 
 
 def test_quantize_weights_per_channel():
-    W = np.array([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0], [3.0, 1.5, -0.75]])
+    W = np.array([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0], [3.0, 1.5, -0.75], [1e-12, 0.0, 0.0]])
     W_q, s_w = quantize_weights(W)
     assert W_q.dtype == np.int8 and s_w.dtype == np.float32
     assert np.abs(W_q[0]).max() == 127 and np.abs(W_q[2]).max() == 127
-    assert W_q[1].tolist() == [0, 0, 0] and s_w[1] == s_w.max()  # zero row: layer's largest scale
+    # zero and near-dead rows: range floored at 1/256 of the layer's largest (3.0)
+    assert W_q[1].tolist() == [0, 0, 0] and W_q[3].tolist() == [0, 0, 0]
+    assert s_w[1] == s_w[3] == np.float32(3.0 / 256 / 127)
     np.testing.assert_allclose(W_q * s_w[:, None], W, atol=s_w.max() / 2 + 1e-12)
     assert W_q[0].tolist() == [64, -127, 32]  # 0.5/1*127 = 63.5 -> 64 (rint: 63.5 -> 64, even)
 
