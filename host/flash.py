@@ -45,7 +45,6 @@ _READBACK = """
 import binascii
 try:
     import hashlib
-import json
 except ImportError:
     hashlib = None
 def _readback(p):
@@ -220,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
     with board_port(args.port) as port:
         summary = flash(port, args.blob, use_mpy=args.mpy, progress=not args.quiet)
     for name, info in summary["files"].items():
-        print(f"{name:16s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
+        print(f"{name:22s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
     where = args.port or "virtual board (build/board)"
     print(
         f"flashed {len(summary['files'])} files to {where}"
