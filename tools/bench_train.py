@@ -1,0 +1,219 @@
+"""Host (CPython): training-time benchmark — our NumPy `iris-attn` vs the same model in PyTorch.
+
+Both sides train the same architecture from the same initial weights on the same standardized
+Iris train split, with the same minibatch order, epochs, batch size, optimizer (AdamW, decay on
+weight matrices only), learning-rate schedule and dtype (float64), in the same process. Only the
+training loop is timed (no per-epoch evaluation); each side runs `repeats` times and the median
+wall time is reported. As a check that the work is the same, the final parameters of the two
+runs are compared (they agree to rounding).
+
+The PyTorch twin uses `torch.nn.Linear` and `torch.nn.MultiheadAttention(batch_first=True)`,
+with our `Wqkv` as its `in_proj_weight` and `Wo` as `out_proj.weight`.
+
+    .venv/bin/python -m tools.bench_train [--epochs N] [--batch-size B] [--repeats R]
+
+`tinyattn bench --train` calls `bench_train()` and prints the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from tinyattn.data import fit_standardizer, load_dataset, standardize, stratified_split
+from tinyattn.model import Sequential, build_model
+from tinyattn.train import TrainConfig, fit, learning_rate
+
+
+def _torch_twin(model: Sequential):
+    """An `nn.Module` computing the same function as `iris-attn`, holding a copy of its weights."""
+    import torch
+
+    dense1, _, reshape, attn, _, dense2 = model.layers
+    tokens, embed_dim = reshape.shape
+
+    class IrisAttn(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = torch.nn.Linear(dense1.n_in, dense1.n_out, dtype=torch.float64)
+            self.attn = torch.nn.MultiheadAttention(
+                attn.embed_dim, attn.num_heads, batch_first=True, dtype=torch.float64
+            )
+            self.fc2 = torch.nn.Linear(dense2.n_in, dense2.n_out, dtype=torch.float64)
+
+        def forward(self, x):
+            h = torch.relu(self.fc1(x)).reshape(-1, tokens, embed_dim)  # (B, S, E)
+            a, _ = self.attn(h, h, h, need_weights=False)
+            return self.fc2(a.mean(dim=1))  # (B, C)
+
+    twin = IrisAttn()
+    with torch.no_grad():
+        for dst, src in [
+            (twin.fc1.weight, dense1.W), (twin.fc1.bias, dense1.b),
+            (twin.attn.in_proj_weight, attn.Wqkv), (twin.attn.in_proj_bias, attn.bqkv),
+            (twin.attn.out_proj.weight, attn.Wo), (twin.attn.out_proj.bias, attn.bo),
+            (twin.fc2.weight, dense2.W), (twin.fc2.bias, dense2.b),
+        ]:  # fmt: skip
+            dst.copy_(torch.from_numpy(src))
+    return twin
+
+
+def _twin_params(twin) -> np.ndarray:
+    """The twin's parameters flattened in our `theta` order."""
+    order = [
+        twin.fc1.weight, twin.fc1.bias, twin.attn.in_proj_weight, twin.attn.out_proj.weight,
+        twin.attn.in_proj_bias, twin.attn.out_proj.bias, twin.fc2.weight, twin.fc2.bias,
+    ]  # fmt: skip
+    return np.concatenate([p.detach().numpy().ravel() for p in order])
+
+
+def _fit_torch(twin, X: np.ndarray, y: np.ndarray, config: TrainConfig) -> None:
+    """The same loop as `tinyattn.train.fit`, in PyTorch."""
+    import torch
+
+    decay = [p for p in twin.parameters() if p.ndim == 2]
+    no_decay = [p for p in twin.parameters() if p.ndim != 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )  # fmt: skip
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    rng = np.random.default_rng([config.seed, 1])  # the same minibatch order as ours
+    N, bs = len(X), config.batch_size
+    total_steps = config.epochs * -(-N // bs)
+    step = 0
+    twin.train()
+    for _ in range(config.epochs):
+        order = torch.from_numpy(rng.permutation(N))
+        for start in range(0, N, bs):
+            idx = order[start : start + bs]
+            loss = torch.nn.functional.cross_entropy(twin(Xt[idx]), yt[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            lr = learning_rate(config, step, total_steps)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            opt.step()
+            step += 1
+
+
+def bench_train(
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    repeats: int = 3,
+    torch_threads: int | None = 1,
+) -> dict[str, Any]:
+    """Median training wall time of ours and of PyTorch (same work); `ratio = ours / torch`.
+
+    `torch_threads=1` (default) is PyTorch's best case for a model this small: its intra-op
+    threads only add synchronization (and suffer when other processes share the cores);
+    None keeps PyTorch's own setting. Without PyTorch installed the torch fields are None and
+    `note` says how to install it.
+    """
+    config = TrainConfig()
+    config = replace(
+        config,
+        epochs=config.epochs if epochs is None else epochs,
+        batch_size=config.batch_size if batch_size is None else batch_size,
+    )
+    data = load_dataset("iris")
+    train_idx, _ = stratified_split(data.y, config.test_fraction, config.seed)
+    mean, std = fit_standardizer(data.X[train_idx])
+    X, y = standardize(data.X[train_idx], mean, std), data.y[train_idx]
+    result: dict[str, Any] = {
+        "model": config.model, "epochs": config.epochs, "batch_size": config.batch_size,
+        "steps": config.epochs * -(-len(y) // config.batch_size), "repeats": repeats,
+        "optimizer": "AdamW", "dtype": "float64", "numpy_version": np.__version__,
+    }  # fmt: skip
+
+    ours_s, ours_theta = [], None
+    for _ in range(repeats):
+        model = build_model(config.model, data.n_features, data.n_classes, seed=config.seed)
+        t0 = time.perf_counter()
+        fit(model, X, y, config)
+        ours_s.append(time.perf_counter() - t0)
+        ours_theta = model.theta.copy()
+    result["numpy_seconds"] = statistics.median(ours_s)
+    result["numpy_train_accuracy"] = float(np.mean(model.predict(X) == y))
+
+    try:
+        import torch
+    except ImportError:
+        result.update(torch_seconds=None, ratio=None, torch_version=None,
+                      note="PyTorch not installed; run 'make install-oracle'")  # fmt: skip
+        return result
+    torch_s, threads_before = [], torch.get_num_threads()
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    try:
+        for _ in range(repeats):
+            model = build_model(config.model, data.n_features, data.n_classes, seed=config.seed)
+            twin = _torch_twin(model)
+            t0 = time.perf_counter()
+            _fit_torch(twin, X, y, config)
+            torch_s.append(time.perf_counter() - t0)
+        threads_used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads_before)
+    twin.eval()
+    with torch.no_grad():
+        torch_pred = twin(torch.from_numpy(X)).argmax(dim=1).numpy()
+    result.update(
+        torch_seconds=statistics.median(torch_s),
+        torch_version=torch.__version__,
+        torch_threads=threads_used,
+        torch_train_accuracy=float(np.mean(torch_pred == y)),
+        max_param_diff=float(np.max(np.abs(_twin_params(twin) - ours_theta))),
+    )
+    result["ratio"] = result["numpy_seconds"] / result["torch_seconds"]
+    return result
+
+
+def format_table(r: dict[str, Any]) -> str:
+    """A small text table of a `bench_train` result."""
+    head = (
+        f"train {r['model']}: {r['epochs']} epochs, batch {r['batch_size']}, {r['steps']} "
+        f"{r['optimizer']} steps, {r['dtype']}, median of {r['repeats']}"
+    )
+    lines = [head, f"{'':<28}{'wall s':>8}{'ms/step':>9}{'train acc':>11}"]
+    lines.append(
+        f"{'NumPy ' + r['numpy_version']:<28}{r['numpy_seconds']:8.3f}"
+        f"{1e3 * r['numpy_seconds'] / r['steps']:9.3f}{r['numpy_train_accuracy']:11.3f}"
+    )
+    if r["torch_seconds"] is None:
+        lines.append(f"{'PyTorch':<28}{'—':>8}   ({r['note']})")
+        return "\n".join(lines)
+    torch_name = f"PyTorch {r['torch_version']} ({r['torch_threads']} thr)"
+    lines.append(
+        f"{torch_name:<28}{r['torch_seconds']:8.3f}"
+        f"{1e3 * r['torch_seconds'] / r['steps']:9.3f}{r['torch_train_accuracy']:11.3f}"
+    )
+    lines.append(
+        f"ratio NumPy/PyTorch = {r['ratio']:.2f} (target <= 0.5); "
+        f"final weights differ by at most {r['max_param_diff']:.1e}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="training time: our NumPy vs PyTorch")
+    parser.add_argument("--epochs", type=int, help="default: the train default")
+    parser.add_argument("--batch-size", type=int, help="default: the train default")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="PyTorch threads (1, its fastest; 0 = own)"
+    )
+    args = parser.parse_args(argv)
+    threads = args.torch_threads or None
+    print(format_table(bench_train(args.epochs, args.batch_size, args.repeats, threads)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
