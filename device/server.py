@@ -234,18 +234,96 @@ def unframe(line):
     return line[:at] + "}"
 
 
-def frame(text):
-    """Append the integrity field to a serialized JSON object (same rule as `unframe`)."""
-    head = text[:-1]
-    return head + _CRC_TAG + str(crc32(head.encode())) + "}"
+_OOM_LINE = "\x01"  # marker: the request line could not be decoded for lack of heap
+_LONG_LINE = "\x02"  # marker: the request line was longer than MAX_LINE
+
+
+class LineReader:
+    """Bounded line reader over the console: bytes go into one buffer allocated here, so a
+    long or endless line cannot exhaust the heap. A line longer than `max_line` is consumed
+    to its newline and returned as a marker that `handle_line` rejects as too long."""
+
+    def __init__(self, stream, max_line):
+        raw = getattr(stream, "buffer", stream)
+        self._readinto = getattr(raw, "readinto", None)
+        self._readline = stream.readline
+        self._buf = bytearray(max_line)
+        self._one = bytearray(1)
+
+    def readline(self):
+        """The next line as str without its newline; None at EOF."""
+        if self._readinto is None:  # a text stream without a buffer (CPython tests)
+            line = self._readline()
+            return line if line else None
+        buf, one, readinto = self._buf, self._one, self._readinto
+        n = 0
+        size = len(buf)
+        while True:
+            if not readinto(one):
+                return None
+            c = one[0]
+            if c == 10:
+                break
+            if n < size:
+                buf[n] = c
+            n += 1
+        if n > size:
+            return _LONG_LINE
+        try:
+            return buf[:n].decode()
+        except UnicodeError:
+            return "\x00"  # not JSON: answered with "request is not valid JSON"
+        except MemoryError:  # a fragmented heap has no n-byte block: refuse, keep serving
+            gc.collect()
+            return _OOM_LINE
+
+
+def _put(stream, text, crc):
+    stream.write(text)
+    return crc32(text.encode(), crc)
+
+
+def write_reply(stream, obj):
+    """Write `obj` as one framed JSON line, piece by piece: a batch reply is never built as
+    one big string (a 100 KiB heap, fragmented by the float path, may not have 2 KB in one
+    block). The CRC is carried along the pieces: same bytes, same CRC as `unframe` checks."""
+    crc = _put(stream, "{", 0)
+    sep = ""
+    for key in obj:
+        crc = _put(stream, sep + json.dumps(key) + ": ", crc)
+        sep = ", "
+        value = obj[key]
+        if isinstance(value, list) and value and isinstance(value[0], list):
+            crc = _put(stream, "[", crc)
+            for i in range(len(value)):
+                crc = _put(stream, (", " if i else "") + json.dumps(value[i]), crc)
+            crc = _put(stream, "]", crc)
+        else:
+            crc = _put(stream, json.dumps(value), crc)
+    stream.write(_CRC_TAG + str(crc) + "}\n")
+
+
+def _salvage_id(line):
+    """The id of a request that failed its CRC or JSON parse, when the line still starts with
+    `{"id":N,` (the host always puts it first), so the host can resend at once."""
+    if not line.startswith('{"id":'):
+        return None
+    end = line.find(",", 6)
+    try:
+        return int(line[6:end]) if end > 6 else None
+    except ValueError:
+        return None
 
 
 def handle_line(model, line):
     """One request line -> (reply dict, keep_running). Never raises for bad input."""
     rid = None
     try:
-        if len(line) > MAX_LINE:
+        if line == _LONG_LINE or len(line) > MAX_LINE:
             raise RequestError("request line longer than %d bytes" % MAX_LINE)
+        if line == _OOM_LINE:
+            raise RequestError("out of memory reading the request; send smaller batches")
+        rid = _salvage_id(line)
         line = unframe(line)
         try:
             req = json.loads(line)
@@ -276,19 +354,17 @@ def handle_line(model, line):
         return {"id": rid, "ok": False, "error": "internal error: %r" % (exc,)}, True
 
 
-def _write(stream, obj):
-    stream.write(frame(json.dumps(obj)))
-    stream.write("\n")
-
-
 def run(model_path="model.bin", stdin=None, stdout=None):
     """Serve until an `exit` request (or Ctrl-C). Prints a banner line first."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    _state["model"] = None  # free a previous run's model before loading
+    gc.collect()
+    reader = LineReader(stdin, MAX_LINE)  # the big buffer first, while the heap is whole
     try:
         model = Model(model_path)
     except (OSError, ValueError, ImportError) as exc:
-        _write(
+        write_reply(
             stdout,
             {
                 "banner": "tinyattn-server",
@@ -300,7 +376,7 @@ def run(model_path="model.bin", stdin=None, stdout=None):
         return
     _state["model"] = model
     _state["out"] = model.new_logits()
-    _write(
+    write_reply(
         stdout,
         {
             "banner": "tinyattn-server",
@@ -312,13 +388,23 @@ def run(model_path="model.bin", stdin=None, stdout=None):
         },
     )
     while True:
-        line = stdin.readline()
-        if not line:  # EOF (CPython pipes; boards never see it)
+        line = reader.readline()
+        if line is None:  # EOF (CPython pipes; boards never see it)
             return
         line = line.strip()
         if not line:
             continue
         rep, keep = handle_line(model, line)
-        _write(stdout, rep)
+        line = None
+        try:
+            write_reply(stdout, rep)
+        except MemoryError:  # finish the line so the host can resync, and go on serving
+            rep = None
+            gc.collect()
+            stdout.write(
+                '\n{"id": null, "ok": false, "error": "out of memory writing the reply"}\n'
+            )
+        rep = None
         if not keep:
             return
+        gc.collect()  # keep the heap unfragmented for the next request (about 1 ms)

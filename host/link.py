@@ -20,6 +20,9 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Lines that mean the board rebooted (soft or hard reset, ESP32 ROM boot, a REPL prompt).
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
+TRACEBACK = b"Traceback (most recent call last)"
+# Errors the server gives a request that arrived damaged (docs/protocol.md): resend at once.
+CORRUPTED = ("crc mismatch", "request is not valid JSON", "bad crc field")
 DEFAULT_BAUD = 115200
 
 
@@ -274,6 +277,12 @@ class BoardLink:
                     break  # resend
                 obj = unframe(line)
                 if obj is None:
+                    if TRACEBACK in line:
+                        rest = self.drain(quiet=0.2, limit=2.0).replace(b"\x04", b"\n")
+                        last = [x for x in rest.splitlines() if x.strip() and x.strip() != b">"]
+                        why = last[-1].decode(errors="replace").strip() if last else "?"
+                        self.stats["resets"] += 1
+                        raise BoardReset(f"{self.port}: the server stopped during '{op}': {why}")
                     if any(m in line for m in RESET_MARKERS):
                         self.stats["resets"] += 1
                         self._buf = b""
@@ -285,10 +294,11 @@ class BoardLink:
                     self.stats["resets"] += 1
                     raise BoardReset(f"{self.port}: the server restarted during '{op}'")
                 if obj.get("id") == rid:
+                    damaged = not obj.get("ok") and str(obj.get("error", "")).startswith(CORRUPTED)
+                    if damaged and attempt < retries:
+                        break  # our request arrived damaged: resend it at once
                     return obj
-                if obj.get("id") is None and not obj.get("ok", True):
-                    break  # the board could not read our request (corrupted): resend
-                # a stale reply to an earlier request: skip
+                # a stale reply, or one to a line we did not send (noise): skip
         raise LinkTimeout(
             f"{self.port}: no valid reply to '{op}' after {retries + 1} tries of "
             f"{timeout:.0f}s; the board may be hung or the server not running — reset it "

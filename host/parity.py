@@ -95,7 +95,9 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
     bar = tqdm(total=len(X), desc="parity", unit="sample", disable=not progress, file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        for group in groups:
+        pending = list(groups)
+        while pending:
+            group = pending.pop(0)
             while True:
                 try:
                     rep = link.request("batch", samples=X[group].tolist(), path=path)
@@ -107,6 +109,11 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
                             f"the board reset {dev['restarts']} times; check its power and cable"
                         ) from None
                     link.start_server()
+            if not rep.get("ok") and "out of memory" in str(rep.get("error")) and len(group) > 1:
+                half = len(group) // 2  # the board's heap is short: smaller batches
+                pending[:0] = [group[:half], group[half:]]
+                dev["split_batches"] = dev.get("split_batches", 0) + 1
+                continue
             if not rep.get("ok"):
                 raise LinkError(f"the board refused a batch: {rep.get('error')}")
             for k, i in enumerate(group):

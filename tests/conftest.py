@@ -83,3 +83,27 @@ def mpremote() -> Callable[..., subprocess.CompletedProcess]:
         )  # fmt: skip
 
     return run
+
+
+@pytest.fixture(scope="session")
+def reference_model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The reference Iris model as the Makefile builds it: `tinyattn train` + `export`.
+
+    Returns {"npz": model.npz, "blob": model.bin} in a session temp folder.
+    """
+    from tinyattn import cli
+
+    out = tmp_path_factory.mktemp("reference")
+    npz, blob = out / "model.npz", out / "model.bin"
+    assert cli.main(["train", "--out", str(npz), "--quiet"]) == 0
+    assert cli.main(["export", "--model", str(npz), "--out", str(blob)]) == 0
+    return {"npz": npz, "blob": blob}
+
+
+@pytest.fixture(scope="session")
+def flashed_port(serial_port: str, reference_model: dict[str, Path]) -> str:
+    """`serial_port` with the device runtime and the reference blob flashed (and verified)."""
+    from tinyattn.flash import flash
+
+    flash(serial_port, reference_model["blob"], progress=False)
+    return serial_port
