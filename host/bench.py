@@ -1,0 +1,206 @@
+"""Host (CPython): `tinyattn bench` — every benchmark in one run, one table.
+
+- train: our NumPy training vs an equivalent PyTorch model, same epochs/batch, same run
+  (tools/bench_train.py); target ratio ≤ 0.5.
+- device: µs/inference under the MicroPython unix port (64 KiB heap), float and int8, pure and
+  accelerated, next to the naive baseline measured in the same run; heap of the loaded model;
+  bytes allocated per call (tools/bench_device.py); target fastest int8 ≥ 5× naive.
+- blob: bytes of the reference blob (target ≤ 2048).
+- link: end-to-end samples/s of `batch` requests over the serial link to a virtual board
+  (flash + parity); target ≥ 200.
+Speed targets are met here, never in unit tests: shared machines are noisy. `--write` keeps
+the table in docs/benchmarks.md with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .cli import CLIError
+from .paths import BUILD_DIR, REPO_DIR
+
+TARGETS = {"train_ratio": 0.5, "device_speedup": 5.0, "blob_bytes": 2048, "link_samples_s": 200}
+
+
+def bench_link(blob: Path, model: Path) -> dict[str, Any]:
+    """Flash a fresh virtual board and run parity over it: link and device figures."""
+    from tools.vboard import VirtualBoard
+
+    from .flash import flash
+    from .parity import load_samples, parity
+
+    data = load_samples(model, None, None, None)
+    with tempfile.TemporaryDirectory() as fs, VirtualBoard(fs) as vb:
+        flash(vb.port, blob, progress=False)
+        both = parity(vb.port, blob, data.X, data.y, path="both", bench_n=500, progress=False)
+        int8 = parity(vb.port, blob, data.X, data.y, path="int8", bench_n=0, progress=False)
+    s = both["summary"]
+    return {
+        "samples": s["samples"],
+        "passed": s["passed"] and int8["summary"]["passed"],
+        "link_samples_per_s_both": s["link_samples_per_s"],
+        "link_samples_per_s_int8": int8["summary"]["link_samples_per_s"],
+        "server_us_int8": s["device_us_per_inference"],
+        "server_us_float": s["device_us_per_inference_float"],
+        "server_heap_bytes_per_call_int8": s["device_heap_bytes_per_call_int8"],
+        "server_heap_bytes_per_call_float": s["device_heap_bytes_per_call_float"],
+    }
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    import numpy
+
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": f"{cpu} ({os.cpu_count()} cores)",
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+    }
+
+
+def _f(v: Any, spec: str = ".1f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(figure, measured, target, verdict) rows of the combined table."""
+    rows = []
+
+    def add(name: str, value: Any, spec: str, target: str, ok: bool | None) -> None:
+        verdict = "—" if ok is None else ("ok" if ok else "MISSED")
+        rows.append((name, _f(value, spec), target, verdict))
+
+    if "train" in r:
+        t = r["train"]
+        add("train: NumPy wall s", t["numpy_seconds"], ".3f", "", None)
+        add("train: PyTorch wall s", t.get("torch_seconds"), ".3f", "", None)
+        ratio = t.get("ratio")
+        add("train: ratio NumPy/PyTorch", ratio, ".2f", "≤ 0.5", None if ratio is None
+            else ratio <= TARGETS["train_ratio"])  # fmt: skip
+    if "device" in r:
+        mp = r["device"].get("micropython", {})
+        for case in ("naive", "float-pure", "float-native", "int8-pure", "int8-native",
+                     "int8-viper"):  # fmt: skip
+            if case in mp:
+                add(f"device µs/inference {case}", mp[case].get("us"), ".1f", "", None)
+        for case in ("int8-viper",):
+            if case in mp and mp[case].get("heap") is not None:
+                add(f"device model heap B ({case})", mp[case]["heap"], "d", "≤ 16384",
+                    mp[case]["heap"] <= 16384)  # fmt: skip
+        sm = r["device"].get("micropython_summary", {})
+        if sm:
+            add(f"device speedup {sm['fastest_int8']} vs naive", sm["speedup"], ".1f", "≥ 5×",
+                sm["speedup"] >= TARGETS["device_speedup"])  # fmt: skip
+    if "blob_bytes" in r:
+        add("blob bytes (reference)", r["blob_bytes"], "d", "≤ 2048",
+            r["blob_bytes"] <= TARGETS["blob_bytes"])  # fmt: skip
+    if "link" in r:
+        lk = r["link"]
+        v = lk["link_samples_per_s_both"]
+        add("link samples/s (batch, int8+float)", v, ".0f", "≥ 200",
+            v is not None and v >= TARGETS["link_samples_s"])  # fmt: skip
+        add("link samples/s (batch, int8)", lk["link_samples_per_s_int8"], ".0f", "", None)
+        add("server µs/inference int8 (vboard)", lk["server_us_int8"], ".1f", "", None)
+        add("server µs/inference float (vboard)", lk["server_us_float"], ".1f", "", None)
+        add("server heap B/call float", lk["server_heap_bytes_per_call_float"], ".0f", "", None)
+        add("parity 150/150 on the link", "PASS" if lk["passed"] else "FAIL", "s", "PASS",
+            lk["passed"])  # fmt: skip
+    return rows
+
+
+def format_table(rows: list[tuple[str, str, str, str]]) -> str:
+    w = max(len(r[0]) for r in rows) + 2
+    lines = [f"{'figure':<{w}}{'measured':>12}  {'target':<8} verdict"]
+    lines += [f"{a:<{w}}{b:>12}  {c:<8} {d}" for a, b, c, d in rows]
+    return "\n".join(lines)
+
+
+def write_doc(path: Path, result: dict[str, Any], sections: list[str], table: str) -> None:
+    m = result["machine"]
+    text = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`tinyattn bench --all --write docs/benchmarks.md`); the numbers",
+        "are from one run on a shared, noisy machine — ratios are measured side by side in that",
+        "run.",
+        "",
+        f"Machine: {m['cpu']}, {m['os']}, Python {m['python']}, NumPy {m['numpy']}; {m['date']}.",
+        "",
+        "## Summary",
+        "```",
+        table,
+        "```",
+    ]
+    for title, body in sections:
+        text += ["", f"## {title}", "```", body, "```"]
+    path.write_text("\n".join(text) + "\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--all", action="store_true", help="every benchmark (the default)")
+    parser.add_argument("--train", action="store_true", help="training: NumPy vs PyTorch")
+    parser.add_argument("--device", action="store_true", help="µs/inference under MicroPython")
+    parser.add_argument("--link", action="store_true", help="serial link to a virtual board")
+    parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
+    parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
+    parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
+    parser.add_argument("--json", action="store_true", help="print all figures as JSON last")
+
+
+def main(args: argparse.Namespace) -> int:
+    chosen = {k for k in ("train", "device", "link") if getattr(args, k)}
+    if args.all or not chosen:
+        chosen = {"train", "device", "link"}
+        if args.write is None and args.all:
+            args.write = REPO_DIR / "docs" / "benchmarks.md"
+    needs_blob = chosen & {"device", "link"}
+    if needs_blob and not args.blob.is_file():
+        raise CLIError(f"{args.blob}: no such blob; run 'make export' first")
+    result: dict[str, Any] = {"machine": machine()}
+    sections: list[tuple[str, str]] = []
+    if "train" in chosen:
+        from tools.bench_train import bench_train
+        from tools.bench_train import format_table as train_table
+
+        print("== train: NumPy vs PyTorch ...", flush=True)
+        result["train"] = bench_train()
+        sections.append(("Training (NumPy vs PyTorch, same run)", train_table(result["train"])))
+        print(sections[-1][1], flush=True)
+    if "device" in chosen:
+        from tools.bench_device import bench_device
+        from tools.bench_device import format_table as device_table
+
+        print("\n== device: MicroPython unix port, 64 KiB heap ...", flush=True)
+        result["device"] = bench_device(args.blob)
+        sections.append(("Device runtime (MicroPython unix port)", device_table(result["device"])))
+        print(sections[-1][1], flush=True)
+    if needs_blob:
+        result["blob_bytes"] = args.blob.stat().st_size
+    if "link" in chosen:
+        print("\n== link: flash + parity over a virtual board ...", flush=True)
+        result["link"] = bench_link(args.blob, args.model)
+    table = format_table(summary_rows(result))
+    print("\n== summary\n" + table)
+    if args.write:
+        write_doc(args.write, result, sections, table)
+        print(f"written: {args.write}")
+    if args.json:
+        print(json.dumps(result, default=str))
+    return 0
