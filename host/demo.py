@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)
             for name, info in summary["files"].items():
-                print(f"  {name:16s} {info['bytes']:7d} B  verified")
+                print(f"  {name:22s} {info['bytes']:7d} B  verified")
             _step(f"parity: {len(data.y)} {data.name} samples, int8 + float, over serial")
             report = parity(port, args.blob, data.X, data.y, baud=args.baud)
     except LinkError as exc:

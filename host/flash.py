@@ -151,7 +151,13 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
 
     from tqdm import tqdm
 
-    bar = tqdm(files, desc=f"flash {port}", unit="file", disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        files,
+        desc=f"flash {port}",
+        unit="file",
+        disable=None if progress else True,
+        file=sys.stderr,
+    )
     for src, name in bar:
         bar.set_postfix_str(name)
         mpremote(port, "cp", str(src), f":{name}.new")

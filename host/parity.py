@@ -92,7 +92,13 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
         raise LinkError(f"info failed: {info.get('error')}")
     dev: dict[str, Any] = {"info": info, "rows": {}, "error": None, "restarts": 0}
     groups = _batches(X, int(info.get("max_batch", 16)), int(info.get("max_line", 4096)))
-    bar = tqdm(total=len(X), desc="parity", unit="sample", disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=len(X),
+        desc="parity",
+        unit="sample",
+        disable=None if progress else True,
+        file=sys.stderr,
+    )
     t0 = time.perf_counter()
     try:
         pending = list(groups)
