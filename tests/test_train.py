@@ -155,7 +155,7 @@ def test_train_cli_csv_with_target_column(tmp_path):
     proc = run_cli("train", "--csv", str(wine), "--target", "cultivar", "--epochs", "5",
                    "--json", "--quiet", "--out", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert last_json_line(proc.stdout)["params"] == 13 * 32 + 32 + 288 + 27
+    assert last_json_line(proc.stdout)["params"] == build_model("iris-attn", 13, 3).n_params
     assert load_model(out).meta["class_names"] == ["class_0", "class_1", "class_2"]
 
 
