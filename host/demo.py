@@ -8,8 +8,6 @@ installing everything into .venv.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from .cli import CLIError
@@ -36,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from . import cli
     from .flash import flash
-    from .parity import format_table, load_samples, parity, write_report
+    from .parity import finish, load_samples, parity
 
     if not args.model.is_file():
         _step(f"train -> {args.model}")
@@ -58,13 +56,4 @@ def main(args: argparse.Namespace) -> int:
             report = parity(port, args.blob, data.X, data.y, baud=args.baud)
     except LinkError as exc:
         raise CLIError(str(exc)) from None
-    write_report(args.report, report)
-    s = report["summary"]
-    print(format_table(s))
-    print(f"report: {args.report}")
-    if args.json:
-        print(json.dumps({k: v for k, v in s.items() if k != "platform"}))
-    if s.get("error"):
-        print(f"tinyattn demo: error: {s['error']}", file=sys.stderr)
-        return 2
-    return 0 if s["passed"] else 1
+    return finish(report, args.report, args.json, "demo")

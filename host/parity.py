@@ -314,13 +314,19 @@ def main(args: argparse.Namespace) -> int:
             )
     except LinkError as exc:
         raise CLIError(str(exc)) from None
-    write_report(args.report, report)
+    return finish(report, args.report, args.json, "parity")
+
+
+def finish(report: dict, report_path: Path, as_json: bool, command: str) -> int:
+    """Write the report, print the table (and the JSON summary last); the exit status:
+    0 all equal, 1 a mismatch, 2 the link failed part-way (the report keeps what came)."""
+    write_report(report_path, report)
     s = report["summary"]
     print(format_table(s))
-    print(f"report: {args.report}")
-    if args.json:
+    print(f"report: {report_path}")
+    if as_json:
         print(json.dumps({k: v for k, v in s.items() if k != "platform"}))
     if s.get("error"):
-        print(f"tinyattn parity: error: {s['error']}", file=sys.stderr)
+        print(f"tinyattn {command}: error: {s['error']}", file=sys.stderr)
         return 2
     return 0 if s["passed"] else 1
