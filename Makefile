@@ -11,7 +11,7 @@ BLOB   ?= build/model.bin
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-oracle test test-host train export flash parity demo board \
-        bench bench-train bench-device lint clean
+        bench bench-train bench-device report lint clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -61,6 +61,9 @@ bench-train: install  ## training time: our NumPy vs PyTorch, same run
 
 bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accelerated vs naive
 	$(BIN)/tinyattn bench --device --blob $(BLOB)
+
+report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
+	$(BIN)/tinyattn report --model $(MODEL) --blob $(BLOB) --out build/report
 
 lint: install
 	$(BIN)/ruff check host device tools tests
