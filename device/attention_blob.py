@@ -42,8 +42,12 @@ OPS = {
         "s_in s_q s_k s_v s_ctx s_out",
         "shift_q shift_k shift_v shift_o shift_sm shift_ctx", "M_sm M_ctx"),
     5: ("avgpool", "S E M shift", "", "shift", "M"),
+    6: ("myattn",
+        "mode q k v1 v2 out has_bias M_q shift_q shift_a M_sm shift_sm M_ap shift_ap shift_c",
+        "s_in s_qk s_sc s_qa s_out",
+        "shift_q shift_a shift_sm shift_ap shift_c", "M_q M_sm M_ap"),
 }  # fmt: skip
-RESERVED_OPCODES = {6: "myattn"}  # DESIGN §8 / issue 7: add its layout to OPS when it lands
+RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
 # dtype code -> (name, array typecode, itemsize)
 DTYPES = {
     1: ("int8", "b", 1),

@@ -19,23 +19,32 @@ def _zeros(tc, n):
 def build(blob, kernels, int8):
     """Compile the op list into steps `(kernel, a, b, c, d, e, p)` over buffers allocated
     here once. Returns (steps, input buffer, output buffer)."""
-    dense, relu, attn, pool = kernels
+    dense, relu, attn, pool, myquery, myattn = kernels
     tc = "i" if int8 else "f"
     size = width = blob.n_features  # elements of the current / the widest activation
     att = seq = 0
+    n_qk = n_sc = n_qa = 0  # myattn scratch: Q ‖ K (pool), scores + weights, Q ‖ applied
     for op in blob.ops:
+        ip = op.ip
         if op.code == 1:  # dense
-            size = size // op.ip["in"] * op.ip["out"]
+            size = size // ip["in"] * ip["out"]
         elif op.code == 4:  # attention
-            att = max(att, op.ip["S"] * op.ip["E"])
-            seq = max(seq, op.ip["S"])
+            att = max(att, ip["S"] * ip["E"])
+            seq = max(seq, ip["S"])
         elif op.code == 5:  # avgpool
-            size = op.ip["E"]
+            size = ip["E"]
+        elif op.code == 6:  # myattn
+            n_qk = max(n_qk, 2 * ip["q"] if ip["mode"] == 1 else 1)
+            n_sc = max(n_sc, 2 * ip["v1"])
+            n_qa = max(n_qa, ip["q"] + ip["v2"])
+            size = ip["out"]
         width = max(width, size)
     bufs = (_zeros(tc, width), _zeros(tc, width))  # ping-pong activations
     if att:  # attention scratch: q, k, v, ctx [S*E] and scores/probabilities [2S]
         q, k, v, ctx, sc = (_zeros(tc, att), _zeros(tc, att), _zeros(tc, att), _zeros(tc, att),
                             _zeros(tc, 2 * seq))  # fmt: skip
+    if n_sc:
+        qk, msc, qa = _zeros(tc, n_qk), _zeros(tc, n_sc), _zeros(tc, n_qa)
     cur = 0
     size = blob.n_features
     steps = []
@@ -65,13 +74,32 @@ def build(blob, kernels, int8):
             steps.append((pool, x, y, None, None, None, array.array("i", p)))
             size = ip["E"]
             cur = 1 - cur
+        elif op.code == 6:  # myattn: query, scores = attn(Q ‖ K), weights and applied, combine
+            pool_mode = ip["mode"] == 1
+            n = ip["v1"] if pool_mode else 1  # rows summed into Q: the S tokens, or Q itself
+            p = [n, ip["q"], 1 if pool_mode else 0] + ([ip["M_q"], ip["shift_q"]] if int8 else [])
+            steps.append((myquery, x, qa, qk, None, None, array.array("i", p)))
+            qk_in = qk if pool_mode else x  # explicit: Q ‖ K are the input's first q + k values
+            steps.append(dense_step(dense, op, "a", qk_in, msc, 1, -128, 127, int8))
+            vo = 0 if pool_mode else ip["q"] + ip["k"]  # where V starts in the input
+            p = [ip["v1"], ip["v2"], vo, ip["q"]]
+            if int8:
+                p += [ip["M_sm"], ip["shift_sm"], ip["M_ap"], ip["shift_ap"]]
+                p += list(op.t["lut"].data)  # EXP_HI[16], EXP_LO[16]
+            steps.append((myattn, x, msc, qa, None, None, array.array("i", p)))
+            steps.append(dense_step(dense, op, "c", qa, y, 1, -128, 127, int8))
+            size = ip["out"]
+            cur = 1 - cur
         # 3 reshape: nothing to do, a flat row-major buffer is already [S, E].
-        # 6 myattn (issue 7): the blob reader rejects it until its kernels and a step land here.
     return tuple(steps), bufs[0], bufs[cur]
 
 
+_S_IN = {"o": "s_ctx", "a": "s_qk", "c": "s_qa"}  # input scale of a projection, if not s_in
+
+
 def dense_step(kernel, op, g, x, y, rows, lo, hi, int8):
-    """The step of one dense layer of `op` (tensor roles W+g, b+g, s+g, m+g)."""
+    """The step of one dense layer of `op` (tensor roles W+g, b+g, s+g, m+g; g is "" for a
+    dense op, q/k/v/o in attention, a/c in myattn)."""
     n_out, n_in = op.t["W" + g].shape
     w = op.t["W" + g].data
     bias = op.t.get("b" + g)
@@ -84,7 +112,7 @@ def dense_step(kernel, op, g, x, y, rows, lo, hi, int8):
         return (kernel, x, y, w, bias.data if bias else _zeros("f", n_out), None, p)
     # dequantize: W[o,i] = W_q[o,i]·s_w[o], b[o] = b_q[o]·s_in·s_w[o]
     s_w = op.t["s" + g].data
-    s_in = op.fp["s_ctx" if g == "o" else "s_in"]
+    s_in = op.fp[_S_IN.get(g, "s_in")]
     wf = _zeros("f", n_out * n_in)
     bf = _zeros("f", n_out)
     for o in range(n_out):

@@ -15,8 +15,15 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
   attn   (q, k, v, ctx, sc, p)  p = S, E, H, D, M_sm, shift_sm, M_ctx, shift_ctx,
          EXP_HI[16], EXP_LO[16]; q, k, v, ctx [S*E]; sc [2S] scratch (scores, then e, p)
   pool   (x, y, -, -, -, p)  p = S, E, M, shift: y[e] = requant(sum_s x[s,e], M, shift)
+  myquery (x, qa, qk, -, -, p)  p = n, q, dup, M_q, shift_q: MyAttn's query
+         qa[c] = requant(sum_{s<n} x[s*q + c], M_q, shift_q) for c < q (n = 1: the input's
+         first q values; n = S tokens: the mean token); dup: also qk[c] = qk[q + c] = qa[c]
+  myattn (x, sc, qa, -, -, p)  p = v1, v2, vo, q, M_sm, shift_sm, M_ap, shift_ap,
+         EXP_HI[16], EXP_LO[16]; scores in sc[0:v1] -> Q14 weights in sc[v1:2*v1];
+         qa[q + d] = requant(sum_j w[j] x[vo + j*v2 + d], M_ap, shift_ap) (V inside x at vo)
 float (array('f') buffers, dequantized weights): the same shapes, p = rows, n_in, n_out
-(dense), n (relu), S, E, H, D (attn), S, E (pool).
+(dense), n (relu), S, E, H, D (attn), S, E (pool), n, q, dup (myquery: the mean),
+v1, v2, vo, q (myattn).
 
 This file and attention_native.py are identical except for the decorators (a test checks).
 """
@@ -127,6 +134,70 @@ def pool(x, y, _a, _b, _c, p):
         y[c] = v
 
 
+def myquery(x, qa, qk, _a, _b, p):
+    n = p[0]
+    q = p[1]
+    dup = p[2]
+    m = p[3]
+    shift = p[4]
+    rnd = 1 << (shift - 1)
+    for c in range(q):  # Q[c] = requant(sum of column c over n rows of width q)
+        acc = 0
+        xi = c
+        for _ in range(n):
+            acc += x[xi]
+            xi += q
+        v = (acc * m + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        qa[c] = v
+        if dup:  # pool: K = Q, the score projection reads Q ‖ K from qk
+            qk[c] = v
+            qk[q + c] = v
+
+
+def myattn(x, sc, qa, _a, _b, p):
+    v1 = p[0]
+    v2 = p[1]
+    vo = p[2]
+    q = p[3]
+    m_sm = p[4]
+    sh_sm = p[5]
+    m_ap = p[6]
+    sh_ap = p[7]
+    r_sm = 1 << (sh_sm - 1)
+    r_ap = 1 << (sh_ap - 1)
+    mx = sc[0]
+    for j in range(1, v1):
+        if sc[j] > mx:
+            mx = sc[j]
+    total = 0
+    for j in range(v1):  # e[j] = 2**14 exp(-idx/32) from EXP_HI, EXP_LO; 0 past the table
+        idx = ((mx - sc[j]) * m_sm + r_sm) >> sh_sm
+        e = 0
+        if idx < 256:
+            e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+        sc[v1 + j] = e
+        total += e
+    half = total >> 1
+    for j in range(v1, v1 + v1):  # weights w[j] in Q14
+        sc[j] = ((sc[j] << 14) + half) // total
+    for d in range(v2):  # applied[d] = requant(sum_j w[j] V[j, d]), after Q in qa
+        acc = 0
+        xi = vo + d
+        for j in range(v1, v1 + v1):
+            acc += sc[j] * x[xi]
+            xi += v2
+        t = (acc * m_ap + r_ap) >> sh_ap
+        if t < -128:
+            t = -128
+        elif t > 127:
+            t = 127
+        qa[q + d] = t
+
+
 def dense_f(x, y, w, b, _m, p):
     rows = p[0]
     n_in = p[1]
@@ -201,5 +272,48 @@ def pool_f(x, y, _a, _b, _c, p):
         y[c] = acc / S
 
 
-INT8 = (dense, relu, attn, pool)
-FLOAT = (dense_f, relu_f, attn_f, pool_f)
+def myquery_f(x, qa, qk, _a, _b, p):
+    n = p[0]
+    q = p[1]
+    dup = p[2]
+    for c in range(q):  # Q[c] = mean of column c over n rows of width q
+        acc = 0.0
+        xi = c
+        for _ in range(n):
+            acc += x[xi]
+            xi += q
+        v = acc / n
+        qa[c] = v
+        if dup:
+            qk[c] = v
+            qk[q + c] = v
+
+
+def myattn_f(x, sc, qa, _a, _b, p):
+    v1 = p[0]
+    v2 = p[1]
+    vo = p[2]
+    q = p[3]
+    exp = math.exp
+    mx = sc[0]
+    for j in range(1, v1):
+        if sc[j] > mx:
+            mx = sc[j]
+    total = 0.0
+    for j in range(v1):  # softmax after subtracting the max score
+        e = exp(sc[j] - mx)
+        sc[v1 + j] = e
+        total += e
+    for j in range(v1, v1 + v1):
+        sc[j] = sc[j] / total
+    for d in range(v2):
+        acc = 0.0
+        xi = vo + d
+        for j in range(v1, v1 + v1):
+            acc += sc[j] * x[xi]
+            xi += v2
+        qa[q + d] = acc
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn)
+FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f)

@@ -56,7 +56,7 @@ def check_ops(blob, ops, tensors, tables, source):
 def _slots(op, quantized, k, fail):
     """The tensors an op must reference: [(role, dtype code, shape)] in record order."""
     ip = op.ip
-    for p in ("in", "out", "S", "E", "H"):
+    for p in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2"):
         if p in ip and not 1 <= ip[p] <= 65535:
             raise fail("op %d (%s): %s = %d out of range 1..65535" % (k, op.name, p, ip[p]))
     if ip.get("has_bias", 0) not in (0, 1):
@@ -66,6 +66,8 @@ def _slots(op, quantized, k, fail):
     elif op.code == 4:
         groups = (("q", ip["E"], ip["E"]), ("k", ip["E"], ip["E"]), ("v", ip["E"], ip["E"]),
                   ("o", ip["E"], ip["E"]))  # fmt: skip
+    elif op.code == 6:  # myattn: attn Linear(q + k -> v1), attn_combine Linear(q + v2 -> out)
+        groups = (("a", ip["v1"], ip["q"] + ip["k"]), ("c", ip["out"], ip["q"] + ip["v2"]))
     else:
         return []
     slots = []
@@ -76,7 +78,7 @@ def _slots(op, quantized, k, fail):
         if quantized:
             slots.append(("s" + g, 4, (n_out,)))  # float32 weight scales
             slots.append(("m" + g, 2, (n_out,)))  # int16 multipliers
-    if op.code == 4 and quantized:
+    if op.code in (4, 6) and quantized:
         slots.append(("lut", 5, (2, 16)))  # uint16 EXP_HI, EXP_LO
     return slots
 
@@ -134,6 +136,28 @@ def _check_op(k, op, layout, shape, quantized, last, fail):
                 "input shape %r cannot become [%d, %d]" % (list(shape), ip["S"], ip["E"])
             )
         return (ip["S"], ip["E"])
+    if op.code == 6:  # myattn: mode 0 input Q ‖ K ‖ V, mode 1 tokens [v1, v2] (Q = K = mean)
+        q, v1, v2 = ip["q"], ip["v1"], ip["v2"]
+        if ip["mode"] == 0:
+            n = q + ip["k"] + v1 * v2
+            if shape != (n,):
+                raise mismatch(
+                    "input shape %r, mode 0 (explicit) needs [q + k + v1·v2] = [%d]"
+                    % (list(shape), n)
+                )
+        elif ip["mode"] == 1:
+            if not q == ip["k"] == v2:
+                raise mismatch("mode 1 (pool) needs q = k = v2, has %d, %d, %d" % (q, ip["k"], v2))
+            if shape != (v1, v2):
+                raise mismatch(
+                    "input shape %r, mode 1 (pool) needs [v1, v2] = [%d, %d]"
+                    % (list(shape), v1, v2)
+                )
+        else:
+            raise fail(
+                "op %d (myattn): mode = %d, must be 0 (explicit) or 1 (pool)" % (k, ip["mode"])
+            )
+        return (ip["out"],)
     # attention, avgpool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))

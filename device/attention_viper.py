@@ -1,7 +1,7 @@
 # Device (MicroPython only): the int8 kernels as @micropython.viper machine code.
 # ruff: noqa: F821  (ptr8/ptr16/ptr32 and `int` casts are viper builtins)
 """Viper versions of the int8 kernels of attention_kernels.py: same signatures, same results
-bit for bit (tests compare them on every Iris sample).
+bit for bit (tests compare them on every Iris sample and on the MyAttn models).
 
 Viper integers are machine words: 64-bit on the unix port, 32-bit on boards, where they wrap
 modulo 2**32. The exporter's small-int budget keeps every intermediate |v| < 2**30, so nothing
@@ -134,4 +134,75 @@ def pool(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
         y[c] = v
 
 
-INT8 = (dense, relu, attn, pool)
+@micropython.viper
+def myquery(x: ptr32, qa: ptr32, qk: ptr32, _a, _b, p: ptr32):
+    one = 1
+    sg = one << 31
+    n = p[0]
+    q = p[1]
+    dup = p[2]
+    m = p[3]
+    shift = p[4]
+    rnd = one << (shift - 1)
+    for c in range(q):
+        acc = 0
+        xi = c
+        for _ in range(n):
+            acc += (x[xi] ^ sg) - sg
+            xi += q
+        v = (acc * m + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        qa[c] = v
+        if dup:
+            qk[c] = v
+            qk[q + c] = v
+
+
+@micropython.viper
+def myattn(x: ptr32, sc: ptr32, qa: ptr32, _a, _b, p: ptr32):
+    one = 1
+    sg = one << 31
+    v1 = p[0]
+    v2 = p[1]
+    vo = p[2]
+    q = p[3]
+    m_sm = p[4]
+    sh_sm = p[5]
+    m_ap = p[6]
+    sh_ap = p[7]
+    r_sm = one << (sh_sm - 1)
+    r_ap = one << (sh_ap - 1)
+    mx = (sc[0] ^ sg) - sg
+    for j in range(1, v1):
+        s = (sc[j] ^ sg) - sg
+        if s > mx:
+            mx = s
+    total = 0
+    for j in range(v1):
+        idx = ((mx - ((sc[j] ^ sg) - sg)) * m_sm + r_sm) >> sh_sm
+        e = 0
+        if idx < 256:
+            e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+        sc[v1 + j] = e
+        total += e
+    half = total >> 1
+    for j in range(v1, v1 + v1):
+        sc[j] = ((sc[j] << 14) + half) // total
+    for d in range(v2):
+        acc = 0
+        xi = vo + d
+        for j in range(v1, v1 + v1):
+            acc += sc[j] * ((x[xi] ^ sg) - sg)
+            xi += v2
+        t = (acc * m_ap + r_ap) >> sh_ap
+        if t < -128:
+            t = -128
+        elif t > 127:
+            t = 127
+        qa[q + d] = t
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn)

@@ -106,6 +106,23 @@ def _attention_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
     return slots
 
 
+def _myattn_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    # attn: Linear(q + k -> v1) as Wa, ba; attn_combine: Linear(q + v2 -> out) as Wc, bc
+    slots: list[TensorSlot] = []
+    for p, n_out, n_in in (
+        ("a", ip["v1"], ip["q"] + ip["k"]),
+        ("c", ip["out"], ip["q"] + ip["v2"]),
+    ):
+        slots.append((f"W{p}", I8 if quantized else F32, (n_out, n_in)))
+        if ip["has_bias"]:
+            slots.append((f"b{p}", I32 if quantized else F32, (n_out,)))
+        if quantized:
+            slots += [(f"s{p}", F32, (n_out,)), (f"m{p}", I16, (n_out,))]
+    if quantized:
+        slots.append(("lut", U16, LUT_SHAPE))
+    return slots
+
+
 @dataclass(frozen=True)
 class OpLayout:
     """How one opcode is stored: parameter names (in record order) and its tensor slots."""
@@ -146,10 +163,21 @@ OP_LAYOUTS: dict[int, OpLayout] = {
         shifts=("shift",),
         multipliers=("M",),
     ),
-    # 6: myattn (DESIGN §8, issue 7) — opcode reserved; add its layout here, then teach
-    # `_check_op`, tinyattn.intref and tinyattn.floatref (and device/attention.py) to run it.
+    6: OpLayout(
+        "myattn",
+        tuple(
+            "mode q k v1 v2 out has_bias M_q shift_q shift_a M_sm shift_sm M_ap shift_ap "
+            "shift_c".split()
+        ),
+        ("s_in", "s_qk", "s_sc", "s_qa", "s_out"),
+        _myattn_tensors,
+        shifts=("shift_q", "shift_a", "shift_sm", "shift_ap", "shift_c"),
+        multipliers=("M_q", "M_sm", "M_ap"),
+    ),
 }
-RESERVED_OPCODES: dict[int, str] = {6: "myattn"}
+# Opcodes that were reserved and are not (yet) readable: none since myattn (6) landed.
+RESERVED_OPCODES: dict[int, str] = {}
+MYATTN_EXPLICIT, MYATTN_POOL = 0, 1  # myattn's `mode`: input Q ‖ K ‖ V, or tokens [S, E]
 OPCODES: dict[str, int] = {layout.name: code for code, layout in OP_LAYOUTS.items()}
 
 
@@ -589,7 +617,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
 
 
 def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
-    for name in ("in", "out", "S", "E", "H"):
+    for name in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2"):
         if name in iparams and not 1 <= iparams[name] <= 65535:
             raise fail(f"op {k} ({layout.name}): {name} = {iparams[name]} out of range 1..65535")
     if "has_bias" in iparams and iparams["has_bias"] not in (0, 1):
@@ -660,4 +688,22 @@ def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: boo
         if shape != (ip["S"], ip["E"]):
             raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
         return (ip["E"],)
+    if kind == "myattn":
+        q, v1, v2 = ip["q"], ip["v1"], ip["v2"]
+        if ip["mode"] == MYATTN_EXPLICIT:
+            n = q + ip["k"] + v1 * v2
+            if shape != (n,):
+                raise mismatch(
+                    f"input shape {list(shape)}, mode 0 (explicit) needs [q + k + v1·v2] = [{n}]"
+                )
+        elif ip["mode"] == MYATTN_POOL:
+            if not q == ip["k"] == v2:
+                raise mismatch(f"mode 1 (pool) needs q = k = v2, has {q}, {ip['k']}, {v2}")
+            if shape != (v1, v2):
+                raise mismatch(
+                    f"input shape {list(shape)}, mode 1 (pool) needs [v1, v2] = [{v1}, {v2}]"
+                )
+        else:
+            raise fail(f"op {k} (myattn): mode = {ip['mode']}, must be 0 (explicit) or 1 (pool)")
+        return (ip["out"],)
     raise fail(f"op {k}: no shape rule for {kind}")  # pragma: no cover - table and rules agree

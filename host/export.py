@@ -8,8 +8,8 @@ atomically (docs/blob-format.md), reads it back, and evaluates it on the dataset
 model's meta: float (the trained float64 model) vs int8 (`tinyattn.intref`) accuracy on the
 test split, the float32 blob path (`tinyattn.floatref`), and the int8/float argmax agreement
 over every sample. `--json` prints one JSON object as the last line of stdout. A model trained
-with `tinyattn train --csv FILE` needs the same `--csv FILE` here (its meta names only the file's
-stem).
+with `tinyattn train --csv FILE` finds its CSV again through the path its meta stores; `--csv`
+overrides it (e.g. after moving the file).
 
 Library entry point: `export_model(model_path, out_path, float32=False) -> dict`.
 """
@@ -58,13 +58,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_data(model: NpzModel, csv: str | None = None, target: str | None = None):
-    """`(X [N, F] raw float64, y [N])`: `csv` if given, else the dataset named in the meta."""
+    """`(X [N, F] raw float64, y [N])`: `csv` if given, else the CSV the model was trained on
+    (`meta["csv"]`, `meta["target"]`, written by `tinyattn train --csv`), else the vendored
+    dataset named in the meta."""
     from .data import DATASETS, load_csv, load_dataset
 
     name = model.meta.get("dataset", "")
     try:
         if csv is not None:
             ds = load_csv(csv, target=target)
+        elif model.meta.get("csv"):
+            ds = load_csv(model.meta["csv"], target=model.meta.get("target"))
         elif name in DATASETS:
             ds = load_dataset(name)
         else:
@@ -150,6 +154,34 @@ def layer_table(blob: Blob) -> list[dict[str, Any]]:
                     "M_max": ip["M_ctx"],
                 }
             )
+        elif op.kind == "myattn":
+            explicit = ip["mode"] == 0
+            sites = [
+                (
+                    "query " + ("Q" if explicit else "mean"),
+                    fp["s_in"],
+                    fp["s_qa"],
+                    "shift_q",
+                    "M_q",
+                ),
+                ("scores Wa", fp["s_qk"], fp["s_sc"], "shift_a", "ma"),
+                ("softmax idx", None, None, "shift_sm", "M_sm"),
+                ("applied", fp["s_in"], fp["s_qa"], "shift_ap", "M_ap"),
+                ("combine Wc", fp["s_qa"], fp["s_out"], "shift_c", "mc"),
+            ]
+            for what, s_in, s_out, shift, m in sites:
+                M = t[m] if m in t else np.array([ip[m]])
+                rows.append(
+                    {
+                        "op": k,
+                        "what": f"myattn {what}",
+                        "s_in": s_in,
+                        "s_out": s_out,
+                        "shift": ip[shift],
+                        "M_min": int(M.min()),
+                        "M_max": int(M.max()),
+                    }
+                )
         elif op.kind == "avgpool":
             rows.append(
                 {

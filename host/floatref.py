@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .blob import QuantModelSpec
+from .blob import MYATTN_EXPLICIT, QuantModelSpec
 
 MODEL_FORMAT = "tinyattn-model"
 MODEL_VERSION = 1
@@ -118,13 +118,48 @@ def attention(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo, num_heads, record=None, prefix=
     return out
 
 
+def myattn(x, Wa, ba, Wc, bc, mode, sizes, record=None, prefix=""):
+    """MyAttn (DESIGN §8) in x's float dtype: `[B, q+k+v1·v2]` (mode "explicit": Q ‖ K ‖ V)
+    or `[B, S, E]` (mode "pool": Q = K = mean token, V = tokens) -> `[B, out]`."""
+    q, k, v1, v2 = sizes
+    B = x.shape[0]
+    if mode == "explicit":
+        Q = x[:, :q]  # (B, q)
+        QK = x[:, : q + k]  # (B, q+k)
+        V = x[:, q + k :].reshape(B, v1, v2)  # (B, v1, v2)
+    else:
+        Q = x.mean(axis=1, dtype=x.dtype)  # (B, E)
+        QK = np.concatenate([Q, Q], axis=1)  # (B, 2E)
+        V = x  # (B, S, E)
+    scores = QK @ Wa.T + (ba if ba is not None else 0)  # (B, v1)
+    weights = softmax(scores)  # (B, v1)
+    applied = np.einsum("bj,bjd->bd", weights, V)  # (B, v2)
+    out = np.concatenate([Q, applied], axis=1) @ Wc.T + (bc if bc is not None else 0)  # (B, out)
+    if record is not None:
+        record.update(
+            {
+                f"{prefix}q": Q,
+                f"{prefix}scores": scores,
+                f"{prefix}weights": weights,
+                f"{prefix}applied": applied,
+            }
+        )
+    return out
+
+
+def myattn_sizes(op: dict[str, Any]) -> tuple[int, int, int, int]:
+    """`(q, k, v1, v2)` of a model-file `myattn` op."""
+    return tuple(int(op[n]) for n in ("query_size", "key_size", "value_size1", "value_size2"))
+
+
 def forward_npz(
     model: NpzModel, x_norm: np.ndarray, record: dict[str, np.ndarray] | None = None
 ) -> np.ndarray:
     """Float64 logits `[B, C]` for normalized features `x_norm [B, F]`.
 
     `record`, if given, receives `"{i}"` (output of op i) and, for attention ops,
-    `"{i}.q"`, `"{i}.k"`, `"{i}.v"`, `"{i}.att"`, `"{i}.ctx"`.
+    `"{i}.q"`, `"{i}.k"`, `"{i}.v"`, `"{i}.att"`, `"{i}.ctx"`; for myattn ops `"{i}.q"` (the
+    query), `"{i}.scores"`, `"{i}.weights"`, `"{i}.applied"`.
     """
     x = np.asarray(x_norm, dtype=np.float64)
     B = x.shape[0]
@@ -142,10 +177,13 @@ def forward_npz(
             x = attention(x, *p, int(op["num_heads"]), record, prefix=f"{i}.")
         elif kind == "avgpool":
             x = x.mean(axis=1)
+        elif kind == "myattn":
+            p = [model.param(i, n) for n in ("Wa", "ba", "Wc", "bc")]
+            x = myattn(x, *p, op["mode"], myattn_sizes(op), record, prefix=f"{i}.")
         else:
             raise ValueError(
                 f"op {i} ({kind}) has no blob opcode; the exportable ops are dense, relu, "
-                "reshape, attention, avgpool (docs/blob-format.md)"
+                "reshape, attention, avgpool, myattn (docs/blob-format.md)"
             )
         if record is not None:
             record[str(i)] = x
@@ -157,7 +195,8 @@ def forward_npz(
 
 
 def dequantized(op, role: str, s_in_name: str, quantized: bool) -> tuple[np.ndarray, ...]:
-    """Float32 `(W, b)` of one projection; `role` is "" (dense) or "q"/"k"/"v"/"o"."""
+    """Float32 `(W, b)` of one projection; `role` is "" (dense), "q"/"k"/"v"/"o" (attention)
+    or "a"/"c" (myattn); `s_in_name` names the fparam of its input scale."""
     W = op.tensors[f"W{role}"]
     b = op.tensors.get(f"b{role}")
     if not quantized:
@@ -196,7 +235,12 @@ def run_float(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
             x = attention(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo, ip["H"])
         elif op.kind == "avgpool":
             x = x.mean(axis=1, dtype=np.float32)
-        else:  # myattn (opcode 6, issue 7) goes here
+        elif op.kind == "myattn":
+            Wa, ba = dequantized(op, "a", "s_qk", q)
+            Wc, bc = dequantized(op, "c", "s_qa", q)
+            mode = "explicit" if ip["mode"] == MYATTN_EXPLICIT else "pool"
+            x = myattn(x, Wa, ba, Wc, bc, mode, (ip["q"], ip["k"], ip["v1"], ip["v2"]))
+        else:
             raise ValueError(f"op {op.kind} is not implemented in the float reference")
         x = x.astype(np.float32, copy=False)
     return x

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blob import QuantModelSpec
+from .blob import MYATTN_EXPLICIT, QuantModelSpec
 
 BUDGET = 1 << 30
 LUT_SIZE = 256
@@ -110,6 +110,33 @@ def attention(x: np.ndarray, op, what: str) -> np.ndarray:
     return dense(ctx, t["Wo"], t.get("bo"), t["mo"], ip["shift_o"], -128, 127, f"{what} out")
 
 
+def myattn(x: np.ndarray, op, what: str) -> np.ndarray:
+    """Integer MyAttn `[B, q+k+v1·v2]` (mode 0) or `[B, S, E]` (mode 1) -> `[B, out]`
+    (docs/quantization.md "myattn")."""
+    ip, t = op.iparams, op.tensors
+    B = x.shape[0]  # batch
+    q, k, v1, v2 = ip["q"], ip["k"], ip["v1"], ip["v2"]
+    if ip["mode"] == MYATTN_EXPLICIT:
+        acc = x[:, :q]  # (B, q): Q is the input's first q values, a sum over one row
+        qk = x[:, : q + k]  # (B, q+k) at s_in
+        V = x[:, q + k :].reshape(B, v1, v2)  # (B, v1, v2)
+    else:
+        acc = accumulate(x, 1, f"{what} query")  # (B, E): sum over the S tokens
+        V = x  # (B, S, E)
+    Q = requant(acc, ip["M_q"], ip["shift_q"], -128, 127, f"{what} query")  # (B, q) at s_qa
+    if ip["mode"] != MYATTN_EXPLICIT:
+        qk = np.concatenate([Q, Q], axis=1)  # (B, 2E): K = Q, at s_qa
+    scores = dense(
+        qk, t["Wa"], t.get("ba"), t["ma"], ip["shift_a"], -128, 127, f"{what} scores"
+    )  # (B, v1) at s_sc
+    p = softmax_q14(scores, ip["M_sm"], ip["shift_sm"], t["lut"], f"{what} softmax")  # (B, v1)
+    terms = p[:, :, None] * V  # (B, v1, v2)
+    acc = accumulate(terms, 1, f"{what} applied")  # (B, v2)
+    applied = requant(acc, ip["M_ap"], ip["shift_ap"], -128, 127, f"{what} applied")
+    qa = np.concatenate([Q, applied], axis=1)  # (B, q+v2) at s_qa
+    return dense(qa, t["Wc"], t.get("bc"), t["mc"], ip["shift_c"], -128, 127, f"{what} out")
+
+
 def quantize_input(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
     """`xq = clamp(floor((x - mean) / std / s_in + 0.5), -128, 127)` as int8 `[B, F]`.
 
@@ -152,6 +179,8 @@ def run_int8(blob: QuantModelSpec, xq: np.ndarray) -> np.ndarray:
         elif op.kind == "avgpool":
             acc = accumulate(x, 1, what)  # (B, E)
             x = requant(acc, ip["M"], ip["shift"], -128, 127, what)
-        else:  # myattn (opcode 6, issue 7) goes here
+        elif op.kind == "myattn":
+            x = myattn(x, op, what)
+        else:
             raise ValueError(f"{what} is not implemented in the integer reference")
     return x

@@ -1,10 +1,13 @@
 """Host (CPython): a Sequential model built from the op list, and the `.npz` model file.
 
 `build_from_ops(ops)` turns the op list of `docs/model-format.md` into layers; `build_model(
-"iris-attn", n_features, n_classes)` gives the Iris model of issue 2 (475 parameters for 4
-features and 3 classes):
+name, n_features, n_classes)` gives a named architecture. Both see each of the F features as a
+token of 8 (so any numeric CSV works: Iris has 4 tokens, Wine 13):
 
-    dense(F->32) -> relu -> reshape [4, 8] -> attention(E=8, H=2) -> avgpool -> dense(8->C)
+    iris-attn:   dense(F->8F) -> relu -> reshape [F, 8] -> attention(E=8, H=2) -> avgpool
+                 -> dense(8->C)                       (issue 2; 475 parameters for F=4, C=3)
+    iris-myattn: dense(F->8F) -> relu -> reshape [F, 8] -> myattn pool (Q = K = mean token,
+                 V = tokens; out 16) -> relu -> dense(16->C)      (issue 7, DESIGN §8)
 
 `Sequential` keeps all parameters in one flat float64 vector `theta` (and gradients in `grad`),
 each layer's arrays being views into it, so an optimizer step is a few vectorized calls.
@@ -28,23 +31,66 @@ from typing import Any
 import numpy as np
 
 from .layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
+from .myattn import AttnPool, MyAttnFlat
 
 FORMAT = "tinyattn-model"
 VERSION = 1
-MODELS = ("iris-attn",)
+MODELS = ("iris-attn", "iris-myattn")
+EMBED_DIM = 8  # each feature becomes one token of 8
+MYATTN_OUT = 16  # width of the myattn head's output
+MYATTN_MODES = ("explicit", "pool")  # the blob's mode 0, 1
+
+
+def _tokens(n_features: int) -> list[dict[str, Any]]:
+    """dense(F -> 8F) -> relu -> reshape [F, 8]: one token of 8 per input feature."""
+    return [
+        {"op": "dense", "in": n_features, "out": n_features * EMBED_DIM, "bias": True},
+        {"op": "relu"},
+        {"op": "reshape", "shape": [n_features, EMBED_DIM]},
+    ]
 
 
 def iris_attn_ops(n_features: int, n_classes: int) -> list[dict[str, Any]]:
-    """Op list of `iris-attn`: 32 hidden features seen as 4 tokens of 8, one attention block."""
-    tokens, embed_dim = 4, 8
-    return [
-        {"op": "dense", "in": n_features, "out": tokens * embed_dim, "bias": True},
-        {"op": "relu"},
-        {"op": "reshape", "shape": [tokens, embed_dim]},
-        {"op": "attention", "embed_dim": embed_dim, "num_heads": 2, "bias": True},
+    """Op list of `iris-attn`: F tokens of 8, one attention block, mean over the tokens."""
+    return _tokens(n_features) + [
+        {"op": "attention", "embed_dim": EMBED_DIM, "num_heads": 2, "bias": True},
         {"op": "avgpool"},
-        {"op": "dense", "in": embed_dim, "out": n_classes, "bias": True},
+        {"op": "dense", "in": EMBED_DIM, "out": n_classes, "bias": True},
     ]
+
+
+def iris_myattn_ops(n_features: int, n_classes: int) -> list[dict[str, Any]]:
+    """Op list of `iris-myattn`: F tokens of 8 pooled by MyAttn (Q = K = mean token)."""
+    return _tokens(n_features) + [
+        myattn_op("pool", EMBED_DIM, EMBED_DIM, n_features, EMBED_DIM, MYATTN_OUT),
+        {"op": "relu"},
+        {"op": "dense", "in": MYATTN_OUT, "out": n_classes, "bias": True},
+    ]
+
+
+def myattn_op(
+    mode: str, q: int, k: int, v1: int, v2: int, out: int, bias: bool = True
+) -> dict[str, Any]:
+    """A `myattn` op dict (docs/model-format.md); mode "pool" needs q == k == v2."""
+    return {"op": "myattn", "mode": mode, "query_size": q, "key_size": k, "value_size1": v1,
+            "value_size2": v2, "output_size": out, "bias": bias}  # fmt: skip
+
+
+def _myattn_layer(op: dict[str, Any], rng: np.random.Generator) -> Layer:
+    mode = op["mode"]
+    names = ("query_size", "key_size", "value_size1", "value_size2", "output_size")
+    q, k, v1, v2, out = (int(op[n]) for n in names)
+    bias = bool(op.get("bias", True))
+    if mode == "pool":
+        if not q == k == v2:
+            raise ValueError(
+                f"op {op}: mode 'pool' sets Q = K = mean token, so query_size, key_size and "
+                "value_size2 must all equal the token width"
+            )
+        return AttnPool(v1, q, out, rng, bias)
+    if mode == "explicit":
+        return MyAttnFlat(q, k, v1, v2, out, rng, bias)
+    raise ValueError(f"op {op}: mode {mode!r}, expected one of {', '.join(MYATTN_MODES)}")
 
 
 def layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
@@ -62,6 +108,8 @@ def layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
             return Attention(E, H, bool(op.get("bias", True)), rng)
         if kind == "avgpool":
             return GlobalAvgPool()
+        if kind == "myattn":
+            return _myattn_layer(op, rng)
     except KeyError as exc:
         raise ValueError(f"op {op}: missing attribute {exc}; see docs/model-format.md") from None
     raise ValueError(f"unknown op {kind!r} in {op}; see docs/model-format.md for the op names")
@@ -143,9 +191,12 @@ def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
 
 
 def build_model(name: str, n_features: int, n_classes: int, seed: int = 0) -> Sequential:
-    """A named architecture; `iris-attn` has 475 parameters for 4 features and 3 classes."""
+    """A named architecture for F features (F tokens); `iris-attn` has 475 parameters for 4
+    features and 3 classes."""
     if name == "iris-attn":
         return build_from_ops(iris_attn_ops(n_features, n_classes), seed)
+    if name == "iris-myattn":
+        return build_from_ops(iris_myattn_ops(n_features, n_classes), seed)
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
 
 

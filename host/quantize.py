@@ -4,7 +4,8 @@
 - Weights: symmetric int8 per output channel, `s_w[o] = max|W[o,:]| / 127`; biases int32 at
   scale `s_in·s_w[o]`.
 - Activations: one int8 scale per tensor, `s = absmax / 127`, calibrated with the float64
-  model on the train split — every op's output and, inside attention, q, k, v, ctx and out.
+  model on the train split — every op's output and, inside attention, q, k, v, ctx and out;
+  inside myattn the scores and one scale for the query and the applied values together.
   The logits use `absmax / 16383` in an int16 range.
 - Requantization multipliers: per layer the **largest** shift in 1..30 for which every
   channel's `M = round(r·2**shift) < 2**15` and `max|acc|·M + 2**(shift-1) < 2**30` (the
@@ -37,12 +38,14 @@ from .blob import (
     LOGIT_MAX,
     LOGIT_MIN,
     M_LIMIT,
+    MYATTN_EXPLICIT,
+    MYATTN_POOL,
     SHIFT_MAX,
     SHIFT_MIN,
     Op,
     QuantModelSpec,
 )
-from .floatref import NpzModel, forward_npz
+from .floatref import NpzModel, forward_npz, myattn_sizes
 
 BUDGET = 1 << 30  # small-int budget: every intermediate |v| < 2**30
 Q_MAX = 127  # int8 activations and weights: s = absmax / 127
@@ -173,8 +176,9 @@ def _dense_tensors(qd: QuantDense, suffix: str = "") -> dict[str, np.ndarray]:
 def calibrate(model: NpzModel, X_raw: np.ndarray) -> dict[str, float]:
     """Per-tensor absmax of the float64 activations on `X_raw` (the train split).
 
-    Keys: `"input"`, `"{i}"` (output of op i), `"{i}.q|k|v|ctx"` inside attention. The output
-    of a dense layer followed by relu is calibrated on the relu's output (its positive range).
+    Keys: `"input"`, `"{i}"` (output of op i), `"{i}.q|k|v|att|ctx"` inside attention,
+    `"{i}.q|scores|weights|applied"` inside myattn. The output of a dense layer followed by
+    relu is calibrated on the relu's output (its positive range).
     """
     record: dict[str, np.ndarray] = {}
     x_norm = model.normalize(X_raw)
@@ -244,10 +248,16 @@ def quantize(model: NpzModel, X_calib_raw: np.ndarray) -> QuantModelSpec:
             M, shift = choose_shift([1.0 / S], [X_ABS_MAX * S], f"op {i} (avgpool)")
             ops.append(Op("avgpool", {"S": S, "E": E, "M": int(M[0]), "shift": shift}))
             shape = (E,)  # output scale = input scale
+        elif kind == "myattn":
+            # output scale: of the following relu's output if there is one (as for dense)
+            out_key = str(i + 1) if i + 1 < n and ops_in[i + 1]["op"] == "relu" else str(i)
+            ops.append(_quantize_myattn(model, i, op, s, shape, absmax, last, out_key))
+            s = ops[-1].fparams["s_out"]
+            shape = (ops[-1].iparams["out"],)
         else:
             raise QuantizeError(
                 f"op {i} ({kind}) has no int8 kernel; exportable ops: dense, relu, reshape, "
-                "attention, avgpool"
+                "attention, avgpool, myattn"
             )
     if not ops or ops[-1].kind != "dense":
         raise QuantizeError("the int8 path needs a dense layer last (it writes the logits)")
@@ -314,6 +324,64 @@ def _quantize_attention(model, i, op, s_in, shape, absmax, last) -> Op:
             "s_ctx": sc["ctx"],
             "s_out": sc["out"],
         },
+        tensors,
+    )
+
+
+def _myattn_iparams(op: dict, shape: tuple[int, ...], what: str) -> dict[str, int]:
+    """mode and sizes of a model-file myattn op, checked against its input shape."""
+    q, k, v1, v2 = myattn_sizes(op)
+    mode = {"explicit": MYATTN_EXPLICIT, "pool": MYATTN_POOL}.get(op["mode"])
+    want = (q + k + v1 * v2,) if mode == MYATTN_EXPLICIT else (v1, v2)
+    if mode is None or shape != want:
+        raise QuantizeError(
+            f"{what}: mode {op['mode']!r} with sizes q, k, v1, v2 = {q}, {k}, {v1}, {v2} needs "
+            f"input {list(want)}, the previous op gives {list(shape)}"
+        )
+    out = int(op["output_size"])
+    return {"mode": mode, "q": q, "k": k, "v1": v1, "v2": v2, "out": out}
+
+
+def _quantize_myattn(model, i, op, s_in, shape, absmax, last, out_key) -> Op:
+    """MyAttn at int8 (docs/quantization.md "myattn"): the query Q (requantized input slice,
+    or mean token) and the applied values share one scale `s_qa`, so `Q ‖ applied` is one
+    int8 vector for attn_combine; the scores have their own; the weights are Q14."""
+    what = f"op {i} (myattn)"
+    if last:
+        raise QuantizeError(f"{what} cannot be last: a dense layer writes logits")
+    ip = _myattn_iparams(op, shape, what)
+    explicit = ip["mode"] == MYATTN_EXPLICIT
+    s_qa = activation_scale(max(absmax[f"{i}.q"], absmax[f"{i}.applied"]))
+    s_sc = activation_scale(absmax[f"{i}.scores"])
+    s_out = activation_scale(absmax[out_key])
+    s_qk = s_in if explicit else s_qa  # Q ‖ K: the input's slice, or the mean token twice
+    # Q = requant(sum of n rows of the input): n = 1 (explicit) or S tokens (pool, the mean).
+    n = 1 if explicit else ip["v1"]
+    M_q, shift_q = choose_shift([s_in / n / s_qa], [X_ABS_MAX * n], f"{what} query")
+    Wa = quantize_dense(model.param(i, "Wa"), model.param(i, "ba"), s_qk, s_sc, f"{what} Wa")
+    # idx = round(diff · s_sc · 32), diff = max - score <= 255 (int8 scores).
+    M_sm, shift_sm = choose_shift([s_sc * LUT_STEPS_PER_UNIT], [255], f"{what} softmax")
+    # applied = Σ_j p[j]·V[j,d] with p in Q14: |acc| <= 128·(2**14 + v1), as attention's ctx.
+    M_ap, shift_ap = choose_shift(
+        [s_in / Q14 / s_qa], [X_ABS_MAX * (Q14 + ip["v1"])], f"{what} applied"
+    )
+    Wc = quantize_dense(model.param(i, "Wc"), model.param(i, "bc"), s_qa, s_out, f"{what} Wc")
+    tensors = {**_dense_tensors(Wa, "a"), **_dense_tensors(Wc, "c"), "lut": exp_lut()}
+    return Op(
+        "myattn",
+        {
+            **ip,
+            "has_bias": int(Wa.b is not None),
+            "M_q": int(M_q[0]),
+            "shift_q": shift_q,
+            "shift_a": Wa.shift,
+            "M_sm": int(M_sm[0]),
+            "shift_sm": shift_sm,
+            "M_ap": int(M_ap[0]),
+            "shift_ap": shift_ap,
+            "shift_c": Wc.shift,
+        },
+        {"s_in": s_in, "s_qk": s_qk, "s_sc": s_sc, "s_qa": s_qa, "s_out": s_out},
         tensors,
     )
 
@@ -387,6 +455,32 @@ def float32_spec(model: NpzModel) -> QuantModelSpec:
             S, E = shape
             ops.append(Op("avgpool", {"S": S, "E": E, "M": 0, "shift": 0}))
             shape = (E,)
+        elif kind == "myattn":
+            ip = _myattn_iparams(op, shape, f"op {i} (myattn)")
+            tensors = {}
+            for p in "ac":
+                tensors[f"W{p}"] = model.param(i, f"W{p}").astype(F32)
+                if model.param(i, f"b{p}") is not None:
+                    tensors[f"b{p}"] = model.param(i, f"b{p}").astype(F32)
+            zeros = (
+                "M_q",
+                "shift_q",
+                "shift_a",
+                "M_sm",
+                "shift_sm",
+                "M_ap",
+                "shift_ap",
+                "shift_c",
+            )
+            ops.append(
+                Op(
+                    "myattn",
+                    {**ip, "has_bias": int("ba" in tensors), **dict.fromkeys(zeros, 0)},
+                    dict.fromkeys(("s_in", "s_qk", "s_sc", "s_qa", "s_out"), 1.0),
+                    tensors,
+                )
+            )
+            shape = (ip["out"],)
         else:
             raise QuantizeError(f"op {i} ({kind}) has no blob opcode")
     return QuantModelSpec(

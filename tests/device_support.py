@@ -186,7 +186,7 @@ def corruptions(data: bytes) -> list[tuple[str, bytes]]:
         ("n_ops", put("<H", 16, 0)),
         ("std zero", put("<f", norm + 4 * F, 0.0)),
         ("unknown opcode", put("B", dense0, 9)),
-        ("reserved opcode", put("B", dense0, 6)),
+        ("myattn opcode on a dense record", put("B", dense0, 6)),
         ("tensor index", put("<H", dense0 + 4, len(table))),
         ("dense out", put("<i", dense0 + 12 + 4, 31)),
         ("shift 0", put("<i", dense0 + 12 + 12, 0)),

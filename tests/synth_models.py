@@ -4,8 +4,10 @@ tests do not depend on training (`tinyattn train`).
 
 - `iris_attn_ops(F, C)`: the reference architecture's op list (dense 32, relu, reshape [4, 8],
   attention E=8 H=2, avgpool, dense C).
-- `random_model(ops, seed)`: an `NpzModel` with Xavier-like weights and small random biases,
-  normalization fitted on the Iris data when `F == 4`.
+- `random_model(ops, seed)`: an `NpzModel` with Xavier-like weights and small random biases
+  (dense, attention and myattn ops), random normalization unless given.
+- `tutorial_myattn_ops(C)`: MyAttn at the PyTorch tutorial's sizes (32, 32, 32, 64, 32) on a
+  flat input `Q ‖ K ‖ V` (2112 features), then a dense layer to C classes.
 - `save_npz(path, model)`: write it as `build/model.npz` would be written.
 """
 
@@ -31,6 +33,18 @@ def iris_attn_ops(n_features: int = 4, n_classes: int = 3) -> list[dict[str, Any
     ]
 
 
+TUTORIAL = (32, 32, 32, 64, 32)  # query, key, value1, value2, output sizes (DESIGN §8)
+
+
+def tutorial_myattn_ops(n_classes: int = 4) -> list[dict[str, Any]]:
+    q, k, v1, v2, out = TUTORIAL
+    return [
+        {"op": "myattn", "mode": "explicit", "query_size": q, "key_size": k,
+         "value_size1": v1, "value_size2": v2, "output_size": out, "bias": True},
+        {"op": "dense", "in": out, "out": n_classes, "bias": True},
+    ]  # fmt: skip
+
+
 def param_shapes(ops: list[dict[str, Any]]) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
     for i, op in enumerate(ops):
@@ -44,6 +58,13 @@ def param_shapes(ops: list[dict[str, Any]]) -> dict[str, tuple[int, ...]]:
                 shapes[f"p{i}.W{p}"] = (E, E)
                 if op.get("bias", True):
                     shapes[f"p{i}.b{p}"] = (E,)
+        elif op["op"] == "myattn":
+            q, k = op["query_size"], op["key_size"]
+            v1, v2, out = op["value_size1"], op["value_size2"], op["output_size"]
+            for p, n_out, n_in in (("a", v1, q + k), ("c", out, q + v2)):
+                shapes[f"p{i}.W{p}"] = (n_out, n_in)
+                if op.get("bias", True):
+                    shapes[f"p{i}.b{p}"] = (n_out,)
     return shapes
 
 
