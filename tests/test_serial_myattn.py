@@ -1,0 +1,80 @@
+# Host (CPython): issue 7's models deployed and checked over a serial link, with the real tools.
+"""Serial tests of issue 7: train -> export -> flash (mpremote) -> parity (pyserial) on a fresh
+virtual board each (the MicroPython unix port on a pseudo-terminal, 100 KiB heap, .py
+sources), so the session board that tests/test_serial_parity.py flashes keeps its blob.
+
+- `iris-myattn` (MyAttn pooling head): all 150 Iris samples, int8 exact, float within 1e-4,
+  argmax agreement 150/150.
+- Wine through the CLI exactly as a user runs it: `tinyattn train --csv wine.csv --target
+  cultivar [--model iris-myattn]`, `tinyattn export`, `tinyattn flash`, `tinyattn parity` —
+  export and parity find the CSV from the model's meta; all 178 samples must pass.
+  (`--dataset wine` trains the same model, byte for byte: tests/test_myattn_op.py.) The
+  `iris-attn` model of 13 tokens is flashed with `--mpy`: loaded from .py sources, whose
+  compilation takes transient heap, it does not fit the 100 KiB board (MemoryError while
+  building its float path); `iris-myattn` fits either way.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tinyattn import cli
+from tinyattn.data import load_dataset
+from tinyattn.flash import flash
+from tinyattn.parity import FLOAT_TOL, parity
+from tinyattn.paths import REPO_DIR
+
+pytestmark = pytest.mark.serial
+
+
+def _cli_json(capsys, *args: str) -> dict:
+    assert cli.main(list(args)) == 0, args
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_serial_iris_myattn_parity_all_150_samples(vboard, tmp_path, capsys):
+    npz, blob = tmp_path / "model.npz", tmp_path / "model.bin"
+    _cli_json(capsys, "train", "--model", "iris-myattn", "--out", str(npz), "--quiet", "--json")
+    exported = _cli_json(capsys, "export", "--model", str(npz), "--out", str(blob), "--json")
+    assert [op["what"] for op in exported["layers"] if op["op"] == 3][0] == "myattn query mean"
+    flash(vboard.port, blob, progress=False)
+    data = load_dataset("iris")
+    report = parity(vboard.port, blob, data.X, data.y, bench_n=0, progress=False)
+    s = report["summary"]
+    assert s["complete"] and s["answered"] == 150
+    assert s["int8_exact"] == 150, [r for r in report["rows"] if not r.get("int8_exact")][:3]
+    assert s["xq_match"] == 150 and s["argmax_agreement"] == 150
+    assert s["float_max_abs_diff"] <= FLOAT_TOL
+    assert s["passed"]
+
+
+@pytest.mark.parametrize(
+    ("model", "flash_args"),
+    [
+        ("iris-attn", ["--mpy"]),  # 13 tokens of 8: from .py sources it outgrows 100 KiB
+        ("iris-myattn", []),
+    ],
+)
+def test_serial_wine_csv_train_export_flash_parity_all_178_samples(
+    vboard, tmp_path, capsys, model, flash_args
+):
+    npz, blob = tmp_path / "wine.npz", tmp_path / "wine.bin"
+    csv = REPO_DIR / "host" / "data" / "wine.csv"
+    trained = _cli_json(capsys, "train", "--csv", str(csv), "--target", "cultivar",
+                        "--model", model, "--out", str(npz), "--quiet", "--json")  # fmt: skip
+    assert trained["dataset"] == "wine" and trained["n_test"] == 36
+    assert trained["test_accuracy"] >= 0.94  # the fixed stratified split (seed 0, 20 %)
+    exported = _cli_json(capsys, "export", "--model", str(npz), "--out", str(blob), "--json")
+    assert exported["n_samples"] == 178 and exported["int8_test_accuracy"] >= 0.94
+    args = ["flash", "--port", vboard.port, "--blob", str(blob), "--quiet", *flash_args]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    s = _cli_json(capsys, "parity", "--port", vboard.port, "--model", str(npz), "--blob",
+                  str(blob), "--report", str(tmp_path / "parity.json"), "--bench", "0",
+                  "--quiet", "--json")  # fmt: skip
+    assert s["samples"] == s["answered"] == 178
+    assert s["int8_exact"] == 178 and s["xq_match"] == 178 and s["argmax_agreement"] == 178
+    assert s["float_max_abs_diff"] <= FLOAT_TOL
+    assert s["passed"]
