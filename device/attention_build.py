@@ -1,7 +1,9 @@
 # Device (MicroPython; also runs unchanged under CPython): compiling a blob's ops into steps.
 """Turn a checked Blob into the runtime's programs: `build(blob, kernels, int8)` returns a
 tuple of steps `(kernel, a, b, c, d, e, p)` over array buffers allocated here once (ping-pong
-activations, attention scratch), the input and the output buffer. int8: weights as stored
+activations, attention and myattn scratch), the input and the output buffer. A myattn op is
+four steps: its query (myquery), the score projection Wa (dense), weights and applied values
+(myattn), the combine projection Wc (dense). int8: weights as stored
 (W array('b'), b array('i'), M array('h')), requantization parameters in p. float: weights
 dequantized into array('f') (`W_q[o,i]·s_w[o]`, `b_q[o]·s_in·s_w[o]`; a float32 blob's as
 stored). Kernel calling conventions: attention_kernels.py.
