@@ -142,3 +142,20 @@ def test_server_answers_errors_as_replies(flashed_port):
         rep = link.request("info")
         assert rep["ok"]
         link.stop_server()
+
+
+def test_mip_install_of_device_package_runs_the_server(vboard, mpremote, reference_model):
+    """The `mpremote mip install device/package.json` route puts a working runtime on a board."""
+    from tinyattn.paths import DEVICE_DIR
+
+    r = mpremote(vboard.port, "mip", "install", str(DEVICE_DIR / "package.json"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    installed = sorted(p.name for p in (vboard.fs_dir / "lib").iterdir())
+    assert "attention.py" in installed and "server.py" in installed
+    r = mpremote(vboard.port, "cp", str(reference_model["blob"]), ":model.bin")
+    assert r.returncode == 0, r.stderr
+    with BoardLink(vboard.port) as link:
+        link.start_server()
+        rep = link.request("infer", features=[6.3, 3.3, 6.0, 2.5])
+        assert rep["ok"] and rep["class"] == "virginica", rep
+        link.stop_server()
