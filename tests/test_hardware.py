@@ -18,7 +18,7 @@ from tinyattn.parity import parity
 PORT = os.environ.get("TINYATTN_PORT")
 pytestmark = [
     pytest.mark.hardware,
-    pytest.mark.skipif(not PORT, reason="no real board: set TINYATTN_PORT=/dev/ttyACM0 or similar"),
+    pytest.mark.skipif(not PORT, reason="no real board: set TINYATTN_PORT=/dev/ttyACM0"),
 ]
 
 
