@@ -270,12 +270,23 @@ class LineReader:
         if n > size:
             return _LONG_LINE
         try:
-            return buf[:n].decode()
-        except UnicodeError:
-            return "\x00"  # not JSON: answered with "request is not valid JSON"
+            return self._decode(n)
         except MemoryError:  # a fragmented heap has no n-byte block: refuse, keep serving
             gc.collect()
             return _OOM_LINE
+
+    def _decode(self, n):
+        buf = self._buf
+        try:
+            return buf[:n].decode()
+        except UnicodeError:
+            pass
+        # Bytes damaged on the link: keep the line (and so its id) with "?" for every non-ASCII
+        # byte; its CRC then fails and the host resends at once instead of timing out.
+        for i in range(n):
+            if buf[i] > 127:
+                buf[i] = 63
+        return buf[:n].decode()
 
 
 def _put(stream, text, crc):

@@ -35,7 +35,12 @@ class BoardReset(LinkError):
 
 
 class LinkTimeout(LinkError):
-    """The board did not answer in time."""
+    """The board did not answer in time; `damaged` counts replies that arrived damaged (a
+    noisy link rather than a silent board: smaller requests and replies may get through)."""
+
+    def __init__(self, message: str, damaged: int = 0):
+        super().__init__(message)
+        self.damaged = damaged
 
 
 def frame(obj: dict[str, Any]) -> bytes:
@@ -46,22 +51,41 @@ def frame(obj: dict[str, Any]) -> bytes:
 
 
 def unframe(line: bytes) -> dict[str, Any] | None:
-    """Parse a reply line; None when it is not an intact JSON object (garbage, corrupted)."""
+    """Parse a reply line; None unless it is a JSON object whose CRC field matches.
+
+    The server frames every reply (docs/protocol.md), so a line without the field is not a
+    reply: a print from other code, or a reply whose CRC field was damaged on the way.
+    """
     text = line.decode("utf-8", "replace").strip()
     at = text.rfind(CRC_TAG)
-    if at >= 0 and text.endswith("}"):
-        try:
-            want = int(text[at + len(CRC_TAG) : -1])
-        except ValueError:
-            return None
-        if zlib.crc32(text[:at].encode()) != want:
-            return None
-        text = text[:at] + "}"
+    if at < 0 or not text.endswith("}"):
+        return None
     try:
-        obj = json.loads(text)
+        want = int(text[at + len(CRC_TAG) : -1])
+    except ValueError:
+        return None
+    if zlib.crc32(text[:at].encode()) != want:
+        return None
+    try:
+        obj = json.loads(text[:at] + "}")
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def damaged_reply(line: bytes) -> bool:
+    """A line that unframe() refused but that was meant as a reply: it carries the CRC field,
+    or it starts like a JSON object and does not parse (bytes lost or flipped on the link)."""
+    text = line.decode("utf-8", "replace").strip()
+    if CRC_TAG in text:
+        return True
+    if not text.startswith("{"):
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False  # an intact JSON line without the field: not ours, skip it
 
 
 def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
@@ -105,7 +129,14 @@ class BoardLink:
         self.serial: serial.Serial | None = None
         self._buf = b""
         self._next_id = 1
-        self.stats = {"garbage_lines": 0, "resends": 0, "resets": 0, "timeouts": 0}
+        self.stats = {
+            "garbage_lines": 0,  # lines that were not replies (noise, boot messages)
+            "damaged_replies": 0,  # replies that failed their CRC: resent at once
+            "resends": 0,
+            "resets": 0,
+            "timeouts": 0,
+            "server_starts": 0,
+        }
         self.banner: dict[str, Any] | None = None
 
     # -- port -------------------------------------------------------------------------------
@@ -213,12 +244,31 @@ class BoardLink:
         return out.decode(errors="replace")
 
     # -- server -----------------------------------------------------------------------------
-    def start_server(self, model_path: str = "model.bin", timeout: float = 15.0) -> dict:
-        """Enter the raw REPL, start device/server.py, and return its banner."""
-        self.enter_raw_repl()
-        code = f"import server\nserver.run({model_path!r})\n"
+    def start_server(
+        self, model_path: str = "model.bin", timeout: float = 15.0, attempts: int = 3
+    ) -> dict:
+        """Enter the raw REPL, start device/server.py, and return its banner.
+
+        A start that goes wrong on the way (the command or the banner damaged on a noisy link,
+        a reset meanwhile) is tried again, up to `attempts` times in all. No raw REPL prompt
+        (LinkTimeout) and a server that cannot load the model fail at once.
+        """
+        for attempt in range(attempts):
+            self.enter_raw_repl()
+            self.stats["server_starts"] += 1
+            try:
+                return self._start_once(model_path, timeout)
+            except _NoModel as exc:
+                raise LinkError(str(exc)) from None
+            except LinkError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_once(self, model_path: str, timeout: float) -> dict:
+        code = f"import gc\ngc.collect()\nimport server\nserver.run({model_path!r})\n"
         self._write(code.encode() + b"\x04")
-        self.read_until(b"OK", timeout=timeout)
+        self.read_until(b"OK", timeout=min(timeout, 5.0))  # the raw REPL took the code
         deadline = time.monotonic() + timeout
         while True:
             line = self._read_line(deadline)
@@ -237,9 +287,11 @@ class BoardLink:
             obj = unframe(line)
             if obj and obj.get("banner") == "tinyattn-server":
                 if not obj.get("ok"):
-                    raise LinkError(f"{self.port}: {obj.get('error')}; run 'tinyattn flash'")
+                    raise _NoModel(f"{self.port}: {obj.get('error')}; run 'tinyattn flash'")
                 self.banner = obj
                 return obj
+            if damaged_reply(line) or any(m in line for m in RESET_MARKERS):
+                raise LinkError(f"{self.port}: the server's banner did not arrive intact")
 
     def stop_server(self) -> None:
         """Ask the server to exit and leave the board at the friendly REPL."""
@@ -251,19 +303,37 @@ class BoardLink:
         self._write(b"\r\x02")
         self.drain(quiet=0.1, limit=1.0)
 
+    def _board_reset(self, op: str, line: bytes) -> BoardReset | None:
+        """BoardReset if `line` (or what follows it) shows the server is gone, else None."""
+        if TRACEBACK in line:
+            rest = self.drain(quiet=0.2, limit=2.0).replace(b"\x04", b"\n")
+            last = [x for x in rest.splitlines() if x.strip() and x.strip() != b">"]
+            why = last[-1].decode(errors="replace").strip() if last else "?"
+            self.stats["resets"] += 1
+            return BoardReset(f"{self.port}: the server stopped during '{op}': {why}")
+        if any(m in line for m in RESET_MARKERS):
+            self.stats["resets"] += 1
+            self._buf = b""
+            return BoardReset(f"{self.port}: the board reset during '{op}'")
+        return None
+
     def request(
         self, op: str, timeout: float | None = None, retries: int = 3, **fields: Any
     ) -> dict[str, Any]:
         """Send one request and return its reply (`ok` may be false: the caller decides).
 
-        Corrupted or lost lines are resent up to `retries` times; a reboot of the board
-        raises BoardReset; silence raises LinkTimeout. Never waits longer than
-        (retries + 1) × timeout.
+        A request refused as damaged by the server, and a reply that arrives damaged, are
+        resent at once; a lost line after `timeout`. Up to `retries` resends, then LinkTimeout
+        (its `damaged` counts the damaged replies: a noisy link, not a silent board). A reboot
+        of the board or a server that stopped raises BoardReset. Never waits longer than
+        (retries + 1) × (timeout + 0.5 s).
         """
         timeout = self.timeout if timeout is None else timeout
         rid = self._next_id
         self._next_id += 1
         payload = frame({"id": rid, "op": op, **fields})
+        intact_json = b"NaN" not in payload and b"Infinity" not in payload
+        damaged = 0
         for attempt in range(retries + 1):
             if attempt:
                 self.stats["resends"] += 1
@@ -277,30 +347,48 @@ class BoardLink:
                     break  # resend
                 obj = unframe(line)
                 if obj is None:
-                    if TRACEBACK in line:
-                        rest = self.drain(quiet=0.2, limit=2.0).replace(b"\x04", b"\n")
-                        last = [x for x in rest.splitlines() if x.strip() and x.strip() != b">"]
-                        why = last[-1].decode(errors="replace").strip() if last else "?"
-                        self.stats["resets"] += 1
-                        raise BoardReset(f"{self.port}: the server stopped during '{op}': {why}")
-                    if any(m in line for m in RESET_MARKERS):
-                        self.stats["resets"] += 1
-                        self._buf = b""
-                        raise BoardReset(f"{self.port}: the board reset during '{op}'")
+                    reset = self._board_reset(op, line)
+                    if reset:
+                        raise reset
+                    if damaged_reply(line):
+                        self.stats["damaged_replies"] += 1
+                        damaged += 1
+                        # the rest of a reply that a flipped byte cut in two
+                        rest = self.drain(quiet=0.05, limit=0.5)
+                        reset = self._board_reset(op, rest)
+                        if reset:
+                            raise reset
+                        break  # resend at once
                     if line.strip():
                         self.stats["garbage_lines"] += 1
                     continue
                 if obj.get("banner"):
                     self.stats["resets"] += 1
                     raise BoardReset(f"{self.port}: the server restarted during '{op}'")
+                if "op" in obj:  # our own request echoed: a REPL, not the server, has the line
+                    self.stats["resets"] += 1
+                    raise BoardReset(f"{self.port}: the server is not running (during '{op}')")
                 if obj.get("id") == rid:
-                    damaged = not obj.get("ok") and str(obj.get("error", "")).startswith(CORRUPTED)
-                    if damaged and attempt < retries:
-                        break  # our request arrived damaged: resend it at once
-                    return obj
+                    error = "" if obj.get("ok") else str(obj.get("error", ""))
+                    if not error.startswith(CORRUPTED):
+                        return obj
+                    if error.startswith("request is not valid JSON") and not intact_json:
+                        return obj  # NaN or Infinity: a JSON extension MicroPython refuses
+                    damaged += 1  # our request arrived damaged
+                    break  # resend it at once
                 # a stale reply, or one to a line we did not send (noise): skip
+        if damaged:
+            raise LinkTimeout(
+                f"{self.port}: no intact reply to '{op}' in {retries + 1} tries, {damaged} "
+                "damaged on the link; check the cable and the baud rate (--baud), or use a "
+                "shorter cable / powered hub",
+                damaged=damaged,
+            )
         raise LinkTimeout(
-            f"{self.port}: no valid reply to '{op}' after {retries + 1} tries of "
-            f"{timeout:.0f}s; the board may be hung or the server not running — reset it "
-            "and retry"
+            f"{self.port}: no reply to '{op}' after {retries + 1} tries of {timeout:.0f}s; "
+            "the board may be hung or the server not running — reset the board and retry"
         )
+
+
+class _NoModel(LinkError):
+    """The server started but could not load the model: starting again will not help."""

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .cli import CLIError
-from .link import BoardLink, BoardReset, LinkError
+from .link import BoardLink, BoardReset, LinkError, LinkTimeout
 from .paths import BUILD_DIR
 from .ports import add_port_arguments, board_port
 
@@ -104,19 +104,25 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
         pending = list(groups)
         while pending:
             group = pending.pop(0)
-            while True:
+            rep = None
+            while rep is None:
                 try:
                     rep = link.request("batch", samples=X[group].tolist(), path=path)
-                    break
                 except BoardReset:
                     dev["restarts"] += 1
                     if dev["restarts"] > MAX_RESTARTS:
                         raise LinkError(
-                            f"the board reset {dev['restarts']} times; check its power and cable"
+                            f"{link.port}: the board reset {dev['restarts']} times during the "
+                            "run; check its power supply and cable, then retry"
                         ) from None
                     link.start_server()
-            if not rep.get("ok") and "out of memory" in str(rep.get("error")) and len(group) > 1:
-                half = len(group) // 2  # the board's heap is short: smaller batches
+                except LinkTimeout as exc:
+                    if not (exc.damaged and len(group) > 1):
+                        raise
+                    break  # a noisy link: shorter lines get through more often
+            short_heap = rep is not None and "out of memory" in str(rep.get("error"))
+            if (rep is None or short_heap) and len(group) > 1:
+                half = len(group) // 2  # the board's heap or the link: smaller batches
                 pending[:0] = [group[:half], group[half:]]
                 dev["split_batches"] = dev.get("split_batches", 0) + 1
                 continue
@@ -131,7 +137,7 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
         dev["bench"] = {}
         if bench_n:
             for p in ("int8", "float") if path == "both" else (path,):
-                b = link.request("bench", n=bench_n, path=p, timeout=10 + bench_n * 0.05)
+                b = link.request("bench", n=bench_n, path=p, timeout=link.timeout + bench_n * 0.05)
                 if b.get("ok"):
                     dev["bench"][p] = b
     except LinkError as exc:

@@ -1,0 +1,255 @@
+# Host (CPython): link faults between the parity tool and a virtual board (issue 6, item 2).
+"""The real flash and parity code against a virtual board whose wire misbehaves.
+
+tools/vboard.py injects the faults between the pseudo-terminal and the interpreter
+(FaultConfig: dropped bytes, flipped bits, garbage lines; reset(); set_silent(); inject()).
+Faults go on after `tinyattn flash` (mpremote has no resync of its own) and stay on for the
+whole parity run, raw-REPL entry and server start included. For each fault the parity tool
+must either resynchronise (CRC framing, resend, batch splitting, server restart) and produce a
+report that passes with every row answered, or stop with a one-line message within a bounded
+time and keep the rows it already had in the report. Rates are moderate and seeded, so a run
+sees the same faults each time (about 20 damaged lines per run at 1e-3 per byte).
+
+Every run goes through `_bounded`: a parity run that hangs fails the test instead of hanging
+it. Marked `serial`; always a virtual board (a real board cannot be told to drop bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyattn import cli
+from tinyattn.data import load_dataset
+from tinyattn.flash import flash
+from tinyattn.link import BoardLink
+from tinyattn.parity import MAX_RESTARTS, parity
+from tools.vboard import FaultConfig, VirtualBoard, find_micropython
+
+pytestmark = pytest.mark.serial
+
+TIMEOUT = 1.0  # seconds per request (parity --timeout); the server answers a batch in ~30 ms
+RETRIES = 3  # BoardLink.request's default
+RUN_LIMIT = 90.0  # a parity run still going after this is a hang
+# what an ESP32's ROM prints on a reset, before MicroPython's banner
+ROM_NOISE = b"ets Jun  8 2016 00:22:57\r\n\r\nrst:0x1 (POWERON_RESET),boot:0x13\r\n"
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory: pytest.TempPathFactory, reference_model: dict[str, Path]):
+    """One virtual board for the module, flashed with the reference blob over a clean link."""
+    if find_micropython() is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    with VirtualBoard(tmp_path_factory.mktemp("faulty_board")) as vb:
+        flash(vb.port, reference_model["blob"], progress=False)  # type: ignore[arg-type]
+        yield vb
+
+
+@pytest.fixture
+def vb(board: VirtualBoard):
+    """The module's board; its link is made clean again after each test."""
+    yield board
+    board.set_fault(None)
+    board.set_silent(False)
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_dataset("iris")
+
+
+def _bounded(fn: Callable[[], Any], limit: float = RUN_LIMIT) -> tuple[Any, float]:
+    """(fn(), seconds) — fn runs in a thread; still running after `limit` s fails the test."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the test's thread
+            box["error"] = exc
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(limit)
+    elapsed = time.monotonic() - t0
+    assert not thread.is_alive(), f"parity still running after {limit:.0f} s: it hangs"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value"), elapsed
+
+
+def _after_batches(monkeypatch: pytest.MonkeyPatch, at: set[int], action: Callable) -> list:
+    """Call action(link, data) right after the host has written its n-th batch request, for
+    each n in `at` (1-based; resends count too). Returns the list of counts seen."""
+    seen: list[int] = []
+    write = BoardLink._write
+
+    def _write(link: BoardLink, data: bytes) -> None:
+        write(link, data)
+        if b'"op":"batch"' in data:
+            seen.append(len(seen) + 1)
+            if seen[-1] in at:
+                action(link, data)
+
+    monkeypatch.setattr(BoardLink, "_write", _write)
+    return seen
+
+
+def _run_parity(port: str, blob: Path, iris) -> dict:
+    return parity(port, blob, iris.X, iris.y, timeout=TIMEOUT, bench_n=20, progress=False)
+
+
+def _assert_resynced(report: dict) -> dict:
+    """Every sample answered and every answer right: nothing damaged got into the report."""
+    s = report["summary"]
+    assert s["complete"] and s["answered"] == 150, (s["error"], s["link"])
+    assert s["int8_exact"] == 150 and s["xq_match"] == 150, s
+    assert s["argmax_agreement"] == 150 and s["float_max_abs_diff"] <= s["float_tol"], s
+    assert s["passed"]
+    return s
+
+
+def _one_line_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- faults the link survives -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_link_faults_dropped_bytes_resync(vb, reference_model, iris, seed):
+    vb.set_fault(FaultConfig(drop=1e-3, direction="both", seed=seed))
+    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris))
+    s = _assert_resynced(report)
+    link = s["link"]
+    assert link["damaged_replies"] + link["resends"] >= 5, link  # the faults did hit
+    print(f"\ndrop 1e-3 seed {seed}: {seconds:.1f} s, link {link}")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_link_faults_corrupted_bytes_resync(vb, reference_model, iris, seed):
+    vb.set_fault(FaultConfig(corrupt=1e-3, direction="both", seed=seed))
+    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris))
+    s = _assert_resynced(report)
+    link = s["link"]
+    assert link["damaged_replies"] + link["resends"] >= 5, link
+    print(f"\ncorrupt 1e-3 seed {seed}: {seconds:.1f} s, link {link}")
+
+
+def test_link_faults_garbage_lines_and_forged_replies_are_skipped(
+    vb, reference_model, iris, monkeypatch
+):
+    """Random garbage lines from the board, plus, after each batch request, lines made to look
+    like its reply: its id without a CRC field, its id with a wrong CRC, binary noise. None may
+    be taken for the reply (a forged `pred` would fail the parity check); the wrong-CRC line
+    looks like a reply damaged on the way, so the request is sent again."""
+    vb.set_fault(FaultConfig(garbage=0.3, direction="from_board", seed=3))
+    forged: set[int] = set()
+
+    def forge(link: BoardLink, data: bytes) -> None:
+        rid = int(re.match(rb'\{"id":(\d+),', data).group(1))  # type: ignore[union-attr]
+        if rid in forged:
+            return  # once per request: a resend gets a clean line
+        forged.add(rid)
+        fake = {"pred": [2] * 16, "n": 16, "id": rid, "ok": True}
+        vb.inject(json.dumps(fake).encode() + b"\r\n")  # no CRC field: not a reply
+        vb.inject(json.dumps(fake).encode()[:-1] + b',"crc":12345}\r\n')  # wrong CRC
+        vb.inject(b"\xff\xfe\x00 line noise \x1b[0m\r\n")
+
+    _after_batches(monkeypatch, set(range(1, 1000)), forge)
+    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris))
+    s = _assert_resynced(report)
+    link = s["link"]
+    assert len(forged) >= 10
+    assert link["damaged_replies"] >= len(forged), link  # the wrong-CRC forgeries
+    assert link["garbage_lines"] >= len(forged), link  # the others: skipped as noise
+    print(f"\ngarbage 0.3/line + {3 * len(forged)} forged lines: {seconds:.1f} s, {link}")
+
+
+def test_link_faults_board_reset_mid_run_restarts_server(vb, reference_model, iris, monkeypatch):
+    """The board resets (ROM noise, banner, REPL) right after the 4th batch request: the tool
+    sees the reset, starts the server again, resends, and completes."""
+    resets = vb.hard_resets
+    _after_batches(monkeypatch, {4}, lambda link, data: vb.reset(noise=ROM_NOISE, wait=False))
+    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris))
+    s = _assert_resynced(report)
+    assert vb.hard_resets == resets + 1
+    assert s["board_restarts"] == 1 and s["link"]["resets"] == 1, s
+    assert s["link"]["server_starts"] >= 2
+    print(f"\nreset after batch 4: {seconds:.1f} s, link {s['link']}")
+
+
+# -- faults the link cannot survive: a clear message, the partial report kept ------------------
+
+
+def test_link_faults_resets_beyond_limit_keep_partial_report(
+    vb, reference_model, iris, monkeypatch, capsys, tmp_path
+):
+    """A board that resets on every batch from the 3rd on: after MAX_RESTARTS restarts the run
+    stops with one line naming the problem, and the report keeps the samples answered before,
+    each compared with the host."""
+    _after_batches(monkeypatch, set(range(3, 100)), lambda link, d: vb.reset(wait=False))
+    out = tmp_path / "parity.json"
+    args = ["parity", "--port", vb.port, "--blob", str(reference_model["blob"]), "--report",
+            str(out), "--timeout", str(TIMEOUT), "--bench", "0", "--quiet"]  # fmt: skip
+    code, seconds = _bounded(lambda: cli.main(args))
+    assert code == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert f"reset {MAX_RESTARTS + 1} times" in line and "power supply" in line, line
+    report = json.loads(out.read_text())
+    s = report["summary"]
+    assert not s["complete"] and not s["passed"] and s["board_restarts"] == MAX_RESTARTS + 1
+    answered = [r for r in report["rows"] if r["answered"]]
+    assert 32 <= s["answered"] == len(answered) < 150  # two batches of 16 got through
+    assert all(r["int8_exact"] and r["argmax_agree"] for r in answered)
+    assert len(report["rows"]) == 150
+    print(f"\nreset on every batch >= 3: {seconds:.1f} s, kept {s['answered']} rows: {line}")
+
+
+def test_link_faults_board_goes_silent_mid_run(
+    vb, reference_model, iris, monkeypatch, capsys, tmp_path
+):
+    """The board stops answering after the 4th batch request: the tool gives up after its
+    resends, within (retries + 1) × timeout plus the stop sequence, says so in one line, and
+    the report keeps the 3 batches answered before (the 4th was lost with the silence)."""
+    _after_batches(monkeypatch, {4}, lambda link, data: vb.set_silent(True))
+    out = tmp_path / "parity.json"
+    args = ["parity", "--port", vb.port, "--blob", str(reference_model["blob"]), "--report",
+            str(out), "--timeout", str(TIMEOUT), "--bench", "0", "--quiet"]  # fmt: skip
+    code, seconds = _bounded(lambda: cli.main(args))
+    assert code == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert "no reply to 'batch'" in line and "reset the board" in line, line
+    # (retries + 1) × timeout, the server start before (~1 s), exit + drain after (≤ 4 s)
+    assert seconds <= (RETRIES + 1) * (TIMEOUT + 0.5) + 2 + 4 + 3, seconds
+    report = json.loads(out.read_text())
+    s = report["summary"]
+    assert not s["complete"] and s["answered"] == 48, s
+    assert all(r["int8_exact"] for r in report["rows"] if r["answered"])
+    print(f"\nsilent after batch 4: {seconds:.1f} s, kept {s['answered']} rows: {line}")
+
+
+def test_link_faults_silent_board_from_the_start(vb, reference_model, capsys, tmp_path):
+    """Nothing answers at all: no raw REPL prompt within 10 s, one line, exit 2, no report."""
+    vb.set_silent(True)
+    out = tmp_path / "parity.json"
+    args = ["parity", "--port", vb.port, "--blob", str(reference_model["blob"]), "--report",
+            str(out), "--timeout", str(TIMEOUT), "--quiet"]  # fmt: skip
+    code, seconds = _bounded(lambda: cli.main(args))
+    assert code == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert "no raw REPL prompt" in line and "reset button" in line, line
+    assert seconds <= 10 + 3, seconds
+    assert not out.exists()
+    print(f"\nsilent from the start: {seconds:.1f} s: {line}")
