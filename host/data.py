@@ -24,6 +24,10 @@ import numpy as np
 
 from .paths import DATA_DIR
 
+# Largest |feature| accepted: the device server's limit (docs/protocol.md; boards compute in
+# float32, whose range ends near 3.4e38, and standardizing must not overflow on the way).
+MAX_ABS_FEATURE = 1e30
+
 # Vendored datasets: name -> (file in host/data/, target column).
 DATASETS: dict[str, tuple[str, str]] = {
     "iris": ("iris.csv", "species"),
@@ -74,7 +78,10 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     if target is None:
         target = header[-1]
     if target not in header:
-        raise ValueError(f"{path}: no column named {target!r}; columns are {', '.join(header)}")
+        raise ValueError(
+            f"{path}: no column named {target!r}; columns are {', '.join(header)} "
+            "(pass the label column with --target COL)"
+        )
     t = header.index(target)
     feature_names = [h for j, h in enumerate(header) if j != t]
     if not feature_names:
@@ -92,14 +99,18 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
         cells = [cell for j, cell in enumerate(row) if j != t]
         for j, cell in enumerate(cells):
             try:
-                X[r, j] = float(cell)
+                X[r, j] = value = float(cell)
             except ValueError:
                 raise ValueError(
                     f"{path}:{line}: column {feature_names[j]!r} is {cell!r}, not a number; "
                     "features must be numeric (drop or encode that column)"
                 ) from None
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{path}: features contain NaN or infinity; clean the data first")
+            if not abs(value) <= MAX_ABS_FEATURE:  # NaN fails this too
+                what = "not a finite number" if not np.isfinite(value) else "too large"
+                raise ValueError(
+                    f"{path}:{line}: column {feature_names[j]!r} is {cell.strip()!r}, {what} "
+                    f"(features must be finite, |x| <= {MAX_ABS_FEATURE:g}); fix or drop the row"
+                )
 
     class_names = sorted(set(labels), key=_label_key(set(labels)))
     if len(class_names) < 2:

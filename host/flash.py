@@ -99,6 +99,19 @@ def mpremote(port: str, *args: str, timeout: float = 60.0) -> str:
     return res.stdout
 
 
+def check_port(port: str) -> None:
+    """CLIError naming the problem when PORT is a device path that does not exist or that
+    another program holds (mpremote itself says "failed to access" for both)."""
+    if not port.startswith("/"):
+        return  # an mpremote shortcut (a0, u0, …) or a URL: mpremote resolves it
+    from .link import LinkError, open_port
+
+    try:
+        open_port(port).close()
+    except LinkError as exc:
+        raise CLIError(str(exc)) from None
+
+
 def board_arch(port: str) -> tuple[int, str]:
     """(mpy version, mpy-cross -march) of the board on PORT."""
     out = mpremote(
@@ -142,6 +155,7 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
     """Copy runtime + blob to the board on PORT, verify them, and switch over."""
     if not blob.is_file():
         raise CLIError(f"{blob}: no such blob; run 'make export' first")
+    check_port(port)
     sources = device_sources()
     arch = None
     if use_mpy:

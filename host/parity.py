@@ -31,6 +31,7 @@ from .paths import BUILD_DIR
 from .ports import add_port_arguments, board_port
 
 FLOAT_TOL = 1e-4
+DEFAULT_MODEL = BUILD_DIR / "model.npz"
 MAX_RESTARTS = 3  # board resets tolerated per run (the server is restarted, the batch resent)
 
 
@@ -45,12 +46,59 @@ def load_samples(
     if dataset is not None:
         return load_dataset(dataset)
     if model_path is not None and model_path.is_file():
-        with np.load(model_path, allow_pickle=False) as npz:
-            meta = json.loads(str(npz["meta"]))
+        meta = _model_meta(model_path)
         if meta.get("csv"):
             return load_csv(meta["csv"], target=meta.get("target"))
         return load_dataset(meta.get("dataset", "iris"))
     return load_dataset("iris")
+
+
+def _model_meta(model_path: Path) -> dict:
+    """The meta record of a trained model (docs/model-format.md); CLIError if unreadable."""
+    try:
+        with np.load(model_path, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+        if not isinstance(meta, dict):
+            raise ValueError("meta is not a JSON object")
+    except Exception as exc:  # zip, npy, pickle, key and JSON errors alike: not our file
+        raise CLIError(
+            f"{model_path}: not a readable tinyattn model ({type(exc).__name__}: {exc}); "
+            "re-run 'make train', or name the data with --dataset or --csv"
+        ) from None
+    return meta
+
+
+def check_samples(blob: Any, X: np.ndarray, feature_names: list[str], source: str) -> None:
+    """CLIError unless X [N, F] suits the blob and the board: the blob's number of features,
+    all finite with |x| <= MAX_ABS_FEATURE (the server's limit, docs/protocol.md)."""
+    from .data import MAX_ABS_FEATURE
+
+    if X.ndim != 2 or X.shape[1] != blob.n_features:
+        cols = X.shape[1] if X.ndim == 2 else 0
+        raise CLIError(
+            f"{source} has {cols} feature columns ({', '.join(feature_names)}), the model "
+            f"takes {blob.n_features}; use data with the model's features in the same order "
+            "(a CSV as given to 'tinyattn train', with --target naming its label column)"
+        )
+    bad = np.argwhere(~(np.abs(X) <= MAX_ABS_FEATURE))  # NaN too
+    if len(bad):
+        i, j = (int(v) for v in bad[0])
+        raise CLIError(
+            f"{source}: sample {i}, feature {feature_names[j]!r} is {X[i, j]:g}; features must "
+            f"be finite with |x| <= {MAX_ABS_FEATURE:g}; fix or drop that sample"
+        )
+
+
+def read_blob_file(blob_path: Path) -> Any:
+    """The host reader's view of the blob file; CLIError naming the problem and the fix."""
+    from .blob import BlobError, read_blob
+
+    try:
+        return read_blob(blob_path.read_bytes(), source=str(blob_path))
+    except FileNotFoundError:
+        raise CLIError(f"{blob_path}: no such blob; run 'make export' first") from None
+    except (OSError, BlobError) as exc:
+        raise CLIError(str(exc)) from None
 
 
 def host_reference(blob_bytes: bytes, X: np.ndarray) -> dict[str, np.ndarray]:
@@ -260,10 +308,9 @@ def parity(
     model_path: str = "model.bin",
 ) -> dict:
     """Run the whole parity check against the board on PORT; returns the report."""
-    try:
-        ref = host_reference(blob_path.read_bytes(), X)
-    except FileNotFoundError:
-        raise CLIError(f"{blob_path}: no such blob; run 'make export' first") from None
+    blob = read_blob_file(blob_path)
+    check_samples(blob, X, [f"x{j}" for j in range(X.shape[-1])], "the samples")
+    ref = host_reference(blob_path.read_bytes(), X)
     if path != "float" and "logits_q" not in ref:
         raise CLIError(f"{blob_path} holds float32 weights only: use --path float")
     with BoardLink(port, baud=baud, timeout=timeout) as link:
@@ -286,8 +333,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         type=Path,
-        default=BUILD_DIR / "model.npz",
-        help="trained model whose dataset is used (default %(default)s)",
+        help=f"trained model whose dataset is used (default {DEFAULT_MODEL} when it exists)",
     )
     parser.add_argument("--dataset", choices=["iris", "wine"], help="override the dataset")
     parser.add_argument("--csv", type=Path, help="samples from this CSV instead")
@@ -301,10 +347,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.target is not None and args.csv is None:
+        raise CLIError("--target needs --csv FILE (it names the label column of that CSV)")
+    model = args.model
+    if model is not None and not model.is_file():
+        raise CLIError(
+            f"{model}: no such model file; pass the model the blob was exported from, or leave "
+            f"--model out (default {DEFAULT_MODEL} when it exists)"
+        )
+    if model is None and DEFAULT_MODEL.is_file():
+        model = DEFAULT_MODEL
     try:
-        data = load_samples(args.model, args.dataset, args.csv, args.target)
+        data = load_samples(model, args.dataset, args.csv, args.target)
     except (OSError, ValueError) as exc:
         raise CLIError(str(exc)) from None
+    source = str(args.csv or data.name)
+    check_samples(read_blob_file(args.blob), data.X, data.feature_names, source)
     try:
         with board_port(args.port) as port:
             report = parity(
