@@ -67,15 +67,27 @@ for _p in {names!r}:
     print('RB', _p, *_readback(_p))
 """
 
+# The switch-over, in the order given (the blob last). os.rename replaces the old file in one
+# step where the filesystem can (littlefs on RP2040/ESP32, the unix port); FAT cannot rename
+# over a file, so there the old one is removed first. A stale twin (.py vs .mpy) goes after.
 _COMMIT = """
 import os
-for _new, _final, _stale in {moves!r}:
-    for _old in (_final, _stale):
+def _move(new, final):
+    try:
+        os.rename(new, final)
+    except OSError:
         try:
-            os.remove(_old)
+            os.remove(final)
         except OSError:
             pass
-    os.rename(_new, _final)
+        os.rename(new, final)
+for _new, _final, _stale in {moves!r}:
+    _move(_new, _final)
+    try:
+        os.remove(_stale)
+    except OSError:
+        pass
+    print('MOVED', _final)
 print('COMMITTED')
 """
 
@@ -172,23 +184,38 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
         disable=None if progress else True,
         file=sys.stderr,
     )
-    for src, name in bar:
+    for k, (src, name) in enumerate(bar):
         bar.set_postfix_str(name)
-        mpremote(port, "cp", str(src), f":{name}.new")
+        try:
+            mpremote(port, "cp", str(src), f":{name}.new")
+        except CLIError as exc:
+            raise CLIError(
+                f"{exc}; stopped while copying {name} ({k} of {len(files)} files staged as "
+                "*.new), the board still has all its previous files — retry 'tinyattn flash'"
+            ) from None
     bar.close()
 
     local = {name: (src.stat().st_size, _sha256(src)) for src, name in files}
     staged = readback(port, [f"{name}.new" for name in local])
     for name, want in local.items():
-        if staged.get(f"{name}.new") != want:
+        got = staged.get(f"{name}.new")
+        if got != want:
+            what = (
+                "missing" if got is None or got[0] < 0
+                else f"{got[0]} bytes, want {want[0]}" if got[0] != want[0]
+                else "same size, different SHA-256"
+            )  # fmt: skip
             raise CLIError(
-                f"{name}: read-back from the board does not match (got "
-                f"{staged.get(name + '.new')}, want size {want[0]}); the previous files are "
-                "untouched — retry 'tinyattn flash'"
+                f"{name}: the copy on the board does not read back as sent ({what}); the "
+                "previous files are untouched — retry 'tinyattn flash'"
             )
-    moves = [(f"{name}.new", name, _other_kind(name)) for name in local]
-    if "COMMITTED" not in mpremote(port, "exec", _COMMIT.format(moves=moves)):
-        raise CLIError("the board did not confirm the switch-over; retry 'tinyattn flash'")
+    moves = [(f"{name}.new", name, _other_kind(name)) for name in local]  # the blob last
+    try:
+        done = mpremote(port, "exec", _COMMIT.format(moves=moves))
+    except CLIError as exc:
+        done = str(exc)
+    if "COMMITTED" not in done:
+        raise CLIError(switch_status(port, local, done.strip().splitlines()[-1:]))
     final = readback(port, list(local))
     bad = [name for name, want in local.items() if final.get(name) != want]
     if bad:
@@ -200,6 +227,36 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
             name: {"bytes": size, "sha256": digest} for name, (size, digest) in local.items()
         },
     }
+
+
+def switch_status(port: str, local: dict[str, tuple[int, str]], why: list[str]) -> str:
+    """What the board holds after a switch-over that did not finish: which files are the new
+    version, which the previous one, which are missing (and whether their verified *.new copy
+    is still there to finish with)."""
+    reason = f" ({why[0]})" if why else ""
+    try:
+        got = readback(port, [*local, *(f"{name}.new" for name in local)])
+    except CLIError as exc:
+        return (
+            f"the switch-over to the new files did not finish{reason} and the board does not "
+            f"answer ({exc}); once it does, retry 'tinyattn flash'"
+        )
+    new, old, missing = [], [], []
+    for name, want in local.items():
+        final = got.get(name, (-1, ""))
+        if final == want:
+            new.append(name)
+        elif final[0] >= 0:
+            old.append(name)
+        else:
+            staged = got.get(f"{name}.new") == want
+            missing.append(name + (f" ({name}.new is there)" if staged else ""))
+    parts = [f"{label}: {', '.join(names)}" for label, names in
+             (("new", new), ("previous version", old), ("missing", missing)) if names]  # fmt: skip
+    return (
+        f"the switch-over to the new files did not finish{reason}; on the board now "
+        f"{'; '.join(parts)} — retry 'tinyattn flash' to finish"
+    )
 
 
 def device_sources() -> list[Path]:

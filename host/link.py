@@ -278,10 +278,11 @@ class BoardLink:
                     "run 'tinyattn flash' to install the device files"
                 )
             if b"\x04" in line or b"Traceback" in line or b"Error" in line:
-                rest = line + self.drain(quiet=0.2, limit=2.0)
-                msg = rest.replace(b"\x04", b" ").decode(errors="replace").strip()
-                raise LinkError(
-                    f"{self.port}: the server failed to start: {msg}; "
+                rest = (line + b"\n" + self.drain(quiet=0.2, limit=2.0)).replace(b"\x04", b"\n")
+                text = rest.decode(errors="replace").splitlines()
+                last = [x.strip() for x in text if x.strip() not in ("", ">")]
+                raise LinkError(  # the exception line of the traceback says what is missing
+                    f"{self.port}: the server failed to start: {last[-1] if last else '?'}; "
                     "run 'tinyattn flash' to (re)install the device files"
                 )
             obj = unframe(line)

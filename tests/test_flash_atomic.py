@@ -1,0 +1,170 @@
+# Host (CPython): an interrupted `tinyattn flash` never loses the model on the board (issue 6).
+"""Flash is atomic from the user's point of view, checked on a virtual board.
+
+`tinyattn flash` copies every file to `NAME.new`, reads each back on the board (size +
+SHA-256), and only then renames them over the old files, the blob last (host/flash.py). So:
+- killed while copying (SIGKILL to tinyattn and its mpremote child, at the first and at the
+  last file): every previous file is byte for byte what it was, and parity still passes with
+  the previous blob; a second flash then completes;
+- a copy that does not read back as sent (cut short, or one byte changed): flash stops with
+  one line naming the file, nothing is switched, parity passes with the previous blob;
+- a switch-over that stops part-way (the board loses power after k of the n renames,
+  simulated by running the real rename code on the first k entries only): flash says which
+  files are new, which are the previous version, which are missing; the previous model still
+  runs;
+- a first flash killed on a fresh board: nothing usable is there, and parity says exactly
+  what is missing and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tinyattn import cli
+from tinyattn import flash as flash_mod
+from tinyattn.cli import CLIError
+from tinyattn.data import load_dataset
+from tinyattn.parity import parity
+
+pytestmark = pytest.mark.serial
+
+CLI = [sys.executable, "-c", "import sys; from tinyattn.cli import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="module")
+def blobs(reference_model: dict[str, Path], tmp_path_factory) -> dict[str, Path]:
+    """old: the int8 reference blob; new: the same model exported as float32 (other bytes)."""
+    new = tmp_path_factory.mktemp("new") / "model_f32.bin"
+    code = cli.main(["export", "--model", str(reference_model["npz"]), "--out", str(new),
+                     "--float32"])  # fmt: skip
+    assert code == 0
+    return {"old": reference_model["blob"], "new": new}
+
+
+@pytest.fixture
+def board(vboard_factory, blobs):
+    """A virtual board flashed with the old blob."""
+    vb = vboard_factory()
+    flash_mod.flash(vb.port, blobs["old"], progress=False)
+    return vb
+
+
+def _files(vb) -> dict[str, bytes]:
+    """The board's files (its flash folder), *.new copies left out."""
+    return {p.name: p.read_bytes() for p in vb.fs_dir.iterdir() if not p.name.endswith(".new")}
+
+
+def _parity_passes(port: str, blob: Path, path: str = "both") -> dict:
+    iris = load_dataset("iris")
+    X, y = iris.X[::5], iris.y[::5]  # 30 samples are enough to tell the models apart
+    s = parity(port, blob, X, y, path=path, timeout=2.0, bench_n=0, progress=False)["summary"]
+    assert s["passed"] and s["answered"] == len(y), s
+    return s
+
+
+def _kill_flash_when(vb, blob: Path, staged: str, limit: float = 60.0) -> None:
+    """Run `tinyattn flash` as a subprocess and SIGKILL it (with its mpremote) as soon as the
+    board's flash holds the file `staged`, i.e. while that file is being copied."""
+    proc = subprocess.Popen([*CLI, "flash", "--port", vb.port, "--blob", str(blob), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    target = vb.fs_dir / staged
+    end = time.monotonic() + limit
+    try:
+        while not target.exists():
+            assert proc.poll() is None, f"flash ended before {staged} appeared: {proc.stderr}"
+            assert time.monotonic() < end, f"{staged} never appeared"
+            time.sleep(0.002)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("at", ["first file", "blob"])
+def test_flash_atomic_killed_mid_copy_keeps_previous_model(board, blobs, at):
+    before = _files(board)
+    first = flash_mod.device_sources()[0].name
+    _kill_flash_when(
+        board, blobs["new"], f"{first}.new" if at == "first file" else "model.bin.new"
+    )
+    assert _files(board) == before  # every previous file, byte for byte
+    assert (board.fs_dir / "model.bin").read_bytes() == blobs["old"].read_bytes()
+    _parity_passes(board.port, blobs["old"])
+    # and the next flash finishes the job
+    flash_mod.flash(board.port, blobs["new"], progress=False)
+    assert (board.fs_dir / "model.bin").read_bytes() == blobs["new"].read_bytes()
+    assert not [p for p in board.fs_dir.iterdir() if p.name.endswith(".new")]
+    _parity_passes(board.port, blobs["new"], path="float")
+
+
+@pytest.mark.parametrize("damage", ["cut short", "one byte changed"])
+def test_flash_atomic_readback_mismatch_switches_nothing(board, blobs, monkeypatch, tmp_path,
+                                                         damage):  # fmt: skip
+    """The blob arrives damaged (mpremote reported success): the read-back catches it."""
+    data = blobs["new"].read_bytes()
+    bad = tmp_path / "damaged.bin"
+    bad.write_bytes(data[: len(data) // 2] if damage == "cut short"
+                    else data[:100] + bytes([data[100] ^ 1]) + data[101:])  # fmt: skip
+    real = flash_mod.mpremote
+
+    def mpremote(port: str, *args: str, **kw) -> str:
+        if args[:1] == ("cp",) and args[2] == ":model.bin.new":
+            args = ("cp", str(bad), args[2])
+        return real(port, *args, **kw)
+
+    monkeypatch.setattr(flash_mod, "mpremote", mpremote)
+    before = _files(board)
+    with pytest.raises(CLIError) as err:
+        flash_mod.flash(board.port, blobs["new"], progress=False)
+    msg = str(err.value)
+    want = f"{len(data) // 2} bytes, want {len(data)}" if damage == "cut short" else "SHA-256"
+    assert msg.startswith("model.bin: the copy on the board does not read back") and want in msg
+    assert "previous files are untouched" in msg and "\n" not in msg
+    assert _files(board) == before
+    _parity_passes(board.port, blobs["old"])
+
+
+def test_flash_atomic_switch_over_cut_short_reports_what_is_where(board, blobs, monkeypatch):
+    """Power lost after 3 of the n renames (the real rename code, run on the first 3 entries):
+    the blob is renamed last, so the previous model is still whole and still runs; the
+    message lists what is new and what is the previous version."""
+    commit = flash_mod._COMMIT.replace("{moves!r}:", "{moves!r}[:3]:")
+    commit = commit.replace("print('COMMITTED')", "raise OSError(5, 'power lost')")
+    assert commit != flash_mod._COMMIT and "COMMITTED" not in commit
+    monkeypatch.setattr(flash_mod, "_COMMIT", commit)
+    with pytest.raises(CLIError) as err:
+        flash_mod.flash(board.port, blobs["new"], progress=False)
+    msg = str(err.value)
+    assert "switch-over to the new files did not finish" in msg and "power lost" in msg, msg
+    assert "previous version: model.bin" in msg and "missing" not in msg, msg
+    assert "retry 'tinyattn flash'" in msg and "\n" not in msg
+    assert (board.fs_dir / "model.bin").read_bytes() == blobs["old"].read_bytes()
+    assert (board.fs_dir / "model.bin.new").read_bytes() == blobs["new"].read_bytes()
+    _parity_passes(board.port, blobs["old"])
+    monkeypatch.undo()
+    flash_mod.flash(board.port, blobs["new"], progress=False)  # retry finishes the job
+    _parity_passes(board.port, blobs["new"], path="float")
+
+
+def test_flash_atomic_first_flash_killed_then_parity_names_what_is_missing(
+    vboard, blobs, capsys, tmp_path
+):
+    _kill_flash_when(vboard, blobs["old"], "model.bin.new")
+    assert (
+        not (vboard.fs_dir / "model.bin").exists() and not (vboard.fs_dir / "server.py").exists()
+    )
+    code = cli.main(["parity", "--port", vboard.port, "--blob", str(blobs["old"]),
+                     "--report", str(tmp_path / "p.json"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "no module named 'server'" in lines[0] and "run 'tinyattn flash'" in lines[0], lines
