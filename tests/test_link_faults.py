@@ -134,7 +134,7 @@ def test_link_faults_dropped_bytes_resync(vb, reference_model, iris, seed):
     s = _assert_resynced(report)
     link = s["link"]
     assert link["damaged_replies"] + link["resends"] >= 5, link  # the faults did hit
-    print(f"\ndrop 1e-3 seed {seed}: {seconds:.1f} s, link {link}")
+    print(f"\ndrop 1e-3 seed {seed}: {seconds:.1f} s, {s['split_batches']} splits, link {link}")
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -144,7 +144,7 @@ def test_link_faults_corrupted_bytes_resync(vb, reference_model, iris, seed):
     s = _assert_resynced(report)
     link = s["link"]
     assert link["damaged_replies"] + link["resends"] >= 5, link
-    print(f"\ncorrupt 1e-3 seed {seed}: {seconds:.1f} s, link {link}")
+    print(f"\ncorrupt 1e-3 seed {seed}: {seconds:.1f} s, {s['split_batches']} splits, {link}")
 
 
 def test_link_faults_garbage_lines_and_forged_replies_are_skipped(
