@@ -167,6 +167,12 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
     """Copy runtime + blob to the board on PORT, verify them, and switch over."""
     if not blob.is_file():
         raise CLIError(f"{blob}: no such blob; run 'make export' first")
+    from .blob import BlobError, read_blob
+
+    try:  # the board's reader makes the same checks: do not deploy what it would refuse
+        read_blob(blob.read_bytes(), source=str(blob))
+    except BlobError as exc:
+        raise CLIError(f"{exc} (nothing was flashed)") from None
     check_port(port)
     sources = device_sources()
     arch = None
