@@ -241,6 +241,7 @@ def attn_f(q, k, v, ctx, sc, p):
                     s += q[qo + c] * k[ko + c]
                 s *= scale
                 sc[j] = s
+                s = sc[j]  # the stored (float32) value: the max must be one of them
                 if j == 0 or s > mx:
                     mx = s
                 ko += E

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ def load_npz(path: str | Path) -> NpzModel:
         raise ValueError(
             f"{path}: not found; train first with 'tinyattn train --out {path}'"
         ) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a readable .npz model file ({exc})") from None
     if "meta" not in arrays:
         raise ValueError(f"{path}: no 'meta' entry; not a tinyattn model file")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,7 +264,7 @@ def load_model(path: str | Path) -> ModelFile:
             arrays = {key: npz[key] for key in npz.files}
     except FileNotFoundError:
         raise ValueError(f"{path}: not found; run 'tinyattn train --out {path}' first") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a readable .npz model file ({exc})") from None
     if "meta" not in arrays:
         raise ValueError(f"{path}: no 'meta' entry; not a tinyattn model file")

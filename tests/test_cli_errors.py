@@ -227,11 +227,6 @@ def test_cli_errors_corrupt_blob_and_model(capsys, tmp_path, reference_model, no
 
 
 @pytest.mark.host
-@pytest.mark.xfail(
-    strict=True,
-    reason="tinyattn export on a truncated .npz raises zipfile.BadZipFile (floatref.load_npz "
-    "catches ValueError only); reported, files owned by another helper",
-)
 def test_cli_errors_export_truncated_model(tmp_path, reference_model):
     bad = tmp_path / "cut.npz"
     bad.write_bytes(reference_model["npz"].read_bytes()[:300])

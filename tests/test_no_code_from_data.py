@@ -315,14 +315,6 @@ def _largest_number(line: str) -> float:
 
 
 @pytest.mark.host
-@pytest.mark.xfail(
-    strict=True,
-    reason="device/attention_kernels.py attn_f takes the softmax max over the unrounded "
-    "double scores but subtracts it from the float32-stored ones: with a feature of 1e6 the "
-    "scores reach ~1e11 and exp() overflows or every term underflows (OverflowError / "
-    "ZeroDivisionError) on double-precision ports (unix port, CPython); the server answers "
-    "'internal error'. Fix: max over the stored values (s = sc[j] after storing). Reported.",
-)
 def test_no_code_from_data_float_path_large_features(server):
     srv, model = server
     failed = []
