@@ -91,11 +91,23 @@ def _check_op(k, op, layout, shape, quantized, last, fail):
         for p in shifts:
             if not 1 <= ip[p] <= 30:
                 raise fail("op %d (%s): %s = %d out of range 1..30" % (k, name, p, ip[p]))
-        for p in multipliers + [role for role in op.t if role[0] == "m"]:
+        # tensors by sorted role, as the host: a MicroPython dict has no insertion order
+        for p in multipliers + sorted(role for role in op.t if role[0] == "m"):
             for m in op.t[p].data if p in op.t else (ip[p],):
                 if not 0 <= m < 32768:
                     raise fail(
                         "op %d (%s): multiplier %s = %d out of range 0..32767" % (k, name, p, m)
+                    )
+        if "lut" in op.t:  # EXP_HI, EXP_LO start at 2**14 and never increase
+            lut = op.t["lut"].data
+            for r in (0, 16):
+                bad = lut[r] != 16384
+                for i in range(r, r + 15):
+                    bad = bad or lut[i + 1] > lut[i]
+                if bad:
+                    raise fail(
+                        "op %d (%s): lut is not an exp table (row 0 must be 16384, rows must "
+                        "not increase)" % (k, name)
                     )
         for p in op.fp:
             if not (_finite(op.fp[p]) and op.fp[p] > 0):

@@ -638,12 +638,21 @@ def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: boo
             if not SHIFT_MIN <= ip[name] <= SHIFT_MAX:
                 raise fail(f"op {k} ({kind}): {name} = {ip[name]} out of range 1..30")
         multipliers = [(name, ip[name]) for name in layout.multipliers]
-        multipliers += [
-            (role, int(v)) for role, a in op.tensors.items() if role[0] == "m" for v in a.ravel()
+        multipliers += [  # tensors by sorted role: the device's dicts have no insertion order
+            (role, int(v))
+            for role, a in sorted(op.tensors.items())
+            if role[0] == "m"
+            for v in a.ravel()
         ]
         for name, m in multipliers:
             if not 0 <= m < M_LIMIT:
                 raise fail(f"op {k} ({kind}): multiplier {name} = {m} out of range 0..32767")
+        if "lut" in op.tensors:  # EXP_HI, EXP_LO start at 2**14 and never increase
+            lut = [int(v) for v in op.tensors["lut"].ravel()]
+            for row in (lut[:16], lut[16:]):
+                if row[0] != 16384 or any(row[i + 1] > row[i] for i in range(15)):
+                    raise fail(f"op {k} ({kind}): lut is not an exp table (row 0 must be "
+                               "16384, rows must not increase)")  # fmt: skip
     else:
         zero = [
             n

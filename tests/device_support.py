@@ -166,6 +166,7 @@ def corruptions(data: bytes) -> list[tuple[str, bytes]]:
                                + len(e.name))) % 4 for e in table)  # fmt: skip
     ends = sorted((e.offset + e.nbytes) for e in table)
     gap = next(end for end in ends if end % 4)  # a tensor whose data needs padding
+    lut = next(e for e in table if e.name.endswith("lut"))
 
     def put(fmt: str, offset: int, *values, crc: bool = True) -> bytes:
         b = bytearray(data)
@@ -197,4 +198,5 @@ def corruptions(data: bytes) -> list[tuple[str, bytes]]:
         ("misaligned", put("<I", t0 + 4, table[0].offset + 2)),
         ("data padding", put("B", gap, 1)),
         ("multiplier", put("<h", table[3].offset, -1)),
+        ("lut", put("<H", lut.offset + 2, 20000)),  # EXP_HI[1] above EXP_HI[0]: not an exp
     ]

@@ -520,3 +520,14 @@ def test_blob_random_corruptions_raise_only_blob_error(ref_bytes):
         except BlobError:
             rejected += 1
     assert rejected > 1000
+
+
+def test_blob_lut_that_is_not_an_exp_table_rejected(ref_bytes):
+    """A LUT with a valid CRC but a rising entry would make the device's softmax sum wrong
+    (or zero): the reader refuses it, as the device reader does (tests/device_support.py)."""
+    blob = read_blob(ref_bytes)
+    lut = next(e for e in blob.tensor_table if e.name.endswith("lut"))
+    for offset, value in ((0, 16383), (2, 16385), (32, 0)):
+        bad = bytearray(ref_bytes)
+        struct.pack_into("<H", bad, lut.offset + offset, value)
+        expect(recrc(bad), "lut is not an exp table")
