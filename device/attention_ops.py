@@ -86,6 +86,15 @@ def _slots(op, quantized, k, fail):
 def _check_op(k, op, layout, shape, quantized, last, fail):
     """Check an op's parameters against its input shape; returns its output shape."""
     ip, name = op.ip, op.name
+    for role in sorted(op.t):  # scales and float32 weights: finite only
+        t = op.t[role]
+        if t.dtype == 4:
+            for v in t.data:
+                if v - v != 0:  # inf - inf and nan - nan are nan
+                    raise fail(
+                        "op %d (%s): tensor %s has a non-finite value (inf or NaN)"
+                        % (k, name, role)
+                    )
     shifts, multipliers = layout[3].split(), layout[4].split()
     if quantized:
         for p in shifts:

@@ -628,6 +628,9 @@ def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
 def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: bool, fail):
     """Check one op's attributes against its input shape; returns its output shape."""
     ip, kind = op.iparams, op.kind
+    for role, a in sorted(op.tensors.items()):  # scales and float32 weights: finite only
+        if a.dtype == F32 and not np.all(np.isfinite(a)):
+            raise fail(f"op {k} ({kind}): tensor {role} has a non-finite value (inf or NaN)")
 
     def mismatch(detail: str) -> BlobError:
         return fail(f"shape mismatch in op {k} ({kind}): {detail}")

@@ -199,4 +199,8 @@ def corruptions(data: bytes) -> list[tuple[str, bytes]]:
         ("data padding", put("B", gap, 1)),
         ("multiplier", put("<h", table[3].offset, -1)),
         ("lut", put("<H", lut.offset + 2, 20000)),  # EXP_HI[1] above EXP_HI[0]: not an exp
+        (
+            "scale inf",
+            put("<I", next(e for e in table if e.name.endswith("s")).offset, 0x7F800000),
+        ),
     ]

@@ -531,3 +531,12 @@ def test_blob_lut_that_is_not_an_exp_table_rejected(ref_bytes):
         bad = bytearray(ref_bytes)
         struct.pack_into("<H", bad, lut.offset + offset, value)
         expect(recrc(bad), "lut is not an exp table")
+
+
+def test_blob_non_finite_float32_tensor_rejected(ref_bytes):
+    blob = read_blob(ref_bytes)
+    scales = next(e for e in blob.tensor_table if e.dtype == tb.F32)
+    for value in (float("inf"), float("nan")):
+        bad = bytearray(ref_bytes)
+        struct.pack_into("<f", bad, scales.offset, value)
+        expect(recrc(bad), "non-finite value")

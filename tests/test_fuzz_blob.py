@@ -296,6 +296,7 @@ PROBLEMS = [
     ("not ASCII", "tensor name"), ("class names", "class names"), ("norm ", "normalization"),
     ("out of range", "value out of range"), ("over the limit", "value out of range"),
     ("must be", "value out of range"), ("refers to tensor", "tensor index"),
+    ("non-finite value", "non-finite float"), ("not an exp table", "bad exp table"),
 ]  # fmt: skip
 
 
