@@ -32,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tinyattn",
         description="Tiny attention classifier: NumPy on the PC, MicroPython on the board.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="typical run:\n"
+        "  tinyattn train && tinyattn export      # build/model.npz, build/model.bin\n"
+        "  tinyattn flash --port /dev/ttyACM0     # or no --port: a virtual board\n"
+        "  tinyattn parity --port /dev/ttyACM0    # host vs device, build/parity.json\n"
+        "'tinyattn COMMAND --help' for each command; 'make demo' does it all.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():

@@ -330,7 +330,10 @@ def parity(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_port_arguments(parser)
-    parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
+    parser.add_argument(
+        "--blob", type=Path, default=BUILD_DIR / "model.bin",
+        help="the blob flashed on the board (default %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
         "--model",
         type=Path,
@@ -339,8 +342,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", choices=["iris", "wine"], help="override the dataset")
     parser.add_argument("--csv", type=Path, help="samples from this CSV instead")
     parser.add_argument("--target", help="target column of --csv")
-    parser.add_argument("--path", choices=["float", "int8", "both"], default="both")
-    parser.add_argument("--report", type=Path, default=BUILD_DIR / "parity.json")
+    parser.add_argument(
+        "--path", choices=["float", "int8", "both"], default="both",
+        help="which inference path to compare (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--report", type=Path, default=BUILD_DIR / "parity.json",
+        help="JSON report: summary + one row per sample (default %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
     parser.add_argument("--bench", type=int, default=200, help="bench iterations (0: none)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary last")
