@@ -374,6 +374,19 @@ def run(model_path="model.bin", stdin=None, stdout=None):
     reader = LineReader(stdin, MAX_LINE)  # the big buffer first, while the heap is whole
     try:
         model = Model(model_path)
+    except MemoryError:
+        gc.collect()
+        write_reply(
+            stdout,
+            {
+                "banner": "tinyattn-server",
+                "protocol": PROTOCOL,
+                "ok": False,
+                "error": "not enough heap to load %s; flash the runtime precompiled "
+                "('tinyattn flash --mpy'), which needs far less" % model_path,
+            },
+        )
+        return
     except (OSError, ValueError, ImportError) as exc:
         write_reply(
             stdout,

@@ -288,7 +288,9 @@ class BoardLink:
             obj = unframe(line)
             if obj and obj.get("banner") == "tinyattn-server":
                 if not obj.get("ok"):
-                    raise _NoModel(f"{self.port}: {obj.get('error')}; run 'tinyattn flash'")
+                    err = str(obj.get("error"))
+                    fix = "" if "tinyattn flash" in err else "; run 'tinyattn flash'"
+                    raise _NoModel(f"{self.port}: {err}{fix}")
                 self.banner = obj
                 return obj
             if damaged_reply(line) or any(m in line for m in RESET_MARKERS):
