@@ -47,42 +47,52 @@ def relu(y, _a, _b, _c, _d, p):
 
 
 @micropython.native
+def softmax_q14(sc, n, p):
+    """Integer softmax of the scores sc[0:n] into sc[n:2n], probabilities in Q14
+    (docs/quantization.md): idx = requant(max - score) in steps of 1/32 (M_sm = p[4],
+    shift_sm = p[5]); e = 2**14 exp(-idx/32) from EXP_HI (p[8:24]) and EXP_LO (p[24:40]), 0 past
+    the table; p = round(e * 2**14 / sum e). Shared by attn and myattn."""
+    m_sm = p[4]
+    sh_sm = p[5]
+    r_sm = 1 << (sh_sm - 1)
+    mx = sc[0]
+    for j in range(1, n):
+        if sc[j] > mx:
+            mx = sc[j]
+    total = 0
+    for j in range(n):
+        idx = ((mx - sc[j]) * m_sm + r_sm) >> sh_sm
+        e = 0
+        if idx < 256:
+            e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+        sc[n + j] = e
+        total += e
+    half = total >> 1
+    for j in range(n, n + n):
+        sc[j] = ((sc[j] << 14) + half) // total
+
+
+@micropython.native
 def attn(q, k, v, ctx, sc, p):
     S = p[0]
     E = p[1]
     H = p[2]
     D = p[3]
-    m_sm = p[4]
-    sh_sm = p[5]
     m_ctx = p[6]
     sh_ctx = p[7]
-    r_sm = 1 << (sh_sm - 1)
     r_ctx = 1 << (sh_ctx - 1)
     for h in range(H):
         c0 = h * D
         for i in range(S):
             qo = i * E + c0
             ko = c0
-            mx = 0
             for j in range(S):  # score[j] = q[i, head] . k[j, head]
                 s = 0
                 for c in range(D):
                     s += q[qo + c] * k[ko + c]
                 sc[j] = s
-                if j == 0 or s > mx:
-                    mx = s
                 ko += E
-            total = 0
-            for j in range(S):  # e[j] = 2**14 exp(-idx/32) from EXP_HI, EXP_LO; 0 past the table
-                idx = ((mx - sc[j]) * m_sm + r_sm) >> sh_sm
-                e = 0
-                if idx < 256:
-                    e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
-                sc[S + j] = e
-                total += e
-            half = total >> 1
-            for j in range(S, S + S):  # p[j] in Q14
-                sc[j] = ((sc[j] << 14) + half) // total
+            softmax_q14(sc, S, p)  # p[j] in Q14 at sc[S + j]
             for c in range(D):  # ctx[i, c] = requant(sum_j p[j] v[j, c])
                 acc = 0
                 vo = c0 + c
@@ -149,27 +159,10 @@ def myattn(x, sc, qa, _a, _b, p):
     v2 = p[1]
     vo = p[2]
     q = p[3]
-    m_sm = p[4]
-    sh_sm = p[5]
     m_ap = p[6]
     sh_ap = p[7]
-    r_sm = 1 << (sh_sm - 1)
     r_ap = 1 << (sh_ap - 1)
-    mx = sc[0]
-    for j in range(1, v1):
-        if sc[j] > mx:
-            mx = sc[j]
-    total = 0
-    for j in range(v1):  # e[j] = 2**14 exp(-idx/32) from EXP_HI, EXP_LO; 0 past the table
-        idx = ((mx - sc[j]) * m_sm + r_sm) >> sh_sm
-        e = 0
-        if idx < 256:
-            e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
-        sc[v1 + j] = e
-        total += e
-    half = total >> 1
-    for j in range(v1, v1 + v1):  # weights w[j] in Q14
-        sc[j] = ((sc[j] << 14) + half) // total
+    softmax_q14(sc, v1, p)  # weights w[j] in Q14 at sc[v1 + j]
     for d in range(v2):  # applied[d] = requant(sum_j w[j] V[j, d]), after Q in qa
         acc = 0
         xi = vo + d
