@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="heap available to Python at the prompt, e.g. 100k (ESP32) or 200k (default: 100k)",
     )  # fmt: skip
     parser.add_argument(
+        "--reset-on-open", action="store_true",
+        help="behave like an ESP32 behind a USB-UART: every port open resets the board",
+    )  # fmt: skip
+    parser.add_argument(
         "--print-port-only", action="store_true",
         help="print only the port path (one line) instead of the usage notes",
     )  # fmt: skip
@@ -48,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    board = VirtualBoard(args.fs, heap=args.heap)
+    board = VirtualBoard(args.fs, heap=args.heap, reset_on_open=args.reset_on_open)
     try:
         port = board.start()
     except VirtualBoardError as exc:

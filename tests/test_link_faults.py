@@ -253,3 +253,20 @@ def test_link_faults_silent_board_from_the_start(vb, reference_model, capsys, tm
     assert seconds <= 10 + 3, seconds
     assert not out.exists()
     print(f"\nsilent from the start: {seconds:.1f} s: {line}")
+
+
+def test_link_faults_board_that_resets_when_the_port_opens(vboard_factory, reference_model):
+    """An ESP32 behind a USB-UART resets when a host opens the port (DTR/RTS auto-reset): ROM
+    lines, then the MicroPython banner. mpremote (flash) and the parity link open the port
+    several times; each time they wait out the boot and get to the raw REPL."""
+    from tinyattn.flash import flash
+    from tinyattn.parity import parity as run_parity
+
+    board = vboard_factory(reset_on_open=True)
+    summary = flash(board.port, reference_model["blob"], progress=False)
+    assert set(summary["files"]) >= {"attention.py", "server.py", "model.bin"}
+    data = load_dataset("iris")
+    s = run_parity(board.port, reference_model["blob"], data.X, data.y, bench_n=0,
+                   progress=False)["summary"]  # fmt: skip
+    assert s["passed"] and s["int8_exact"] == 150, s
+    assert board.hard_resets >= 2  # it really did reset on the opens

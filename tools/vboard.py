@@ -63,6 +63,9 @@ _CHUNK = 65536
 _TO_HOST_HIGH = 256 * 1024  # stop reading the interpreter's output above this backlog
 _TO_BOARD_MAX = 1024 * 1024  # host bytes beyond this backlog are lost (RX overflow)
 _TRANSCRIPT_MAX = 256 * 1024
+ESP32_ROM_BOOT = (  # what an ESP32's ROM prints after a DTR/RTS reset, before MicroPython
+    b"ets Jun  8 2016 00:22:57\r\n\r\nrst:0x1 (POWERON_RESET),boot:0x13 (SPI_FAST_FLASH_BOOT)\r\n"
+)
 _NO_CLIENT_POLL_S = 0.02  # how often a port nobody has open is checked for a new client
 _DIRECTIONS = ("both", "to_board", "from_board")
 
@@ -257,12 +260,17 @@ class VirtualBoard:
         fault: FaultConfig | None = None,
         crlf: bool = True,
         boot_timeout: float = 10.0,
+        reset_on_open: bool = False,
     ) -> None:
         self.fs_dir = Path(fs_dir).resolve()
         self.heap = parse_heap(heap)
         self.micropython = micropython or find_micropython()
         self.crlf = crlf  # cook lone "\n" from the board into "\r\n", as a board's stdout does
         self.boot_timeout = boot_timeout
+        # An ESP32 behind a USB-UART with the usual auto-reset circuit: opening the port moves
+        # DTR/RTS and resets the chip (ROM lines, then the MicroPython banner), unless the host
+        # holds the lines; with True, every new client gets that hard reset.
+        self.reset_on_open = reset_on_open
         self.port: str | None = None
         # counters, for tests and reports
         self.boots = 0
@@ -497,6 +505,8 @@ class VirtualBoard:
             self._client = not self._master_hup()
             if not self._client:
                 timeout = _NO_CLIENT_POLL_S
+            elif self.reset_on_open and self._child is not None:
+                self._hard_reset(ESP32_ROM_BOOT)
         if self._restart_at is not None:
             if now >= self._restart_at:
                 self._restart_at = None
