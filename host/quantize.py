@@ -40,6 +40,8 @@ from .blob import (
     M_LIMIT,
     MYATTN_EXPLICIT,
     MYATTN_POOL,
+    OP_LAYOUTS,
+    OPCODES,
     SHIFT_MAX,
     SHIFT_MIN,
     Op,
@@ -386,6 +388,26 @@ def _quantize_myattn(model, i, op, s_in, shape, absmax, last, out_key) -> Op:
     )
 
 
+def _float32_op(kind: str, iparams: dict[str, int], tensors: dict[str, np.ndarray]) -> Op:
+    """A float32-blob op: the given attributes, every other iparam of the layout (shifts,
+    multipliers, act range) 0 and every fparam 1.0, as docs/blob-format.md defines it."""
+    layout = OP_LAYOUTS[OPCODES[kind]]
+    return Op(
+        kind, {**dict.fromkeys(layout.iparams, 0), **iparams},
+        dict.fromkeys(layout.fparams, 1.0), tensors,
+    )  # fmt: skip
+
+
+def _float32_tensors(model: NpzModel, i: int, groups: str) -> dict[str, np.ndarray]:
+    """`W{g}` and, when present, `b{g}` of op i as float32 ("" for dense, "qkvo", "ac")."""
+    tensors = {}
+    for g in groups or ("",):
+        tensors[f"W{g}"] = model.param(i, f"W{g}").astype(F32)
+        if model.param(i, f"b{g}") is not None:
+            tensors[f"b{g}"] = model.param(i, f"b{g}").astype(F32)
+    return tensors
+
+
 def float32_spec(model: NpzModel) -> QuantModelSpec:
     """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0."""
     ops: list[Op] = []
@@ -393,93 +415,32 @@ def float32_spec(model: NpzModel) -> QuantModelSpec:
     for i, op in enumerate(model.ops):
         kind = op["op"]
         if kind == "dense":
-            W, b = model.param(i, "W"), model.param(i, "b")
-            tensors = {"W": W.astype(F32)}
-            if b is not None:
-                tensors["b"] = b.astype(F32)
+            t = _float32_tensors(model, i, "")
+            n_out, n_in = t["W"].shape
             ops.append(
-                Op(
-                    "dense",
-                    {
-                        "in": W.shape[1],
-                        "out": W.shape[0],
-                        "has_bias": int(b is not None),
-                        "shift": 0,
-                        "act_min": 0,
-                        "act_max": 0,
-                    },
-                    {"s_in": 1.0, "s_out": 1.0},
-                    tensors,
-                )
+                _float32_op("dense", {"in": n_in, "out": n_out, "has_bias": int("b" in t)}, t)
             )
-            shape = shape[:-1] + (W.shape[0],)
+            shape = shape[:-1] + (n_out,)
         elif kind == "relu":
-            ops.append(Op("relu", {}))
+            ops.append(_float32_op("relu", {}, {}))
         elif kind == "reshape":
             if len(op["shape"]) != 2:
                 raise QuantizeError(f"op {i} (reshape): the blob reshapes to [S, E] only")
             shape = tuple(int(d) for d in op["shape"])
-            ops.append(Op("reshape", {"S": shape[0], "E": shape[1]}))
+            ops.append(_float32_op("reshape", {"S": shape[0], "E": shape[1]}, {}))
         elif kind == "attention":
             S, E = shape
-            tensors = {}
-            for p in "qkvo":
-                tensors[f"W{p}"] = model.param(i, f"W{p}").astype(F32)
-                if model.param(i, f"b{p}") is not None:
-                    tensors[f"b{p}"] = model.param(i, f"b{p}").astype(F32)
-            zeros = (
-                "shift_q",
-                "shift_k",
-                "shift_v",
-                "shift_o",
-                "M_sm",
-                "shift_sm",
-                "M_ctx",
-                "shift_ctx",
-            )
-            ops.append(
-                Op(
-                    "attention",
-                    {
-                        "S": S,
-                        "E": E,
-                        "H": int(op["num_heads"]),
-                        "has_bias": int("bq" in tensors),
-                        **dict.fromkeys(zeros, 0),
-                    },
-                    dict.fromkeys(("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"), 1.0),
-                    tensors,
-                )
-            )
+            t = _float32_tensors(model, i, "qkvo")
+            ip = {"S": S, "E": E, "H": int(op["num_heads"]), "has_bias": int("bq" in t)}
+            ops.append(_float32_op("attention", ip, t))
         elif kind == "avgpool":
             S, E = shape
-            ops.append(Op("avgpool", {"S": S, "E": E, "M": 0, "shift": 0}))
+            ops.append(_float32_op("avgpool", {"S": S, "E": E}, {}))
             shape = (E,)
         elif kind == "myattn":
             ip = _myattn_iparams(op, shape, f"op {i} (myattn)")
-            tensors = {}
-            for p in "ac":
-                tensors[f"W{p}"] = model.param(i, f"W{p}").astype(F32)
-                if model.param(i, f"b{p}") is not None:
-                    tensors[f"b{p}"] = model.param(i, f"b{p}").astype(F32)
-            zeros = (
-                "M_q",
-                "shift_q",
-                "shift_a",
-                "M_sm",
-                "shift_sm",
-                "M_ap",
-                "shift_ap",
-                "shift_c",
-            )
-            ops.append(
-                Op(
-                    "myattn",
-                    {**ip, "has_bias": int("ba" in tensors), **dict.fromkeys(zeros, 0)},
-                    dict.fromkeys(("s_in", "s_qk", "s_sc", "s_qa", "s_out"), 1.0),
-                    tensors,
-                )
-            )
+            t = _float32_tensors(model, i, "ac")
+            ops.append(_float32_op("myattn", {**ip, "has_bias": int("ba" in t)}, t))
             shape = (ip["out"],)
         else:
             raise QuantizeError(f"op {i} ({kind}) has no blob opcode")
