@@ -204,3 +204,67 @@ def corruptions(data: bytes) -> list[tuple[str, bytes]]:
             put("<I", next(e for e in table if e.name.endswith("s")).offset, 0x7F800000),
         ),
     ]
+
+
+# MicroPython scripts shared by the device tests (run with run_micropython).
+# argv: modules dir, blob, kernels, rows file (its first row is used). 100 run_int8 calls
+# under heap_lock inside a function, the heap delta of 100 more with gc off, and a control:
+# quantize (floats) must trip the lock.
+HEAP_LOCK = """
+import sys, gc, micropython
+sys.path.insert(0, sys.argv[1])
+from attention import Model
+m = Model(sys.argv[2], kernels=sys.argv[3])
+out = m.new_logits()
+with open(sys.argv[4]) as f:
+    x = [float(v) for v in f.readline().split()]
+xq = m.quantize(x)
+
+def run(n):
+    micropython.heap_lock()
+    try:
+        for _ in range(n):
+            m.run_int8(xq, out)
+    finally:
+        micropython.heap_unlock()
+
+def quantize_locked():
+    micropython.heap_lock()
+    try:
+        m.quantize(x, xq)
+    finally:
+        micropython.heap_unlock()
+
+def delta(n):  # in a function: binding a new global name would allocate
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    run(n)
+    b = gc.mem_alloc()
+    gc.enable()
+    return b - a
+
+run(1)
+run(100)
+d = delta(100)
+try:
+    quantize_locked()
+    control = "no MemoryError"
+except MemoryError:
+    control = "MemoryError"
+print([d, control, list(out)])
+"""
+
+# argv: modules dir, blob, kernels, kernel modules to import first. Heap held by the model.
+HEAP = """
+import sys, gc
+sys.path.insert(0, sys.argv[1])
+import attention
+for name in sys.argv[4:]:
+    __import__(name)
+gc.collect()
+a = gc.mem_alloc()
+m = attention.Model(sys.argv[2], kernels=sys.argv[3])
+gc.collect()
+print(gc.mem_alloc() - a)
+"""

@@ -15,7 +15,9 @@ from __future__ import annotations
 import pytest
 from device_support import (
     DEVICE_DIR,
+    HEAP,
     HEAP_BUDGET,
+    HEAP_LOCK,
     HEAP_MARGIN,
     MPY_HEAP,
     PY_HEAP,
@@ -64,65 +66,6 @@ for line in open(sys.argv[4]):
         print([None, None, None, m.logits(x, "float"), m.predict(x)])
 """
 
-# argv: modules dir, blob, kernels. 100 run_int8 calls under heap_lock inside a function, the
-# heap delta of 100 more with gc off, and a control: quantize (floats) must trip the lock.
-HEAP_LOCK = """
-import sys, gc, micropython
-sys.path.insert(0, sys.argv[1])
-from attention import Model
-m = Model(sys.argv[2], kernels=sys.argv[3])
-out = m.new_logits()
-x = [5.1, 3.5, 1.4, 0.2]
-xq = m.quantize(x)
-
-def run(n):
-    micropython.heap_lock()
-    try:
-        for _ in range(n):
-            m.run_int8(xq, out)
-    finally:
-        micropython.heap_unlock()
-
-def quantize_locked():
-    micropython.heap_lock()
-    try:
-        m.quantize(x, xq)
-    finally:
-        micropython.heap_unlock()
-
-def delta(n):  # in a function: binding a new global name would allocate
-    gc.collect()
-    gc.disable()
-    a = gc.mem_alloc()
-    run(n)
-    b = gc.mem_alloc()
-    gc.enable()
-    return b - a
-
-run(1)
-run(100)
-d = delta(100)
-try:
-    quantize_locked()
-    control = "no MemoryError"
-except MemoryError:
-    control = "MemoryError"
-print([d, control, list(out)])
-"""
-
-# argv: modules dir, blob, kernels, kernel modules to import first. Heap held by the model.
-HEAP = """
-import sys, gc
-sys.path.insert(0, sys.argv[1])
-import attention
-for name in sys.argv[4:]:
-    __import__(name)
-gc.collect()
-a = gc.mem_alloc()
-m = attention.Model(sys.argv[2], kernels=sys.argv[3])
-gc.collect()
-print(gc.mem_alloc() - a)
-"""
 
 # argv: modules dir, blob paths. Each blob's reader verdict.
 REJECT = """
@@ -224,10 +167,13 @@ def test_device_mp_odd_architecture_matches_host_references(forms, tmp_path, ker
 
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("form", ["mpy", "py"])
-def test_device_mp_run_int8_allocates_nothing_under_heap_lock(forms, blobs, form, kernels):
+def test_device_mp_run_int8_allocates_nothing_under_heap_lock(
+    forms, blobs, form, kernels, tmp_path
+):
     mods, heap = forms[form]
-    delta, control, out = literals(run_micropython(HEAP_LOCK, [mods, str(blobs[0]), kernels],
-                                                   heap))[0]  # fmt: skip
+    rows = write_rows(tmp_path / "rows.txt", iris_X()[:1])
+    delta, control, out = literals(run_micropython(HEAP_LOCK, [mods, str(blobs[0]), kernels,
+                                                               str(rows)], heap))[0]  # fmt: skip
     assert delta == 0  # 100 calls left nothing on the heap
     assert control == "MemoryError"  # the lock does catch an allocating call (quantize)
     xq, lq, _ = host_reference(blobs[0].read_bytes(), iris_X()[:1])
