@@ -14,9 +14,7 @@ References: DESIGN §3 (attention math), docs/quantization.md "Float path".
 
 from __future__ import annotations
 
-import json
 import math
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +22,7 @@ from typing import Any
 import numpy as np
 
 from .blob import MYATTN_EXPLICIT, QuantModelSpec
-
-MODEL_FORMAT = "tinyattn-model"
-MODEL_VERSION = 1
-
+from .model import read_npz
 
 # ---------------------------------------------------------------------------------------------
 # float64: the trained model straight from the npz
@@ -59,30 +54,10 @@ class NpzModel:
 
 
 def load_npz(path: str | Path) -> NpzModel:
-    """Read `docs/model-format.md`; raises ValueError naming what is wrong."""
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except FileNotFoundError:
-        raise ValueError(
-            f"{path}: not found; train first with 'tinyattn train --out {path}'"
-        ) from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{path}: not a readable .npz model file ({exc})") from None
-    if "meta" not in arrays:
-        raise ValueError(f"{path}: no 'meta' entry; not a tinyattn model file")
-    meta = json.loads(str(arrays.pop("meta")))
-    if meta.get("format") != MODEL_FORMAT or meta.get("version") != MODEL_VERSION:
-        raise ValueError(
-            f"{path}: format {meta.get('format')!r} version {meta.get('version')!r}, expected "
-            f"{MODEL_FORMAT!r} version {MODEL_VERSION}; re-run 'tinyattn train'"
-        )
-    for key in ("norm_mean", "norm_std"):
-        if key not in arrays:
-            raise ValueError(f"{path}: missing {key}; re-run 'tinyattn train'")
-    norm_mean = arrays.pop("norm_mean").astype(np.float64)
-    norm_std = arrays.pop("norm_std").astype(np.float64)
+    """Read `docs/model-format.md` (checked by `model.read_npz`) as float64 arrays."""
+    meta, norm_mean, norm_std, arrays = read_npz(path)
+    norm_mean = norm_mean.astype(np.float64)
+    norm_std = norm_std.astype(np.float64)
     params = {k: v.astype(np.float64) for k, v in arrays.items()}
     return NpzModel(meta, params, norm_mean, norm_std)
 

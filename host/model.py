@@ -256,8 +256,9 @@ def save_model(
     return path
 
 
-def load_model(path: str | Path) -> ModelFile:
-    """Read a `model.npz` (`allow_pickle=False`) and rebuild the model from its op list."""
+def read_npz(path: str | Path) -> tuple[dict[str, Any], np.ndarray, np.ndarray, dict]:
+    """Read and check a `model.npz` (`allow_pickle=False`, docs/model-format.md):
+    `(meta, norm_mean, norm_std, parameter arrays)`; ValueError naming what is wrong."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -279,7 +280,12 @@ def load_model(path: str | Path) -> ModelFile:
     for key in ("norm_mean", "norm_std"):
         if key not in arrays:
             raise ValueError(f"{path}: missing {key}; re-run 'tinyattn train'")
-    norm_mean, norm_std = arrays.pop("norm_mean"), arrays.pop("norm_std")
+    return meta, arrays.pop("norm_mean"), arrays.pop("norm_std"), arrays
+
+
+def load_model(path: str | Path) -> ModelFile:
+    """Read a `model.npz` and rebuild the model from its op list."""
+    meta, norm_mean, norm_std, arrays = read_npz(path)
     model = build_from_ops(meta["ops"])
     try:
         model.load_state_dict(arrays)

@@ -15,6 +15,7 @@ def device_dir() -> Path:
     """The device/ folder; tinyattn is installed editable from a clone (`make install`)."""
     if not (DEVICE_DIR / "attention.py").is_file():
         raise FileNotFoundError(
-            f"{DEVICE_DIR}/attention.py not found: install tinyattn from a clone with 'make install'"
+            f"{DEVICE_DIR}/attention.py not found: "
+            "install tinyattn from a clone with 'make install'"
         )
     return DEVICE_DIR
