@@ -12,6 +12,7 @@ Virtual-board fixtures skip with a reason when the MicroPython unix port is not 
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -107,3 +108,14 @@ def flashed_port(serial_port: str, reference_model: dict[str, Path]) -> str:
 
     flash(serial_port, reference_model["blob"], progress=False)
     return serial_port
+
+
+@pytest.fixture(scope="module")
+def attention():
+    """device/attention.py imported under CPython (the device runtime's API module)."""
+    device = str(Path(__file__).resolve().parent.parent / "device")
+    sys.path.insert(0, device)
+    try:
+        yield importlib.import_module("attention")
+    finally:
+        sys.path.remove(device)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import sys
 import zlib
 
 import numpy as np
@@ -29,15 +28,6 @@ from tinyattn.blob import BlobError as HostBlobError
 from tinyattn.blob import read_blob
 
 pytestmark = pytest.mark.host
-
-
-@pytest.fixture(scope="module")
-def attention():
-    sys.path.insert(0, str(DEVICE_DIR))
-    try:
-        yield importlib.import_module("attention")
-    finally:
-        sys.path.remove(str(DEVICE_DIR))
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,11 @@ blobs in every run); the numbers of blobs per kind are in N_EXAMPLES (10,000 in 
 from __future__ import annotations
 
 import collections
-import importlib
 import os
 import random
 import re
 import signal
 import struct
-import sys
 import tracemalloc
 import zlib
 from collections.abc import Callable
@@ -133,15 +131,6 @@ def bases(reference_model: dict[str, Path], tmp_path_factory) -> dict[str, bytes
         read_blob(data)  # valid to start with
         assert fields(data)[-1][1] < len(data), name
     return blobs
-
-
-@pytest.fixture(scope="module")
-def attention():
-    sys.path.insert(0, str(DEVICE_DIR))
-    try:
-        yield importlib.import_module("attention")
-    finally:
-        sys.path.remove(str(DEVICE_DIR))
 
 
 # -- mutations (drawn with hypothesis' st.data(), since the bases come from fixtures) ----------

@@ -15,13 +15,11 @@ device side under the MicroPython unix port, tests/test_serial_myattn.py over a 
 
 from __future__ import annotations
 
-import importlib
 import struct
-import sys
 
 import numpy as np
 import pytest
-from device_support import DEVICE_DIR, host_reference, op_offsets, recrc
+from device_support import host_reference, op_offsets, recrc
 from synth_models import TUTORIAL, random_model, tutorial_myattn_ops
 
 from tinyattn.blob import BlobError, Op, QuantModelSpec, blob_bytes, read_blob
@@ -34,15 +32,6 @@ from tinyattn.quantize import exp_lut, float32_spec, quantize
 pytestmark = pytest.mark.host
 
 TUTORIAL_F = TUTORIAL[0] + TUTORIAL[1] + TUTORIAL[2] * TUTORIAL[3]  # 32 + 32 + 32·64 = 2112
-
-
-@pytest.fixture(scope="module")
-def attention():
-    sys.path.insert(0, str(DEVICE_DIR))
-    try:
-        yield importlib.import_module("attention")
-    finally:
-        sys.path.remove(str(DEVICE_DIR))
 
 
 def tutorial_blob(seed: int = 5, n: int = 8) -> tuple[bytes, np.ndarray]:
