@@ -50,6 +50,9 @@ def check_ops(blob, ops, tensors, tables, source):
         out.append(op)
     if shape != (C,):
         raise fail("shape mismatch: the last op outputs %r, n_classes is %d" % (list(shape), C))
+    if quantized:
+        for k in range(n_ops):
+            _check_budget(k, out[k], fail)
     return out
 
 
@@ -187,3 +190,65 @@ def _check_op(k, op, layout, shape, quantized, last, fail):
     if ip["E"] % ip["H"]:
         raise mismatch("E = %d is not divisible by H = %d" % (ip["E"], ip["H"]))
     return shape
+
+
+# The small-int budget (docs/quantization.md), proven from the stored integers for any int8
+# input (|x_q| <= 128): per requantization site, in the order the kernels compute them, and per
+# channel, max|acc| < 2**30 and then max|acc|*M + 2**(shift-1) < 2**30. The other
+# intermediates are bounded by the checks above (dimensions <= 65535, lut entries <= 2**14).
+# Load time only; the same sites, order and messages as tinyattn.blob.budget_sites.
+
+
+def _check_budget(k, op, fail):
+    ip, code = op.ip, op.code
+    if code == 1:  # dense
+        _dense_budget(k, op, "", ip["shift"], fail)
+    elif code == 4:  # attention: q, k, v, softmax index (diff = max - score), ctx, o
+        _dense_budget(k, op, "q", ip["shift_q"], fail)
+        _dense_budget(k, op, "k", ip["shift_k"], fail)
+        _dense_budget(k, op, "v", ip["shift_v"], fail)
+        _site(k, op, "M_sm", 2 * (ip["E"] // ip["H"]) * 16384, ip["M_sm"], ip["shift_sm"], fail)
+        _site(k, op, "M_ctx", 128 * (16384 + ip["S"]), ip["M_ctx"], ip["shift_ctx"], fail)
+        _dense_budget(k, op, "o", ip["shift_o"], fail)
+    elif code == 5:  # avgpool
+        _site(k, op, "M", 128 * ip["S"], ip["M"], ip["shift"], fail)
+    elif code == 6:  # myattn: query (n = 1 or v1 rows), scores, softmax index, applied, out
+        n = ip["v1"] if ip["mode"] == 1 else 1
+        _site(k, op, "M_q", 128 * n, ip["M_q"], ip["shift_q"], fail)
+        _dense_budget(k, op, "a", ip["shift_a"], fail)
+        _site(k, op, "M_sm", 255, ip["M_sm"], ip["shift_sm"], fail)
+        _site(k, op, "M_ap", 128 * (16384 + ip["v1"]), ip["M_ap"], ip["shift_ap"], fail)
+        _dense_budget(k, op, "c", ip["shift_c"], fail)
+
+
+def _dense_budget(k, op, g, shift, fail):
+    """max|acc| = 128 * sum_i |W[o, i]| + |b[o]| per output channel o."""
+    w = op.t["W" + g].data
+    m = op.t["m" + g].data
+    b = op.t["b" + g].data if ("b" + g) in op.t else None
+    n_out = len(m)
+    n_in = len(w) // n_out
+    wi = 0
+    for o in range(n_out):
+        acc = 0
+        for i in range(wi, wi + n_in):
+            acc += abs(w[i])
+        wi += n_in
+        acc *= 128
+        if b is not None:
+            acc += abs(b[o])
+        _site(k, op, "m%s[%d]" % (g, o), acc, m[o], shift, fail)
+
+
+def _site(k, op, what, acc, M, shift, fail):
+    if acc >= 1073741824:
+        raise fail(
+            "op %d (%s): small-int budget broken at %s: max|acc| = %d >= 2**30"
+            % (k, op.name, what, acc)
+        )
+    top = acc * M + (1 << (shift - 1))
+    if top >= 1073741824:
+        raise fail(
+            "op %d (%s): small-int budget broken at %s = %d, shift %d: max|acc|·M + "
+            "2**(shift-1) = %d >= 2**30 (max|acc| = %d)" % (k, op.name, what, M, shift, top, acc)
+        )

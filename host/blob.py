@@ -417,17 +417,69 @@ class _Reader:
             raise self.fail(f"non-zero padding after {what} at offset {self.pos - len(pad)}")
 
 
+@dataclass(frozen=True)
+class _Header:
+    """The header fields the later phases need (phase 1 has checked them)."""
+
+    flags: int
+    file_size: int
+    crc32: int
+    n_features: int
+    n_classes: int
+    n_tensors: int
+    input_scale: float
+    logit_scale: float
+
+    @property
+    def quantized(self) -> bool:
+        return self.flags == FLAG_QUANTIZED
+
+
+RawOp = tuple[int, list[int], list[int], list[float]]  # opcode, tensor indices, iparams, fparams
+
+
 def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blob:
     """Parse and check a blob; every MUST of docs/blob-format.md raises `BlobError` if broken.
 
-    Order: magic, version, size (truncation), CRC, then the structure. `source` (e.g. the file
-    name) starts every error message.
+    Three phases in the device reader's order and with its messages (device/attention_blob.py,
+    attention_tensors.py, attention_ops.py): `_read_records` (magic, version, size, CRC,
+    header, names, normalization, op records), `_read_tensors` (tensor table, data section),
+    `_check_ops` (each op's tensors and parameters, the shape chain, the small-int budget).
+    `source` (e.g. the file name) starts every error message.
     """
     data = bytes(data)
 
     def fail(problem: str, remedy: str = REMEDY) -> BlobError:
         return BlobError(f"{source}: {problem}; {remedy}")
 
+    head, class_names, norm_mean, norm_std, raw_ops, pos, end = _read_records(data, fail)
+    table, arrays, data_start = _read_tensors(data, pos, end, head.n_tensors, fail)
+    ops = _check_ops(raw_ops, table, arrays, head, fail)
+    return Blob(
+        quantized=head.quantized,
+        class_names=class_names,
+        norm_mean=norm_mean,
+        norm_std=norm_std,
+        input_scale=float(head.input_scale),
+        logit_scale=float(head.logit_scale),
+        ops=ops,
+        version=FORMAT_VERSION,
+        flags=head.flags,
+        file_size=head.file_size,
+        crc32=head.crc32,
+        data_start=data_start,
+        tensor_table=table,
+    )
+
+
+# -- phase 1: header, CRC, sections, op records (device: attention_blob.read_records) ----------
+
+
+def _read_records(data: bytes, fail: Callable[..., BlobError]):
+    """Magic, version, size, CRC, header fields, class names, normalization, op records.
+
+    Returns (header, class names, norm mean, norm std, [RawOp], tensor table offset, end of
+    the data section)."""
     n = len(data)
     if n >= 4 and data[:4] != MAGIC:
         raise fail(f"bad magic {data[:4]!r}, expected {MAGIC!r} (not a tinyattn blob)")
@@ -477,6 +529,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
             raise fail(f"{label} {s} must be finite and > 0")
         if not quantized and s != 1.0:
             raise fail(f"{label} {s} must be 1.0 in a float32 blob")
+    head = _Header(flags, file_size, crc_stored, F, C, n_tensors, input_scale, logit_scale)
 
     end = file_size - CRC_SIZE
     r = _Reader(data, HEADER.size, end, fail)
@@ -495,7 +548,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
     if not np.all(norm_std > 0):
         raise fail("norm std has a value <= 0 (must be > 0)")
 
-    raw_ops: list[tuple[int, list[int], list[int], list[float]]] = []
+    raw_ops: list[RawOp] = []
     for k in range(n_ops):
         opcode, nt, ni, nf = r.unpack("4B", f"op {k} record")
         if opcode in RESERVED_OPCODES:
@@ -519,7 +572,17 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
             if t >= n_tensors:
                 raise fail(f"op {k} ({layout.name}) refers to tensor {t}, only {n_tensors}")
         raw_ops.append((opcode, refs, ip, fp))
+    return head, class_names, norm_mean, norm_std, raw_ops, r.pos, end
 
+
+# -- phase 2: tensor table, data section (device: attention_tensors.read_tensors) -------------
+
+
+def _read_tensors(data: bytes, pos: int, end: int, n_tensors: int, fail):
+    """The tensor records at `pos` and the data section up to `end`.
+
+    Returns (table, one array per record, data_start)."""
+    r = _Reader(data, pos, end, fail)
     table: list[TensorEntry] = []
     for t in range(n_tensors):
         code, ndim, name_len, res, offset = r.unpack("BBBBI", f"tensor record {t}")
@@ -554,13 +617,13 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
             )
         spans.append((e.offset, e.offset + e.nbytes, t))
     spans.sort()
-    pos = data_start
     for (b0, e0, t0), (b1, e1, t1) in zip(spans, spans[1:], strict=False):
         if b1 < e0:
             raise fail(
                 f"tensors {t0} ({table[t0].name}) and {t1} ({table[t1].name}) overlap: "
                 f"[{b0}, {e0}) and [{b1}, {e1})"
             )
+    pos = data_start
     for b, e, _ in spans + [(end, end, -1)]:
         if any(data[pos:b]):
             raise fail(f"non-zero padding in the data section within [{pos}, {b})")
@@ -572,8 +635,18 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
         .copy()
         for e in table
     ]
+    return table, arrays, data_start
+
+
+# -- phase 3: ops, shape chain, small-int budget (device: attention_ops.check_ops) -------------
+
+
+def _check_ops(raw_ops: list[RawOp], table, arrays, head: _Header, fail) -> list[Op]:
+    """Bind each op's tensors by role (count, dtype, shape), check its parameters and the
+    shapes chaining from [F] to [C]; then, int8 blobs, the small-int budget of every op."""
+    quantized, n_ops = head.quantized, len(raw_ops)
     ops: list[Op] = []
-    shape: tuple[int, ...] = (F,)
+    shape: tuple[int, ...] = (head.n_features,)
     for k, (opcode, refs, ip, fp) in enumerate(raw_ops):
         layout = OP_LAYOUTS[opcode]
         iparams = dict(zip(layout.iparams, ip, strict=True))
@@ -596,24 +669,14 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
         op = Op(layout.name, iparams, fparams, tensors)
         shape = _check_op(k, op, shape, quantized, k == n_ops - 1, fail)
         ops.append(op)
-    if shape != (C,):
-        raise fail(f"shape mismatch: the last op outputs {list(shape)}, n_classes is {C}")
-
-    return Blob(
-        quantized=quantized,
-        class_names=class_names,
-        norm_mean=norm_mean,
-        norm_std=norm_std,
-        input_scale=float(input_scale),
-        logit_scale=float(logit_scale),
-        ops=ops,
-        version=FORMAT_VERSION,
-        flags=flags,
-        file_size=file_size,
-        crc32=crc_stored,
-        data_start=data_start,
-        tensor_table=table,
-    )
+    if shape != (head.n_classes,):
+        raise fail(
+            f"shape mismatch: the last op outputs {list(shape)}, n_classes is {head.n_classes}"
+        )
+    if quantized:
+        for k, op in enumerate(ops):
+            _check_budget(k, op, fail)
+    return ops
 
 
 def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
@@ -719,3 +782,80 @@ def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: boo
             raise fail(f"op {k} (myattn): mode = {ip['mode']}, must be 0 (explicit) or 1 (pool)")
         return (ip["out"],)
     raise fail(f"op {k}: no shape rule for {kind}")  # pragma: no cover - table and rules agree
+
+
+# -- the small-int budget, proven from the stored integers (docs/quantization.md) -------------
+
+BUDGET = 1 << 30  # every intermediate of the int8 path: |v| < 2**30
+X_ABS_MAX = 128  # |x_q| <= 128 for every int8 input of an op
+Q14 = 1 << 14  # softmax probabilities (and exp values) are Q14
+SOFTMAX_DIFF_INT8 = 255  # myattn: max - score of two int8 scores
+
+BudgetSite = tuple[str, np.ndarray, np.ndarray, int]  # multiplier name, max|acc|, M, shift
+
+
+def budget_sites(op: Op) -> list[BudgetSite]:
+    """Every requantization site of an int8 op in the device's order of computing them:
+    (multiplier name, worst-case |accumulator| per channel for any int8 input, M per
+    channel, shift). Tensor multipliers (`m`, `mq`, …) have one channel per output; the
+    others (`M_sm`, `M_ctx`, avgpool `M`, `M_q`, `M_ap`) one. The table of
+    docs/quantization.md "Choice of M and shift", as `tinyattn.quantize` applies it."""
+    ip, t = op.iparams, op.tensors
+
+    def dense(g: str, shift: str) -> BudgetSite:
+        acc = X_ABS_MAX * np.abs(t[f"W{g}"].astype(np.int64)).sum(axis=1)  # (out,)
+        if f"b{g}" in t:
+            acc = acc + np.abs(t[f"b{g}"].astype(np.int64))
+        return f"m{g}", acc, t[f"m{g}"].astype(np.int64), ip[shift]
+
+    def one(name: str, max_acc: int, shift: str) -> BudgetSite:
+        return name, np.array([max_acc], np.int64), np.array([ip[name]], np.int64), ip[shift]
+
+    if op.kind == "dense":
+        return [dense("", "shift")]
+    if op.kind == "attention":
+        D = ip["E"] // ip["H"]  # head_dim
+        return [
+            dense("q", "shift_q"),
+            dense("k", "shift_k"),
+            dense("v", "shift_v"),
+            one("M_sm", 2 * D * X_ABS_MAX * X_ABS_MAX, "shift_sm"),  # diff = max - score
+            one("M_ctx", X_ABS_MAX * (Q14 + ip["S"]), "shift_ctx"),  # Σ_j p[j]·v[j,c]
+            dense("o", "shift_o"),
+        ]
+    if op.kind == "avgpool":
+        return [one("M", X_ABS_MAX * ip["S"], "shift")]
+    if op.kind == "myattn":
+        n = 1 if ip["mode"] == MYATTN_EXPLICIT else ip["v1"]  # rows summed into the query
+        return [
+            one("M_q", X_ABS_MAX * n, "shift_q"),
+            dense("a", "shift_a"),
+            one("M_sm", SOFTMAX_DIFF_INT8, "shift_sm"),
+            one("M_ap", X_ABS_MAX * (Q14 + ip["v1"]), "shift_ap"),  # Σ_j w[j]·V[j,d]
+            dense("c", "shift_c"),
+        ]
+    return []  # relu, reshape: no arithmetic beyond a clamp
+
+
+def _check_budget(k: int, op: Op, fail) -> None:
+    """Refuse an int8 op whose worst case leaves the small-int budget: per site and channel,
+    in order, `max|acc| < 2**30`, then `max|acc|·M + 2**(shift-1) < 2**30`. The other
+    intermediates (products, scores, exp table products, sums, numerators) are bounded by the
+    earlier checks (dimensions <= 65535, exp table entries <= 2**14): docs/quantization.md."""
+    for name, max_acc, M, shift in budget_sites(op):
+        top = max_acc * M + (1 << (shift - 1))
+        bad = np.flatnonzero((max_acc >= BUDGET) | (top >= BUDGET))
+        if not bad.size:
+            continue
+        o = int(bad[0])
+        what = f"{name}[{o}]" if name[0] == "m" else name
+        if max_acc[o] >= BUDGET:
+            raise fail(
+                f"op {k} ({op.kind}): small-int budget broken at {what}: max|acc| = "
+                f"{int(max_acc[o])} >= 2**30"
+            )
+        raise fail(
+            f"op {k} ({op.kind}): small-int budget broken at {what} = {int(M[o])}, shift "
+            f"{shift}: max|acc|·M + 2**(shift-1) = {int(top[o])} >= 2**30 (max|acc| = "
+            f"{int(max_acc[o])})"
+        )
