@@ -7,6 +7,9 @@ are compared with the host references on the same blob:
 - float: the device's float logits within `--tol` (1e-4) of the float32 reference
   `tinyattn.floatref`;
 - argmax: the device's prediction equals the host's on each path.
+Each check is made per sample (`compare_sample`), and `compare` — a pure function of the host
+references and the device's replies — passes the run only if every sample was answered and
+passed every check of its path; the table and the report name each sample that failed.
 Results go to a JSON report (summary + one row per sample), written even when the link fails
 part-way (with `"complete": false` and the rows already received). Exit status 1 on any
 mismatch, 2 on a link or usage error.
@@ -131,6 +134,22 @@ def _batches(X: np.ndarray, max_batch: int, max_line: int) -> list[list[int]]:
     return groups
 
 
+REPLY_KEYS = ("pred", "xq", "logits_q", "logits")  # per-sample lists in a batch reply
+
+
+def _reply_rows(rep: dict, group: list[int]) -> tuple[dict[int, dict], str | None]:
+    """A batch reply -> ({sample index: its answer}, None), or ({}, why) when the reply's
+    per-sample lists do not hold one entry per sample sent: then no entry can be matched to its
+    sample (run_device halves such a batch until the sample left out is alone, and that one
+    stays unanswered)."""
+    counts = {k: len(v) if isinstance(v, list) else None for k, v in rep.items()
+              if k in REPLY_KEYS}  # fmt: skip
+    if all(c == len(group) for c in counts.values()):
+        return {i: {k: rep[k][j] for k in counts} for j, i in enumerate(group)}, None
+    what = f"samples {group[0]}-{group[-1]}" if len(group) > 1 else f"sample {group[0]}"
+    return {}, f"the board's reply for {what} had per-sample lists of {counts}"
+
+
 def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress: bool) -> dict:
     """Send all samples; returns per-sample device results and timing. Partial on LinkError."""
     from tqdm import tqdm
@@ -176,10 +195,15 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
                 continue
             if not rep.get("ok"):
                 raise LinkError(f"the board refused a batch: {rep.get('error')}")
-            for k, i in enumerate(group):
-                dev["rows"][i] = {
-                    key: rep[key][k] for key in ("pred", "xq", "logits_q", "logits") if key in rep
-                }
+            rows, why = _reply_rows(rep, group)
+            if why and len(group) > 1:  # answers left out: smaller batches show whose
+                half = len(group) // 2
+                pending[:0] = [group[:half], group[half:]]
+                dev["split_batches"] = dev.get("split_batches", 0) + 1
+                continue
+            dev["rows"].update(rows)
+            if why:
+                dev.setdefault("unanswered", []).append(why)
             bar.update(len(group))
         dev["link_seconds"] = time.perf_counter() - t0
         dev["bench"] = {}
@@ -196,71 +220,128 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
     return dev
 
 
+def _ints(value: Any) -> list[int] | None:
+    """`value` as a list of ints when it is one (JSON ints, not bools or floats), else None."""
+    if not isinstance(value, list):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return None
+    return list(value)
+
+
+def _floats(value: Any, n: int) -> np.ndarray | None:
+    """`value` as n finite float64 numbers, else None (wrong length, non-numbers, inf/NaN)."""
+    if not isinstance(value, list) or len(value) != n:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return None
+    arr = np.asarray(value, dtype=np.float64)
+    return arr if np.all(np.isfinite(arr)) else None
+
+
+def compare_sample(
+    i: int, label: int, ref: dict, d: dict | None, path: str, tol: float = FLOAT_TOL
+) -> dict:
+    """One report row: host reference `ref` (arrays xq, logits_q, logits over all samples)
+    against the device's answer `d` for sample i ({pred, xq, logits_q, logits} as the server
+    sent them, None if it never came). `ok` is the sample's verdict; `problems` says, in
+    words, every check it failed."""
+    row: dict[str, Any] = {"index": i, "label": int(label), "answered": d is not None}
+    if d is None:
+        row.update(ok=False, problems=["the board did not answer this sample"])
+        return row
+    problems: list[str] = []
+    pred = d.get("pred")
+    ok_argmax = True
+    if path in ("int8", "both"):
+        host_lq = [int(v) for v in ref["logits_q"][i]]
+        host_xq = [int(v) for v in ref["xq"][i]]
+        dev_lq, dev_xq = d.get("logits_q"), d.get("xq")
+        row.update(host_logits_q=host_lq, device_logits_q=dev_lq)
+        row.update(host_xq=host_xq, device_xq=dev_xq)
+        row["int8_exact"] = _ints(dev_lq) == host_lq
+        row["xq_match"] = _ints(dev_xq) == host_xq
+        if not row["xq_match"]:
+            problems.append(f"quantized input xq: device {dev_xq}, host {host_xq}")
+        if not row["int8_exact"]:
+            problems.append(f"int8 logits: device {dev_lq}, host {host_lq}")
+        row["host_pred_int8"] = int(np.argmax(ref["logits_q"][i]))  # first maximum
+        if pred != row["host_pred_int8"]:
+            ok_argmax = False
+            problems.append(f"int8 prediction: device {pred}, host {row['host_pred_int8']}")
+    if path in ("float", "both"):
+        host_lf = np.asarray(ref["logits"][i], dtype=np.float64)
+        dev_lf = _floats(d.get("logits"), len(host_lf))
+        diff = None if dev_lf is None else float(np.max(np.abs(dev_lf - host_lf)))
+        row.update(float_max_abs_diff=diff, device_logits=d.get("logits"))
+        row["float_within_tol"] = diff is not None and diff <= tol
+        if not row["float_within_tol"]:
+            what = "not finite numbers of the right count" if diff is None else f"|Δ| {diff:.3g}"
+            problems.append(
+                f"float logits: {what} (tol {tol:g}): device {d.get('logits')}, "
+                f"host {[round(float(v), 7) for v in host_lf]}"
+            )
+        host_fpred = int(np.argmax(host_lf))
+        dev_fpred = None if dev_lf is None else int(np.argmax(dev_lf))
+        row["host_pred_float"] = host_fpred
+        if path == "float" and pred != host_fpred:  # on "both", pred is the int8 path's
+            ok_argmax = False
+            problems.append(f"float prediction: device {pred}, host {host_fpred}")
+        elif dev_fpred is not None and dev_fpred != host_fpred:
+            ok_argmax = False
+            problems.append(f"float argmax: device {dev_fpred}, host {host_fpred}")
+    row["device_pred"] = pred
+    row["argmax_agree"] = ok_argmax
+    row["ok"] = not problems
+    row["problems"] = problems
+    return row
+
+
 def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_TOL) -> dict:
-    """Summary + rows. Only samples the device answered are compared; `samples` counts all."""
+    """Pure: host references + device replies -> {"summary", "rows"}, the verdict included.
+
+    ref: arrays over all N samples, "xq" [N, F] and "logits_q" [N, C] (int8 paths) and
+    "logits" [N, C] (float paths). dev: "rows" {sample index: {pred, xq, logits_q, logits}} as
+    the board sent them, plus optional "error", "info", "bench", "link_seconds", "restarts",
+    "split_batches", "unanswered" (why samples have no row). The run passes only when no link
+    error stopped it and every one of the N samples was answered and passed every check of
+    its path: each check is made once, per sample, in `compare_sample`, and the counts in the
+    summary are only tallies of the rows. `failed_samples` lists every sample that failed."""
     n = len(y)
-    rows, int8_exact, xq_match, agree, fmax = [], 0, 0, 0, 0.0
-    for i in range(n):
-        d = dev["rows"].get(i)
-        row: dict[str, Any] = {"index": i, "label": int(y[i]), "answered": d is not None}
-        if d is None:
-            rows.append(row)
-            continue
-        ok_argmax = True
-        if path in ("int8", "both"):
-            host_lq = [int(v) for v in ref["logits_q"][i]]
-            host_xq = [int(v) for v in ref["xq"][i]]
-            row.update(host_logits_q=host_lq, device_logits_q=d["logits_q"], device_xq=d["xq"])
-            row["int8_exact"] = d["logits_q"] == host_lq
-            row["xq_match"] = d["xq"] == host_xq
-            int8_exact += row["int8_exact"]
-            xq_match += row["xq_match"]
-            row["host_pred_int8"] = int(np.argmax(ref["logits_q"][i]))
-            ok_argmax &= d["pred"] == row["host_pred_int8"]
-        if path in ("float", "both"):
-            diff = float(np.max(np.abs(np.asarray(d["logits"]) - ref["logits"][i])))
-            row.update(float_max_abs_diff=diff, device_logits=d["logits"])
-            fmax = max(fmax, diff)
-            host_fpred = int(np.argmax(ref["logits"][i]))
-            dev_fpred = int(np.argmax(d["logits"]))
-            row["host_pred_float"] = host_fpred
-            ok_argmax &= dev_fpred == host_fpred
-        row["device_pred"] = d["pred"]
-        row["argmax_agree"] = bool(ok_argmax)
-        agree += ok_argmax
-        rows.append(row)
-    answered = len(dev["rows"])
+    rows = [compare_sample(i, int(y[i]), ref, dev["rows"].get(i), path, tol) for i in range(n)]
+    answered = [r for r in rows if r["answered"]]
+    int8_path, float_path = path != "float", path != "int8"
+    diffs = [r["float_max_abs_diff"] for r in answered if r.get("float_max_abs_diff") is not None]
     bench = dev.get("bench", {})
     us = bench.get("int8", bench.get("float", {})).get("us_per_inference")
     secs = dev.get("link_seconds") or 0.0
+    failed = [r["index"] for r in rows if not r["ok"]]
     summary = {
         "samples": n,
-        "answered": answered,
-        "complete": answered == n and dev.get("error") is None,
+        "answered": len(answered),
+        "complete": len(answered) == n and dev.get("error") is None,
         "path": path,
-        "int8_exact": int8_exact if path != "float" else None,
-        "xq_match": xq_match if path != "float" else None,
-        "float_max_abs_diff": fmax if path != "int8" else None,
+        "int8_exact": sum(r["int8_exact"] for r in answered) if int8_path else None,
+        "xq_match": sum(r["xq_match"] for r in answered) if int8_path else None,
+        "float_max_abs_diff": max(diffs, default=0.0) if float_path else None,
         "float_tol": tol,
-        "argmax_agreement": agree,
+        "argmax_agreement": sum(r["argmax_agree"] for r in answered),
+        "failed_samples": failed,
+        "unanswered_reasons": dev.get("unanswered", []),
         "device_us_per_inference": us,
         "device_us_per_inference_float": bench.get("float", {}).get("us_per_inference"),
         "device_heap_bytes_per_call_float": bench.get("float", {}).get("heap_bytes_per_call"),
         "device_heap_bytes_per_call_int8": bench.get("int8", {}).get("heap_bytes_per_call"),
-        "link_samples_per_s": answered / secs if secs > 0 else None,
+        "link_samples_per_s": len(answered) / secs if secs > 0 else None,
         "board_restarts": dev.get("restarts", 0),
-        "split_batches": dev.get("split_batches", 0),  # halved for a short heap or a noisy link
+        # batches halved: a short heap, a noisy link, or a reply that left samples out
+        "split_batches": dev.get("split_batches", 0),
         "error": dev.get("error"),
         "platform": {k: dev["info"].get(k) for k in ("platform", "implementation", "version")}
         if dev.get("info")
         else None,
     }
-    summary["passed"] = bool(
-        summary["complete"]
-        and agree == n
-        and (path == "float" or int8_exact == n)
-        and (path == "int8" or fmax <= tol)
-    )
+    summary["passed"] = dev.get("error") is None and not failed
     return {"summary": summary, "rows": rows}
 
 
@@ -273,7 +354,13 @@ def write_report(path: Path, report: dict) -> None:
     os.replace(tmp, path)
 
 
-def format_table(s: dict) -> str:
+SHOW_FAILED = 20  # sample indices listed in the table (all are in the JSON report)
+SHOW_DETAILS = 5  # failed samples whose problems the table spells out
+
+
+def format_table(s: dict, rows: list[dict] | None = None) -> str:
+    """The summary as a table; on FAIL, the failed samples by index, and what went wrong with
+    the first few of them (from `rows`)."""
     n = s["samples"]
 
     def fmt(v: Any, spec: str = "") -> str:
@@ -291,6 +378,17 @@ def format_table(s: dict) -> str:
         f"{'link samples/s (batch)':28s} {fmt(s['link_samples_per_s'], '.0f')}",
         f"{'result':28s} {'PASS' if s['passed'] else 'FAIL'}",
     ]
+    failed = s.get("failed_samples") or []
+    if failed:
+        shown = ", ".join(str(i) for i in failed[:SHOW_FAILED])
+        more = f", … ({len(failed)} of {n})" if len(failed) > SHOW_FAILED else ""
+        lines.append(f"{'failed samples':28s} {shown}{more}")
+        by_index = {r["index"]: r for r in rows or []}
+        for i in failed[:SHOW_DETAILS]:
+            for problem in by_index.get(i, {}).get("problems", []):
+                lines.append(f"{'  sample ' + str(i):28s} {problem}")
+    for why in s.get("unanswered_reasons") or []:
+        lines.append(f"{'  not answered':28s} {why}")
     if s.get("error"):
         lines.append(f"{'link error':28s} {s['error']}")
     return "\n".join(lines)
@@ -396,7 +494,7 @@ def finish(report: dict, report_path: Path, as_json: bool, command: str) -> int:
     0 all equal, 1 a mismatch, 2 the link failed part-way (the report keeps what came)."""
     write_report(report_path, report)
     s = report["summary"]
-    print(format_table(s))
+    print(format_table(s, report["rows"]))
     print(f"report: {report_path}")
     if as_json:
         print(json.dumps({k: v for k, v in s.items() if k != "platform"}))

@@ -7,6 +7,7 @@
 - `vboard_factory` (function): `make(fs_dir=None, **VirtualBoard kwargs)` for boards with
   options (heap, faults, a prepared main.py); every board made is stopped afterwards.
 - `mpremote` (session): `run(port, *args, timeout=30)` runs the real mpremote CLI.
+- `tmp_cwd` (function): the test runs in its own empty working directory (its `tmp_path`).
 Virtual-board fixtures skip with a reason when the MicroPython unix port is not installed.
 """
 
@@ -55,6 +56,15 @@ def vboard_factory(tmp_path: Path) -> Iterator[Callable[..., VirtualBoard]]:
 def vboard(vboard_factory: Callable[..., VirtualBoard]) -> VirtualBoard:
     """A started virtual board with an empty flash folder (`vboard.fs_dir`)."""
     return vboard_factory()
+
+
+@pytest.fixture
+def tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run the test in `tmp_path`: the CLI's default paths are under `build/` relative to the
+    working directory (host/paths.py BUILD_DIR, like the Makefile's), so a test then neither
+    reads a model that a previous `make train` left in the checkout nor writes into it."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture(scope="session")
