@@ -222,7 +222,12 @@ class Attention(Layer):
             groups.append(("bo", self.bo, self.gbo))
         return groups
 
-    def forward(self, x: np.ndarray, training: bool = False) -> np.ndarray:
+    def forward(
+        self, x: np.ndarray, training: bool = False, key_mask: np.ndarray | None = None
+    ) -> np.ndarray:
+        """`key_mask [B, S]` (bool, True = a real token; None = all real): a masked key gets
+        score -inf before the softmax, so its weight is exactly 0 for every query. Each row
+        needs at least one real key. Rows of masked queries are still computed (vectorized)."""
         B, S, E = x.shape  # batch, tokens, embedding
         H, D = self.num_heads, self.head_dim
         qkv = x.reshape(B * S, E) @ self.Wqkv.T  # (B*S, 3E), one BLAS call
@@ -231,6 +236,8 @@ class Attention(Layer):
         q, k, v = qkv.reshape(B, S, 3, H, D).transpose(2, 0, 3, 1, 4)  # 3 x (B, H, S, D) views
         att = q @ k.swapaxes(-1, -2)  # (B, H, S, S)
         att *= self.scale
+        if key_mask is not None:
+            att += np.where(key_mask, 0.0, -np.inf).astype(att.dtype)[:, None, None, :]
         att -= att.max(axis=-1, keepdims=True)
         np.exp(att, out=att)
         att /= att.sum(axis=-1, keepdims=True)  # softmax over keys
@@ -251,7 +258,7 @@ class Attention(Layer):
             np.sum(dout2, axis=0, out=self.gbo)
         dctx = (dout2 @ self.Wo).reshape(B, S, H, D).transpose(0, 2, 1, 3)  # (B, H, S, D)
 
-        dqkv = np.empty((B, S, 3, H, D))
+        dqkv = np.empty((B, S, 3, H, D), dtype=dout.dtype)
         dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, H, S, D) views into dqkv
         np.matmul(att.swapaxes(-1, -2), dctx, out=dv)  # dV = A^T dctx
         datt = dctx @ v.swapaxes(-1, -2)  # (B, H, S, S)  dA = dctx V^T

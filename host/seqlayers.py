@@ -1,0 +1,274 @@
+"""Host (CPython): the sequence layers of `seq-attn` (DESIGN §9), forward and backward together.
+
+A window `x [B, T, C]` (T time steps of C channels) with valid lengths `[B]` becomes tokens,
+is embedded, mixed by residual attention and feed-forward blocks and pooled:
+
+    PatchEmbed     [B, T, C] -> [B, S, E]  patches of P steps (P·C values), one shared Dense
+    PosEmbed       [B, S, E] -> [B, S, E]  x + pos[:S], a learned `pos [S_max, E]`
+    ResidualAttention          -> [B, S, E]  x + Attention(x), padded keys masked (layers.py)
+    FeedForward    [B, S, E] -> [B, S, E]  x + relu(x @ W1.T + b1) @ W2.T + b2, token-wise
+    MaskedAvgPool  [B, S, E] -> [B, E]     mean over the valid tokens only
+
+Padding (the mask, `SeqMask`; lengths always count from step 0):
+- step `t` of window `b` is valid iff `t < lengths[b]`; steps from `lengths[b]` on are padding,
+  whatever they hold (zeros, garbage, even NaN);
+- token `s` is the patch of steps `s·P … s·P+P-1`, flattened row-major (value `p·C + c` is
+  `x[b, s·P+p, c]`); `S = ceil(T/P)`, the last patch zero-filled past `T`. A token is valid iff
+  it holds at least one valid step (`s·P < lengths[b]`), so window `b` has `ceil(lengths[b]/P)`
+  valid tokens, always the first ones;
+- padded steps are read as 0 (the input is selected, not multiplied: NaN stays out), so a
+  partly padded patch sees its valid steps and zeros;
+- a padded token is never a key (its score is -inf before the softmax: weight exactly 0) and
+  never pooled (weight 0). Its own row is still computed, vectorized, from zeros and the
+  parameters only; its gradient is exactly 0, so it changes neither a logit nor a gradient.
+`mask = None` means every step of the window is valid (the fast path: no selects).
+
+Each layer keeps its backward cache only after `forward(x, training=True)`, as in layers.py.
+Layers with `uses_mask = True` take `forward(x, training, mask)`; `SeqModel` (seqmodel.py) builds
+the mask once per batch and hands it to them.
+
+References: Dosovitskiy et al. (2021), "An Image is Worth 16x16 Words" (patch embedding, learned
+positional embedding); Nie et al. (2023), "A Time Series is Worth 64 Words" (PatchTST: patches of
+time steps as tokens); Vaswani et al. (2017) (residual attention + feed-forward blocks, key
+padding mask); karpathy/nanoGPT `model.py`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .layers import Attention, Dense, Layer, xavier_uniform
+
+POS_INIT_STD = 0.02  # learned positional embedding ~ N(0, 0.02²), as ViT / BERT
+
+
+class SeqMask(NamedTuple):
+    """Which steps and tokens of a padded batch are real (see the module docstring)."""
+
+    steps: np.ndarray  # (B, T) bool, t < length
+    tokens: np.ndarray  # (B, S) bool, s·P < length
+    pool: np.ndarray  # (B, S) float, tokens / number of valid tokens (the pooling weights)
+
+    @classmethod
+    def from_lengths(
+        cls, lengths: np.ndarray | None, steps: int, patch: int, dtype=np.float64
+    ) -> SeqMask | None:
+        """The mask of windows of `steps` steps with `lengths [B]` valid steps (1..steps);
+        None when `lengths` is None or every window is full (nothing to mask)."""
+        if lengths is None:
+            return None
+        lengths = np.asarray(lengths)
+        if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
+            raise ValueError(f"lengths must be a 1-D integer array, got {lengths.dtype} "
+                             f"{lengths.shape}")  # fmt: skip
+        if lengths.size and (lengths.min() < 1 or lengths.max() > steps):
+            raise ValueError(
+                f"lengths must lie in 1..{steps} (the window's steps), got "
+                f"{lengths.min()}..{lengths.max()}; a window needs at least one valid step"
+            )
+        if np.all(lengths == steps):
+            return None
+        tokens = -(-steps // patch)  # S
+        step_ok = np.arange(steps) < lengths[:, None]  # (B, T)
+        token_ok = np.arange(tokens) * patch < lengths[:, None]  # (B, S)
+        count = -(-lengths // patch)  # (B,) valid tokens
+        pool = token_ok / count[:, None].astype(dtype)  # (B, S)
+        return cls(step_ok, token_ok, pool.astype(dtype, copy=False))
+
+
+class PatchEmbed(Dense):
+    """`[B, T, C] -> [B, S, E]`: patches of P steps (`P·C` values) through one shared Dense.
+
+    `W [E, P·C]`, `b [E]`. `T` may be shorter than the `steps` the layer was built for (a shorter
+    window: fewer tokens); it is zero-filled to `S·P` when `P` does not divide it.
+    """
+
+    uses_mask = True
+
+    def __init__(
+        self,
+        steps: int,
+        channels: int,
+        patch: int,
+        embed_dim: int,
+        use_bias: bool = True,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        if not 1 <= patch <= steps:
+            raise ValueError(f"patch {patch} must lie in 1..{steps} (the window's steps)")
+        super().__init__(patch * channels, embed_dim, use_bias, rng)
+        self.steps, self.channels, self.patch = steps, channels, patch
+        self.tokens = -(-steps // patch)  # S_max
+        self._in: tuple[tuple[int, ...], SeqMask | None] | None = None
+
+    def patches(self, x: np.ndarray, mask: SeqMask | None = None) -> np.ndarray:
+        """`[B, T, C] -> [B, S, P·C]` token values (a view when nothing is masked or padded)."""
+        B, T, C = x.shape  # batch, steps, channels
+        if T > self.steps or C != self.channels:
+            raise ValueError(
+                f"window of shape [{T}, {C}], the model takes at most {self.steps} steps of "
+                f"{self.channels} channels"
+            )
+        P = self.patch
+        S = -(-T // P)  # tokens
+        if mask is None and S * P == T:
+            return x.reshape(B, S, P * C)
+        tok = np.zeros((B, S * P, C), dtype=x.dtype)
+        if mask is None:
+            tok[:, :T] = x
+        else:
+            np.copyto(tok[:, :T], x, where=mask.steps[:, :, None])  # padded steps stay 0
+        return tok.reshape(B, S, P * C)
+
+    def forward(
+        self, x: np.ndarray, training: bool = False, mask: SeqMask | None = None
+    ) -> np.ndarray:
+        self._in = (x.shape, mask) if training else None
+        return super().forward(self.patches(x, mask), training)  # (B, S, E)
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        shape, mask = self._need_cache(self._in)
+        B, T, C = shape
+        dx = super().backward(dy).reshape(B, -1, C)[:, :T]  # (B, T, C)
+        if mask is not None:
+            dx = dx * mask.steps[:, :, None]  # padded steps do not reach the output
+        return dx
+
+
+class PosEmbed(Layer):
+    """`[B, S, E] -> [B, S, E]`: `x + pos[:S]`, a learned positional embedding `pos [S_max, E]`."""
+
+    def __init__(self, tokens: int, embed_dim: int, rng: np.random.Generator | None = None):
+        super().__init__()
+        rng = rng if rng is not None else np.random.default_rng(0)
+        self.tokens, self.embed_dim = tokens, embed_dim
+        self.params["pos"] = rng.normal(scale=POS_INIT_STD, size=(tokens, embed_dim))
+        self.grads["pos"] = np.zeros((tokens, embed_dim))
+        self._S: int | None = None
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.pos, self.gpos = self.params["pos"], self.grads["pos"]
+
+    def forward(self, x: np.ndarray, training: bool = False) -> np.ndarray:
+        S = x.shape[1]  # tokens of this batch, <= S_max
+        self._S = S if training else None
+        return x + self.pos[:S]
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        S = self._need_cache(self._S)
+        np.sum(dy, axis=0, out=self.gpos[:S])  # (S, E)
+        self.gpos[S:] = 0.0
+        return dy
+
+
+class ResidualAttention(Attention):
+    """`[B, S, E] -> [B, S, E]`: `x + Attention(x)` with padded tokens masked as keys."""
+
+    uses_mask = True
+
+    def forward(
+        self, x: np.ndarray, training: bool = False, mask: SeqMask | None = None
+    ) -> np.ndarray:
+        out = super().forward(x, training, None if mask is None else mask.tokens)
+        out += x
+        return out
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        dx = super().backward(dout)
+        dx += dout
+        return dx
+
+
+class FeedForward(Layer):
+    """`[B, S, E] -> [B, S, E]`: `x + relu(x @ W1.T + b1) @ W2.T + b2`, token by token.
+
+    `W1 [F, E]`, `b1 [F]`, `W2 [E, F]`, `b2 [E]`; Xavier-uniform weights, zero biases.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        hidden: int,
+        use_bias: bool = True,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        rng = rng if rng is not None else np.random.default_rng(0)
+        E, F = embed_dim, hidden
+        self.embed_dim, self.hidden, self.use_bias = E, F, use_bias
+        self.params["W1"] = xavier_uniform(rng, F, E)  # (F, E)
+        self.params["W2"] = xavier_uniform(rng, E, F)  # (E, F)
+        if use_bias:
+            self.params["b1"] = np.zeros(F)
+            self.params["b2"] = np.zeros(E)
+        self.grads = {name: np.zeros_like(p) for name, p in self.params.items()}
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+        self._refresh()
+
+    def _refresh(self) -> None:
+        p, g = self.params, self.grads
+        self.W1, self.W2, self.gW1, self.gW2 = p["W1"], p["W2"], g["W1"], g["W2"]
+        self.b1, self.b2, self.gb1, self.gb2 = p.get("b1"), p.get("b2"), g.get("b1"), g.get("b2")
+
+    def collect_params(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        names = ("W1", "b1", "W2", "b2") if self.use_bias else ("W1", "W2")
+        return [(n, self.params[n], self.grads[n]) for n in names]
+
+    def forward(self, x: np.ndarray, training: bool = False) -> np.ndarray:
+        E = self.embed_dim
+        x2 = x.reshape(-1, E)  # (N, E), N = B*S tokens
+        h = x2 @ self.W1.T  # (N, F)
+        if self.use_bias:
+            h += self.b1
+        np.maximum(h, 0.0, out=h)  # relu
+        y = h @ self.W2.T  # (N, E)
+        if self.use_bias:
+            y += self.b2
+        y += x2  # residual
+        self._cache = (x2, h) if training else None
+        return y.reshape(x.shape)
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        x2, h = self._need_cache(self._cache)
+        dy2 = dy.reshape(-1, self.embed_dim)  # (N, E)
+        np.matmul(dy2.T, h, out=self.gW2)  # (E, F)
+        dh = dy2 @ self.W2  # (N, F)
+        dh *= h > 0.0  # relu backward (h is the relu output)
+        np.matmul(dh.T, x2, out=self.gW1)  # (F, E)
+        if self.use_bias:
+            np.sum(dy2, axis=0, out=self.gb2)
+            np.sum(dh, axis=0, out=self.gb1)
+        dx = dh @ self.W1  # (N, E)
+        dx += dy2  # residual
+        return dx.reshape(dy.shape)
+
+
+class MaskedAvgPool(Layer):
+    """`[B, S, E] -> [B, E]`: mean over the valid tokens of each window (all when unmasked)."""
+
+    uses_mask = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cache: tuple[int, np.ndarray | None] | None = None
+
+    def forward(
+        self, x: np.ndarray, training: bool = False, mask: SeqMask | None = None
+    ) -> np.ndarray:
+        S = x.shape[1]  # tokens
+        if mask is None:
+            w, y = None, x.mean(axis=1)  # (B, E)
+        else:
+            w = mask.pool  # (B, S)
+            y = (w[:, None, :] @ x)[:, 0]  # (B, E), one batched matmul
+        self._cache = (S, w) if training else None
+        return y
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        S, w = self._need_cache(self._cache)
+        if w is None:
+            return np.repeat((dy / S)[:, None, :], S, axis=1)  # (B, S, E)
+        return w[:, :, None] * dy[:, None, :]  # (B, S, E), zero on padded tokens

@@ -1,0 +1,245 @@
+"""Host (CPython): the `seq-attn` model (DESIGN §9) — its op list, its layers and `SeqModel`.
+
+    x [B, T, C], lengths [B]
+      -> patch_embed  (P steps -> one token of P·C values, Dense P·C -> E)   [B, S, E]
+      -> pos_add      (+ pos[:S], learned [S, E])                            [B, S, E]
+      -> L x ( attention (x + MHA(x), padded keys masked)                    [B, S, E]
+               ff        (x + Dense(F->E)(relu(Dense(E->F)(x))), per token)  [B, S, E] )
+      -> masked_pool  (mean over valid tokens)                               [B, E]
+      -> dense        (E -> classes)                                         [B, classes]
+
+No normalization layer (DESIGN §9: only if its device form were exact integer math). Padding
+and the mask are defined in seqlayers.py: a token (patch) is valid iff it holds a valid step.
+
+`SeqModel` is a `Sequential` (model.py): one flat `theta`/`grad` (float64 by default, float32 on
+request), `decay_mask`, `ops`, `layers`, `state_dict()`/`load_state_dict()` with the file's
+`p{i}.{name}` keys, so the training loop, optimizers and `save_model` treat it like iris-attn.
+It adds lengths: `forward(x, training=False, lengths=None)` and `predict(x, lengths=None)`
+(None = every step valid); `backward(dlogits)` is unchanged (the mask is in the caches).
+`named_parameters()` gives the same arrays under readable names ("embed.W", "pos",
+"block0.attn.Wq", "block0.ff.W1", "head.W"; the list is `param_names()`).
+The positional embedding is excluded from weight decay (as ViT's `no_weight_decay`): decay would
+pull every position towards the same embedding.
+
+Op list (the contract with the quantizer, blob and device; proposed for docs/model-format.md):
+
+- `patch_embed` {steps T, channels C, patch P, embed_dim E, bias}: params `W [E, P·C]`,
+  `b [E]`; `[B,T,C] -> [B,S,E]`, `S = ceil(T/P)`; token `s` holds `x[s·P+p, c]` at `p·C+c`;
+  padded steps read as 0.
+- `pos_add` {tokens S, embed_dim E}: param `pos [S, E]`; `x + pos` (on the integer path it can
+  fold into a per-token bias of the embedding).
+- `attention` {embed_dim, num_heads, bias, residual: true, key_mask: true}: params as the
+  existing `attention` op; `x + MHA(x)`, the scores of padded keys are -inf.
+- `ff` {embed_dim E, hidden F, bias, residual: true}: params `W1 [F,E]`, `b1 [F]`, `W2 [E,F]`,
+  `b2 [E]`; `x + relu(x @ W1.T + b1) @ W2.T + b2`, token by token.
+- `masked_pool` {}: `[B,S,E] -> [B,E]`, mean over the `ceil(length/P)` valid tokens.
+- `dense` {in, out, bias}: as today (the classifier head).
+
+Both residual adds are two-input adds at two scales on the integer path (DESIGN §9). The lengths
+are not part of the op list: they come with each window (the device takes `length` with `xq`).
+
+Default sizes (`SeqAttnConfig`) are placeholders sized for the MAC budget (issue 11: <= 150k per
+inference); the CLI picks real defaults by cross-validation on the TRAIN file. BasicMotions
+(T=100, C=6) with P=10, E=16, H=2, L=2, F=32: 10 tokens, 57,184 MACs (`macs(ops)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .layers import Dense, Layer
+from .model import Sequential
+from .seqlayers import FeedForward, MaskedAvgPool, PatchEmbed, PosEmbed, ResidualAttention, SeqMask
+
+SEQ_OPS = ("patch_embed", "pos_add", "ff", "masked_pool")  # plus "attention" with residual
+
+
+@dataclass(frozen=True)
+class SeqAttnConfig:
+    """Architecture of `seq-attn`; sizes to be chosen by cross-validation on TRAIN only."""
+
+    patch: int = 10  # P steps a token: 1 s of a 10 Hz IMU window, T=100 -> 10 tokens
+    embed_dim: int = 16  # E: two heads of 8, as iris-attn's token width
+    num_heads: int = 2  # H
+    blocks: int = 2  # L residual attention + feed-forward blocks
+    ff_dim: int = 32  # F = 2E hidden units of the feed-forward
+    bias: bool = True  # every Dense and the attention projections have biases
+
+
+def seq_attn_ops(
+    steps: int, channels: int, n_classes: int, config: SeqAttnConfig | None = None
+) -> list[dict[str, Any]]:
+    """Op list of `seq-attn` for windows of `steps` x `channels` (see the module docstring)."""
+    c = config if config is not None else SeqAttnConfig()
+    E, tokens = c.embed_dim, -(-steps // c.patch)
+    ops: list[dict[str, Any]] = [
+        {"op": "patch_embed", "steps": steps, "channels": channels, "patch": c.patch,
+         "embed_dim": E, "bias": c.bias},
+        {"op": "pos_add", "tokens": tokens, "embed_dim": E},
+    ]  # fmt: skip
+    for _ in range(c.blocks):
+        ops += [
+            {"op": "attention", "embed_dim": E, "num_heads": c.num_heads, "bias": c.bias,
+             "residual": True, "key_mask": True},
+            {"op": "ff", "embed_dim": E, "hidden": c.ff_dim, "bias": c.bias, "residual": True},
+        ]  # fmt: skip
+    ops += [{"op": "masked_pool"}, {"op": "dense", "in": E, "out": n_classes, "bias": c.bias}]
+    return ops
+
+
+def seq_layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
+    """One layer for a sequence op (`SEQ_OPS`, or `attention` with `residual: true`)."""
+    kind = op.get("op")
+    try:
+        bias = bool(op.get("bias", True))
+        if kind == "patch_embed":
+            steps, channels, patch = int(op["steps"]), int(op["channels"]), int(op["patch"])
+            return PatchEmbed(steps, channels, patch, int(op["embed_dim"]), bias, rng)
+        if kind == "pos_add":
+            return PosEmbed(int(op["tokens"]), int(op["embed_dim"]), rng)
+        if kind == "attention" and op.get("residual"):
+            return ResidualAttention(int(op["embed_dim"]), int(op["num_heads"]), bias, rng)
+        if kind == "ff":
+            if not op.get("residual", True):
+                raise ValueError(f"op {op}: only the residual feed-forward exists")
+            return FeedForward(int(op["embed_dim"]), int(op["hidden"]), bias, rng)
+        if kind == "masked_pool":
+            return MaskedAvgPool()
+        if kind == "dense":
+            return Dense(int(op["in"]), int(op["out"]), bias, rng)
+    except KeyError as exc:
+        raise ValueError(f"op {op}: missing attribute {exc}; see host/seqmodel.py") from None
+    raise ValueError(f"op {kind!r} is not a sequence op ({op}); see host/seqmodel.py")
+
+
+def param_names(ops: list[dict[str, Any]]) -> list[str]:
+    """Readable prefix of each op's parameters: embed, pos, block{j}.attn, block{j}.ff, pool,
+    head (the last dense); `p{i}.{name}` is `param_names(ops)[i] + "." + name`."""
+    names, block = [], 0
+    for i, op in enumerate(ops):
+        kind = op["op"]
+        if kind == "attention":
+            names.append(f"block{block}.attn")
+        elif kind == "ff":
+            names.append(f"block{block}.ff")
+            block += 1
+        else:
+            last = "head" if i == len(ops) - 1 else f"dense{i}"
+            short = {
+                "patch_embed": "embed",
+                "pos_add": "pos",
+                "masked_pool": "pool",
+                "dense": last,
+            }
+            names.append(short.get(kind, kind))
+    return names
+
+
+def macs(ops: list[dict[str, Any]]) -> int:
+    """Multiply-accumulates of one full-length inference (what the device computes)."""
+    total, S = 0, 1
+    for op in ops:
+        kind = op["op"]
+        if kind == "patch_embed":
+            S = -(-int(op["steps"]) // int(op["patch"]))
+            total += S * int(op["patch"]) * int(op["channels"]) * int(op["embed_dim"])
+        elif kind == "attention":
+            E = int(op["embed_dim"])
+            total += 4 * S * E * E + 2 * S * S * E  # Q, K, V, out projections; scores, ctx
+        elif kind == "ff":
+            total += 2 * S * int(op["embed_dim"]) * int(op["hidden"])
+        elif kind == "masked_pool":
+            total += S * int(ops[0]["embed_dim"])
+        elif kind == "dense":
+            total += int(op["in"]) * int(op["out"])
+    return total
+
+
+class SeqModel(Sequential):
+    """`seq-attn` as a Sequential: logits `[B, classes]` for windows `x [B, T, C]` + lengths."""
+
+    def __init__(self, layers: list[Layer], ops: list[dict[str, Any]], dtype=np.float64) -> None:
+        if not (layers and isinstance(layers[0], PatchEmbed)):
+            raise ValueError("a sequence model starts with a patch_embed op")
+        super().__init__(layers, ops)
+        self.dtype = np.dtype(dtype)
+        if self.dtype != self.theta.dtype:
+            self._retype(self.dtype)
+        self.embed = layers[0]
+        self.names = param_names(ops)
+        for layer in layers:  # no weight decay on the positional embedding
+            if isinstance(layer, PosEmbed):
+                start = self._offset(layer.pos)
+                self.decay_mask[start : start + layer.pos.size] = 0.0
+
+    def _offset(self, view: np.ndarray) -> int:
+        return (view.ctypes.data - self.theta.ctypes.data) // self.theta.itemsize
+
+    def _retype(self, dtype: np.dtype) -> None:
+        """Move `theta`/`grad` and every layer's views to `dtype` (e.g. float32)."""
+        theta, grad = self.theta.astype(dtype), np.zeros(self.grad.shape, dtype)
+        offset = 0
+        for layer in self.layers:
+            values, grads = {}, {}
+            for name, p in layer.params.items():
+                span = slice(offset, offset + p.size)
+                values[name] = theta[span].reshape(p.shape)
+                grads[name] = grad[span].reshape(p.shape)
+                offset += p.size
+            layer.bind(values, grads)
+        self.theta, self.grad = theta, grad
+
+    def mask(self, x: np.ndarray, lengths: np.ndarray | None) -> SeqMask | None:
+        """The padding mask of `x [B, T, C]` with `lengths [B]` (None: nothing padded)."""
+        if lengths is not None and len(lengths) != len(x):
+            raise ValueError(f"{len(lengths)} lengths for {len(x)} windows")
+        return SeqMask.from_lengths(lengths, x.shape[1], self.embed.patch, self.dtype)
+
+    def forward(
+        self, x: np.ndarray, training: bool = False, lengths: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Logits `[B, classes]` for normalized windows `x [B, T, C]` (T <= the model's steps)
+        whose first `lengths [B]` steps are data (None: all)."""
+        x = np.asarray(x, dtype=self.dtype)
+        if x.ndim != 3:
+            raise ValueError(f"expected windows [B, T, C], got shape {x.shape}")
+        mask = self.mask(x, lengths)
+        for layer in self.layers:
+            if getattr(layer, "uses_mask", False):
+                x = layer.forward(x, training, mask)
+            else:
+                x = layer.forward(x, training)
+        return x
+
+    def predict(self, x: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        """Class indices `[B]` for normalized windows `x [B, T, C]` and their `lengths`."""
+        return np.argmax(self.forward(x, lengths=lengths), axis=1)
+
+    def named_parameters(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """`{"embed.W": (value, grad), "pos": ..., "block0.attn.Wq": ...}`: views, not copies."""
+        out = {}
+        for prefix, layer in zip(self.names, self.layers, strict=True):
+            for name, value, grad in layer.collect_params():
+                out[prefix if name == prefix else f"{prefix}.{name}"] = (value, grad)
+        return out
+
+
+def build_seq_from_ops(ops: list[dict[str, Any]], seed: int = 0, dtype=np.float64) -> SeqModel:
+    """A freshly initialized `SeqModel` for an op list (Xavier-uniform, zero biases)."""
+    rng = np.random.default_rng(seed)
+    return SeqModel([seq_layer_from_op(op, rng) for op in ops], [dict(op) for op in ops], dtype)
+
+
+def build_seq_model(
+    steps: int,
+    channels: int,
+    n_classes: int,
+    config: SeqAttnConfig | None = None,
+    seed: int = 0,
+    dtype=np.float64,
+) -> SeqModel:
+    """`seq-attn` for windows of `steps` x `channels` and `n_classes` classes."""
+    return build_seq_from_ops(seq_attn_ops(steps, channels, n_classes, config), seed, dtype)
