@@ -1,10 +1,13 @@
 # Host (CPython): `tinyattn board` — run a virtual board in the foreground and print its PORT.
-"""`tinyattn board [--fs DIR] [--heap 100k] [--print-port-only]`.
+"""`tinyattn board [--fs DIR] [--heap 100k] [--baud N] [--reset-on-open] [--print-port-only]`.
 
 Starts tools/vboard.py's VirtualBoard (the MicroPython unix port on a pseudo-terminal, a
 folder as its flash) and keeps it running until Ctrl-C or SIGTERM, then stops it and its
-interpreter processes. The first stdout line is `PORT=/dev/pts/N` (just the path with
---print-port-only), flushed at once so scripts can read it from a pipe.
+interpreter processes. `--baud N` paces its link like a UART at N baud (8N1: 10 bits a
+byte, at most N/10 bytes a second each way), so link figures are what a board behind a
+USB-UART at that rate gives; by default the link is unpaced, like USB-CDC. The first stdout
+line is `PORT=/dev/pts/N` (just the path with --print-port-only), flushed at once so scripts
+can read it from a pipe.
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="heap available to Python at the prompt, e.g. 100k (ESP32) or 200k (default: 100k)",
     )  # fmt: skip
     parser.add_argument(
+        "--baud", type=int, default=None, metavar="N",
+        help="pace the link like a UART at N baud, 8N1 (N/10 bytes/s each way), e.g. 115200 "
+        "(default: unpaced, like USB-CDC)",
+    )  # fmt: skip
+    parser.add_argument(
         "--reset-on-open", action="store_true",
         help="behave like an ESP32 behind a USB-UART: every port open resets the board",
     )  # fmt: skip
@@ -39,12 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tools.vboard import VirtualBoard, VirtualBoardError, parse_heap
+    from tools.vboard import VirtualBoard, VirtualBoardError, check_baud, parse_heap
 
     try:
         parse_heap(args.heap)
     except ValueError as exc:
         raise CLIError(f"--heap: {exc}") from None
+    try:
+        check_baud(args.baud)
+    except ValueError as exc:
+        raise CLIError(f"--baud: {exc}") from None
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -52,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    board = VirtualBoard(args.fs, heap=args.heap, reset_on_open=args.reset_on_open)
+    board = VirtualBoard(args.fs, heap=args.heap, reset_on_open=args.reset_on_open, baud=args.baud)
     try:
         port = board.start()
     except VirtualBoardError as exc:
@@ -62,8 +74,10 @@ def main(args: argparse.Namespace) -> int:
             print(port, flush=True)
         else:
             print(f"PORT={port}", flush=True)
+            link = f"UART {args.baud} baud 8N1" if args.baud else "unpaced, like USB-CDC"
             print(
-                f"virtual board: MicroPython unix port, heap {args.heap}, flash folder {args.fs}\n"
+                f"virtual board: MicroPython unix port, heap {args.heap}, flash folder {args.fs}, "
+                f"link {link}\n"
                 f"use it from another terminal:\n"
                 f"  make flash PORT={port}\n"
                 f"  make parity PORT={port}\n"

