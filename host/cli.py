@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tinyattn.train", "train a model on Iris (or any CSV) -> build/model.npz"),
     "export": ("tinyattn.export", "quantize to int8 and write the versioned blob build/model.bin"),
     "board": ("tinyattn.board", "run a virtual board (MicroPython unix port on a pty)"),
+    "devs": ("tinyattn.ports", "list serial ports and which look like MicroPython boards"),
     "flash": ("tinyattn.flash", "copy the device runtime and the blob to a board with mpremote"),
     "parity": ("tinyattn.parity", "host-vs-device parity over serial"),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
