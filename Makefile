@@ -10,7 +10,7 @@ MODEL  ?= build/model.npz
 BLOB   ?= build/model.bin
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
-.PHONY: help install install-oracle test test-host train export flash parity demo board \
+.PHONY: help install install-dev install-oracle test test-host train export flash parity demo board \
         bench bench-train bench-device report lint clean
 
 help:  ## list targets
@@ -50,8 +50,8 @@ parity: export  ## host-vs-device parity over serial -> build/parity.json
 demo: export  ## the main job: install, train, export, virtual board, flash, parity
 	$(BIN)/tinyattn demo $(PORTARG) --blob $(BLOB)
 
-board: install  ## run a virtual board in the foreground; prints its PORT
-	$(BIN)/tinyattn board
+board: install  ## run a virtual board in the foreground; prints its PORT (PACE=115200: paced like a UART)
+	$(BIN)/tinyattn board $(if $(PACE),--baud $(PACE),)
 
 bench: export  ## every benchmark in one table (also written to docs/benchmarks.md)
 	$(BIN)/tinyattn bench --all --blob $(BLOB)
@@ -65,7 +65,10 @@ bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accel
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
 	$(BIN)/tinyattn report --model $(MODEL) --blob $(BLOB) --out build/report
 
-lint: install
+install-dev: install  ## add developer tools (ruff) to .venv
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,report,dev]'
+
+lint: install-dev  ## ruff check host device tools tests
 	$(BIN)/ruff check host device tools tests
 
 clean:  ## remove build outputs (keeps .venv)

@@ -45,9 +45,9 @@ def main(args: argparse.Namespace) -> int:
         if cli.main(["export", "--model", str(args.model), "--out", str(args.blob)]) != 0:
             return 2
     data = load_samples(args.model, None, None, None)
-    where = args.port or "a virtual board (MicroPython unix port on a pty, fs build/board)"
     try:
         with board_port(args.port) as port:
+            where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)
             for name, info in summary["files"].items():

@@ -301,9 +301,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     with board_port(args.port) as port:
         summary = flash(port, args.blob, use_mpy=args.mpy, progress=not args.quiet)
+    where = port if args.port else "virtual board (build/board)"
     for name, info in summary["files"].items():
         print(f"{name:22s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
-    where = args.port or "virtual board (build/board)"
     print(
         f"flashed {len(summary['files'])} files to {where}"
         + (f" as .mpy for {summary['mpy_arch']}" if summary["mpy_arch"] else "")

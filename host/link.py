@@ -104,18 +104,9 @@ def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
     try:
         s.open()
     except serial.SerialException as exc:
-        text = str(exc)
-        if "No such file" in text or "could not open port" in text and "Errno 2" in text:
-            raise LinkError(
-                f"{port}: no such serial port; plug the board in (ls /dev/ttyACM* /dev/ttyUSB*)"
-                " or start a virtual board with 'tinyattn board'"
-            ) from None
-        if "lock" in text.lower() or "busy" in text.lower() or "Errno 16" in text:
-            raise LinkError(
-                f"{port}: port is busy (another program, e.g. mpremote or a terminal, has it "
-                "open); close it and retry"
-            ) from None
-        raise LinkError(f"{port}: cannot open serial port: {text}") from None
+        from .ports import describe_open_error  # ports imports link at module level
+
+        raise LinkError(describe_open_error(port, exc)) from None
     return s
 
 
