@@ -13,8 +13,12 @@ so each check of the verdict gets a test that breaks exactly that check.
   `sabotage.json` on the board's flash), behind the real link (pyserial, CRC framing), through
   `tinyattn parity` as a user runs it: the same faults, the same FAIL, exit 1, sample named.
 
-How each test was shown to catch its check's removal (mutating host/parity.py) is in the
-commit message that added this file.
+Each check's removal was shown to fail these tests by mutating host/parity.py (in a copy of
+the repository) one check at a time: int8 logits compared by length only or not at all, xq
+ignored, the float tolerance dropped or loosened tenfold, each argmax check dropped, an
+unanswered sample counted as passed, the verdict ignoring failed samples (or `<= n` for
+`== n`), int lists compared without their types, a short batch reply taken in order or not
+narrowed down to its sample — every mutation failed at least one test here.
 """
 
 from __future__ import annotations
