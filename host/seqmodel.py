@@ -19,7 +19,7 @@ It adds lengths: `forward(x, training=False, lengths=None)` and `predict(x, leng
 `named_parameters()` gives the same arrays under readable names ("embed.W", "pos",
 "block0.attn.Wq", "block0.ff.W1", "head.W"; the list is `param_names()`).
 The positional embedding is excluded from weight decay (as ViT's `no_weight_decay`): decay would
-pull every position towards the same embedding.
+shrink it towards zero, i.e. towards a model that cannot tell positions apart.
 
 Op list (the contract with the quantizer, blob and device; proposed for docs/model-format.md):
 
