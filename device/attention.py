@@ -252,7 +252,10 @@ class Model:
     def quantize(self, features, xq=None):
         """Raw features -> int8 model input, `clamp(floor((x - mean)/std/s_in + 0.5))`.
 
-        Returns `xq` (an array('b') of n_features) filled in, or a new one if None.
+        Returns `xq` (an array('b') of n_features) filled in, or a new one if None. A NaN or
+        infinite feature raises ValueError `features must be finite numbers, not NaN or inf
+        (feature i is nan)`, as the host reference (docs/quantization.md); a finite one
+        saturates.
         """
         nf = self.n_features
         if len(features) != nf:
@@ -264,14 +267,16 @@ class Model:
         s_in = self.input_scale
         for i in range(nf):
             t = (features[i] - mean[i]) / std[i] / s_in + 0.5
-            if t >= 127.0:  # floor(t) >= 127
-                xq[i] = 127
-            elif t < -128.0:  # floor(t) <= -129
-                xq[i] = -128
-            elif t == t:
+            if -128.0 <= t < 127.0:  # False for NaN
                 xq[i] = math.floor(t)
-            else:
-                raise ValueError("features must be finite numbers (feature %d is NaN)" % i)
+                continue
+            f = features[i]  # saturated or NaN: only a finite feature may saturate
+            if f - f != 0:  # inf - inf and nan - nan are nan
+                raise ValueError(
+                    "features must be finite numbers, not NaN or inf (feature %d is %r)"
+                    % (i, float(f))
+                )
+            xq[i] = 127 if t >= 127.0 else -128  # floor(t) >= 127, or <= -129
         return xq
 
     def run_int8(self, xq, out):

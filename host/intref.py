@@ -141,14 +141,25 @@ def quantize_input(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
     """`xq = clamp(floor((x - mean) / std / s_in + 0.5), -128, 127)` as int8 `[B, F]`.
 
     Float64 arithmetic on the blob's float32 `mean`, `std`, `s_in` (as MicroPython's unix port).
+    A NaN or infinite feature raises ValueError `row r: features must be finite numbers, not
+    NaN or inf (feature i is nan)`: the device's message after `row r: ` (docs/quantization.md).
+    A finite feature that overflows the arithmetic saturates like any other.
     """
     X = np.asarray(X_raw, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != blob.n_features:
         raise ValueError(f"X has shape {X.shape}, the blob expects [B, {blob.n_features}]")
+    bad = np.argwhere(~np.isfinite(X))
+    if bad.size:
+        r, i = (int(v) for v in bad[0])
+        raise ValueError(
+            f"row {r}: features must be finite numbers, not NaN or inf (feature {i} is "
+            f"{float(X[r, i])!r})"
+        )
     mean = np.asarray(blob.norm_mean, dtype=np.float32).astype(np.float64)
     std = np.asarray(blob.norm_std, dtype=np.float32).astype(np.float64)
     s_in = float(np.float32(blob.input_scale))
-    xq = np.floor((X - mean) / std / s_in + 0.5)
+    with np.errstate(over="ignore"):  # a finite feature may overflow to ±inf: it saturates
+        xq = np.floor((X - mean) / std / s_in + 0.5)
     return np.clip(xq, -128, 127).astype(np.int8)
 
 

@@ -7,8 +7,11 @@ loop transcription of the doc; the float32 reference; and the int8 accuracy gate
 
 from __future__ import annotations
 
+import array
 import copy
 import math
+import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -350,3 +353,81 @@ def test_quantize_int8_argmax_agrees_with_float_on_synthetic_iris(iris_synth):
     q = run_int8(blob, quantize_input(blob, X)).argmax(axis=1)
     f = forward_npz(model, model.normalize(X)).argmax(axis=1)
     assert np.sum(q == f) >= 145
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs the equations leave open: non-finite features, argmax ties (docs/quantization.md)
+
+NON_FINITE = [  # (row, feature, value) -> the message both sides give
+    (0, 0, float("nan"), "features must be finite numbers, not NaN or inf (feature 0 is nan)"),
+    (1, 1, float("inf"), "features must be finite numbers, not NaN or inf (feature 1 is inf)"),
+    (1, 0, -float("inf"), "features must be finite numbers, not NaN or inf (feature 0 is -inf)"),
+]
+
+
+def _three_class_spec() -> QuantModelSpec:
+    """logits = [x0, x1, x1] (identity rows, M = 2, shift = 1): classes 1 and 2 always tie."""
+    spec = _tiny_spec([0.0, 0.0], [1.0, 1.0], 1.0)
+    spec.class_names = ["a", "b", "c"]
+    op = spec.ops[0]
+    op.iparams["out"] = 3
+    op.tensors = {"W": np.array([[1, 0], [0, 1], [0, 1]], np.int8),
+                  "s": np.ones(3, np.float32), "m": np.full(3, 2, np.int16)}  # fmt: skip
+    return spec
+
+
+def test_quantize_input_non_finite_feature_is_a_value_error_on_host_and_device(attention):
+    """One rule (docs/quantization.md, "Input quantization"): a NaN or infinite feature is a
+    ValueError naming it, the same words on the host reference (which adds the row of its
+    batch) and on the device; a finite feature that overflows the arithmetic saturates."""
+    spec = _tiny_spec([1.0, -2.0], [0.5, 4.0], 0.25)
+    model = attention.Model(to_bytes(spec), kernels="pure")
+    for row, i, value, message in NON_FINITE:
+        X = np.ones((2, 2))
+        X[row, i] = value
+        with pytest.raises(ValueError) as host:
+            quantize_input(spec, X)
+        assert str(host.value) == f"row {row}: {message}"
+        with pytest.raises(ValueError) as device:
+            model.quantize(X[row].tolist())
+        assert str(device.value) == message
+    huge = [[1e308, -1e308]]  # finite: (x - mean)/std/s_in overflows to ±inf and saturates
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning from an invalid cast
+        assert quantize_input(spec, np.array(huge)).tolist() == [[127, -128]]
+    assert list(model.quantize(huge[0])) == [127, -128]
+
+
+@pytest.mark.micropython
+def test_quantize_input_non_finite_feature_rule_on_micropython(tmp_path):
+    from device_support import DEVICE_DIR, find
+
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    path = tmp_path / "tiny.bin"
+    path.write_bytes(to_bytes(_tiny_spec([1.0, -2.0], [0.5, 4.0], 0.25)))
+    script = (
+        "import sys\nsys.path.insert(0, sys.argv[1])\nimport attention\n"
+        "m = attention.Model(sys.argv[2])\n"
+        "for x in ([float('nan'), 1.0], [1.0, float('inf')], [-float('inf'), 1.0],"
+        " [1e308, -1e308]):\n"
+        "    try:\n        print(list(m.quantize(x)))\n"
+        "    except ValueError as e:\n        print(e)\n"
+    )
+    proc = subprocess.run([find("micropython"), "-c", script, str(DEVICE_DIR), str(path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.stdout.splitlines() == [m for *_, m in NON_FINITE] + ["[127, -128]"], proc.stderr
+
+
+def test_quantize_argmax_ties_take_the_first_maximum_on_host_and_device(attention):
+    """Tie rule (docs/quantization.md): the prediction is the first class with the largest
+    logit, on both paths; numpy's argmax (the host's) and the device's loops agree."""
+    spec = _three_class_spec()
+    model = attention.Model(to_bytes(spec), kernels="pure")
+    out = model.new_logits()
+    for xq, first in (([0, 0], 0), ([3, 3], 0), ([2, 5], 1), ([-4, -9], 0), ([-9, -4], 1)):
+        logits = run_int8(spec, np.array([xq], np.int8))[0]
+        assert int(np.argmax(logits)) == first, logits
+        assert model.run_int8(array.array("b", xq), out) == first
+        assert model.predict([float(v) for v in xq], "float") == first  # mean 0, std 1, s_in 1
+        assert int(np.argmax(run_float(read_blob(to_bytes(spec)), np.array([xq], float)))) == first
