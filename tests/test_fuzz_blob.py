@@ -18,16 +18,23 @@ speed test). Every TRACE_EVERY-th blob is read under tracemalloc: the peak must 
 PEAK_FIXED + PEAK_PER_BYTE × the input size, so no count in the blob can make a reader
 allocate more than the bytes it was given justify. Hypothesis runs derandomized (the same
 blobs in every run); the numbers of blobs per kind are in N_EXAMPLES (10,000 in all).
+
+Issue 10 §2 (last section): CRC-fixed mutations of multipliers, shifts, biases and weights,
+many at the small-int budget's boundary. Every accepted blob gives the same logits on intref,
+the pure kernels under CPython, and pure, native and viper under MicroPython (one process for
+all mutants); N_BUDGET["fuzz"] of them behind the `fuzz` marker, a quick sample otherwise.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 import os
 import random
 import re
 import signal
 import struct
+import subprocess
 import tracemalloc
 import zlib
 from collections.abc import Callable
@@ -36,12 +43,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_support import DEVICE_DIR, MPY_HEAP, PY_HEAP, compile_mpy, find, odd_blob
+from device_support import DEVICE_DIR, MPY_HEAP, PY_HEAP, compile_mpy, find, odd_blob, recrc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_budget import budget_bases, extreme_rows, iparam_offsets
 
 from tinyattn import cli
-from tinyattn.blob import BlobError, read_blob
+from tinyattn.blob import OP_LAYOUTS, BlobError, budget_sites, read_blob
+from tinyattn.intref import run_int8
 from tinyattn.quantize import exp_lut
 
 pytestmark = pytest.mark.host
@@ -272,6 +281,7 @@ def _documented_lut(blob) -> bool:
 
 # The problem names of docs/blob-format.md ("Reader checks"), most specific first.
 PROBLEMS = [
+    ("small-int budget", "small-int budget"),
     ("bad magic", "bad magic"), ("unsupported format version", "unsupported version"),
     ("CRC mismatch", "CRC mismatch"), ("truncated", "truncated"),
     ("file size mismatch", "file size mismatch"), ("is not a multiple of 4", "size not aligned"),
@@ -461,3 +471,198 @@ def _same_message(device: str, host: str) -> bool:
         return host.replace(reason, "") == device
     multiplier = re.compile(r"multiplier \w+ = -?\d+")
     return "multiplier" in host and multiplier.sub("", device) == multiplier.sub("", host)
+
+
+# -- issue 10 §2: every blob a reader accepts computes the same on every kernel set -----------
+#
+# CRC-fixed mutations of multipliers (tensor `m·` elements and the M_* iparams), shifts, biases
+# and weights of four small int8 blobs that together have every requantization site: the
+# reference architecture (dense, attention, avgpool), the odd model (no biases, H = 4 and 1),
+# MyAttn in pool mode and in explicit mode. Values come from edges (0, 1, 32767, int32 extremes)
+# and from each site's budget boundary (the largest M or |b| the budget allows, and one more),
+# so the readers' worst-case proof is tried where it decides. For every mutant both readers give
+# the same verdict and message; every accepted one runs on intref (which must find no budget
+# violation) and on the pure kernels under CPython with identical logits; then all mutants go
+# through one MicroPython process: the same verdict, and the same logits on pure, native, viper.
+
+N_BUDGET = {"quick": 150, "fuzz": 2400}  # mutants; the fuzz volume runs under its marker
+BUDGET = 1 << 30
+KERNEL_SETS = ("pure", "native", "viper")
+
+
+Target = tuple[str, str, int, int, int]  # kind, struct format, offset, old value, boundary
+
+
+def _budget_targets(data: bytes) -> list[Target]:
+    """Every number a mutation may change. The boundary of a multiplier is the largest M its
+    site's budget allows, of a bias the largest |b|; shifts and weights have none (0)."""
+    blob = read_blob(data)
+    entries = {e.name: e for e in blob.tensor_table}
+    out: list[Target] = []
+    for k, (op, at) in enumerate(zip(blob.ops, iparam_offsets(data), strict=True)):
+        names = OP_LAYOUTS[op.opcode].iparams
+        for name, max_acc, M, shift in budget_sites(op):
+            room = BUDGET - 1 - (1 << (shift - 1))  # max|acc|·M may reach this
+            for o in range(len(M)):
+                acc, m = int(max_acc[o]), int(M[o])
+                m_max = min(room // acc, 32767) if acc else 32767
+                if name[0] != "m":  # an iparam multiplier: M_sm, M_ctx, M, M_q, M_ap
+                    out.append(("multiplier", "<i", at + 4 * names.index(name), m, m_max))
+                    continue
+                g = name[1:]  # a dense site: multiplier, bias and weights of channel o
+                out.append(("multiplier", "<h", entries[f"{k}.m{g}"].offset + 2 * o, m, m_max))
+                W = op.tensors[f"W{g}"]
+                if f"b{g}" in op.tensors:
+                    b = int(op.tensors[f"b{g}"][o])
+                    b_max = (room // m if m else BUDGET - 1) - 128 * int(np.abs(W[o]).sum())
+                    out.append(("bias", "<i", entries[f"{k}.b{g}"].offset + 4 * o, b, b_max))
+                w_at = entries[f"{k}.W{g}"].offset + o * W.shape[1]
+                out += [("weight", "b", w_at + i, int(W[o, i]), 0) for i in range(W.shape[1])]
+        for name in OP_LAYOUTS[op.opcode].shifts:
+            out.append(("shift", "<i", at + 4 * names.index(name), op.iparams[name], 0))
+    return out
+
+
+def _new_value(draw, kind: str, old: int, edge: int) -> int:
+    if kind == "multiplier":
+        values = [0, 1, old + 1, 2 * old, edge, edge + 1, edge - 1, 32767, -1]
+        return draw(st.one_of(st.sampled_from(values), st.integers(0, 32767)))
+    if kind == "bias":
+        values = [0, -old, 2 * old, edge, -edge, edge + 1, -edge - 1, 2**31 - 1, -(2**31)]
+        return draw(st.one_of(st.sampled_from(values), st.integers(-(2**20), 2**20)))
+    if kind == "shift":
+        return draw(st.one_of(st.sampled_from([1, 30, old - 1, old + 1]), st.integers(1, 30)))
+    return draw(st.one_of(st.sampled_from([-128, 127, 0, -old]), st.integers(-128, 127)))
+
+
+def _budget_mutant(draw, bases, targets) -> tuple[str, bytes, str]:
+    """(base name, mutated bytes with the CRC fixed, kinds changed)."""
+    name = draw(st.sampled_from(sorted(bases)))
+    data = bytearray(bases[name])
+    kinds = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["multiplier", "shift", "bias", "weight"]))
+        pool = [t for t in targets[name] if t[0] == kind] or targets[name]
+        kind, fmt, at, old, edge = pool[_rng(draw).randrange(len(pool))]
+        bits = 8 * struct.calcsize(fmt)  # signed int8, int16 or int32 field
+        value = max(
+            min(_new_value(draw, kind, old, edge), 2 ** (bits - 1) - 1), -(2 ** (bits - 1))
+        )
+        struct.pack_into(fmt, data, at, value)
+        kinds.append(kind)
+    return name, bytes(recrc(data)), "+".join(sorted(set(kinds)))
+
+
+def _int8_logits(attention, data: bytes, rows: np.ndarray, kernels: str = "pure") -> list:
+    import array
+
+    m = attention.Model(data, kernels=kernels)
+    out = m.new_logits()
+    logits = []
+    for row in rows:
+        m.run_int8(array.array("b", row.tolist()), out)
+        logits.append(list(out))
+    return logits
+
+
+MP_BUDGET = """
+import sys, gc, array
+sys.path.insert(0, sys.argv[1])
+import attention
+kernels = attention.kernels_available()
+print(repr(kernels))
+for line in open(sys.argv[2]):
+    path, rows = line.split()
+    try:
+        attention.read_blob(path)
+    except attention.BlobError as e:
+        print(repr(["BlobError", str(e)]))
+        continue
+    xs = [array.array("b", [int(v) for v in r.split()]) for r in open(rows)]
+    got = {}
+    for k in kernels:
+        m = attention.Model(path, kernels=k)
+        out = m.new_logits()
+        got[k] = []
+        for x in xs:
+            m.run_int8(x, out)
+            got[k].append(list(out))
+        m = None
+        gc.collect()
+    print(repr([None, got]))
+"""
+
+
+@pytest.mark.parametrize(
+    "volume", ["quick", pytest.param("fuzz", marks=[pytest.mark.fuzz, pytest.mark.slow])]
+)
+def test_fuzz_budget_mutants_compute_the_same_on_every_kernel_set(attention, tmp_path, volume):
+    bases = budget_bases()
+    targets = {name: _budget_targets(data) for name, data in bases.items()}
+    rows = {name: extreme_rows(read_blob(data).n_features) for name, data in bases.items()}
+    mutants: list[tuple[str, bytes, str, str | None, list | None]] = []
+    verdicts: collections.Counter = collections.Counter()
+
+    @settings(FUZZ, max_examples=N_BUDGET[volume])
+    @given(st.data())
+    def run(draw_data):
+        name, data, kinds = _budget_mutant(draw_data.draw, bases, targets)
+        host, device = _host_verdict(data), _device_verdict(attention, data)
+        assert device == host, f"device reader: {device!r}\nhost reader:   {host!r}"
+        logits = None
+        if host is None:
+            logits = run_int8(read_blob(data), rows[name]).tolist()  # no SmallIntBudgetError
+            assert _int8_logits(attention, data, rows[name]) == logits
+            verdicts["accepted"] += 1
+        else:
+            verdicts[_problem(host)] += 1
+        verdicts[f"{kinds}: {'accepted' if host is None else 'refused'}"] += 1
+        mutants.append((name, data, kinds, host, logits))
+
+    run()
+    accepted = [m for m in mutants if m[3] is None]
+    print(f"\n{volume}: {len(mutants)} mutants, {len(accepted)} accepted, intref == pure "
+          f"(CPython) on all {len(accepted)}; {dict(sorted(verdicts.items()))}")  # fmt: skip
+    assert len(mutants) >= N_BUDGET[volume]
+    assert verdicts["small-int budget"] >= len(mutants) // 20  # the boundary is reached
+    assert len(accepted) >= len(mutants) // 5  # and crossed both ways
+
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed: native and viper not compared")
+    folder = tmp_path / "mutants"
+    folder.mkdir()
+    for name in bases:
+        (folder / f"{name}.rows").write_text(
+            "".join(" ".join(str(v) for v in r) + "\n" for r in rows[name].tolist())
+        )
+    lines = []
+    for i, (name, data, *_) in enumerate(mutants):
+        (folder / f"{i:05d}.bin").write_bytes(data)
+        lines.append(f"{folder / f'{i:05d}.bin'} {folder / f'{name}.rows'}\n")
+    (folder / "list.txt").write_text("".join(lines))
+    proc = subprocess.run(
+        [find("micropython"), "-X", "heapsize=4m", "-c", MP_BUDGET, str(DEVICE_DIR),
+         str(folder / "list.txt")],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = [ast.literal_eval(line) for line in proc.stdout.splitlines()]
+    kernels, results = out[0], out[1:]
+    assert sorted(kernels) == sorted(KERNEL_SETS), kernels
+    assert len(results) == len(mutants)
+    agreed = 0
+    for i, ((name, _, kinds, host, logits), (error, got)) in enumerate(
+        zip(mutants, results, strict=True)
+    ):
+        if host is not None:  # the same message after the source (the file name there)
+            assert error == "BlobError", (i, kinds, error, got, host)
+            assert got.split(": ", 1)[1] == host.split(": ", 1)[1], (i, kinds, got, host)
+            continue
+        assert error is None, (i, kinds, error, got)
+        for k in KERNEL_SETS:
+            assert got[k] == logits, (i, name, kinds, k)
+        agreed += 1
+    print(f"MicroPython: {agreed} of {len(accepted)} accepted mutants give intref's logits on "
+          f"{', '.join(KERNEL_SETS)} ({len(rows['iris'])} inputs each); every refused one has "
+          "the host's message")  # fmt: skip
+    assert agreed == len(accepted)
