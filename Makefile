@@ -10,8 +10,8 @@ MODEL  ?= build/model.npz
 BLOB   ?= build/model.bin
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
-.PHONY: help install install-dev install-oracle test test-host train export flash parity demo board \
-        bench bench-train bench-device report lint clean
+.PHONY: help install install-dev install-oracle install-peers test test-host train export flash \
+        parity demo board bench bench-train bench-device bench-accuracy report lint clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -25,6 +25,9 @@ $(VENV)/.installed: pyproject.toml
 
 install-oracle: install  ## add PyTorch (CPU) so the oracle tests and bench-train run
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+
+install-peers: install  ## add scikit-learn (extra 'peers') so bench-accuracy runs the peers
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 
 test: install  ## run the whole test suite (starts virtual boards itself)
 	$(BIN)/python -m pytest
@@ -61,6 +64,9 @@ bench-train: install  ## training time: our NumPy vs PyTorch, same run
 
 bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accelerated vs naive
 	$(BIN)/tinyattn bench --device --blob $(BLOB)
+
+bench-accuracy: install  ## 10x5-fold CV, Iris+Wine: ours float/int8 vs LDA, LR, SVM, kNN
+	$(BIN)/tinyattn bench --accuracy --write docs/benchmarks.md
 
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
 	$(BIN)/tinyattn report --model $(MODEL) --blob $(BLOB) --out build/report
