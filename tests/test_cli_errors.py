@@ -10,6 +10,7 @@ Features reach the tool through CSV files (`tinyattn parity --csv`, `train --csv
 process (stderr from capsys); a few run the console entry point as a subprocess, where a
 traceback would really be printed. No case may reach a board: commands that would talk to
 one get a port path that does not exist, so a missed check shows up as the wrong message.
+Every case runs in an empty working directory, so the defaults under build/ are its own.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from tinyattn import cli
 from tinyattn.data import DATA_DIR
 
 serial = pytest.importorskip("serial")
+# each test in its own working directory: parity without --model would otherwise read whatever
+# build/model.npz a previous `make train` left in the checkout (a Wine model: wrong messages)
+pytestmark = pytest.mark.usefixtures("tmp_cwd")
 
 CLI = [sys.executable, "-c", "import sys; from tinyattn.cli import main; sys.exit(main())"]
 IRIS_CSV = DATA_DIR / "iris.csv"

@@ -33,7 +33,8 @@ from tinyattn.cli import CLIError
 from tinyattn.data import load_dataset
 from tinyattn.parity import parity
 
-pytestmark = pytest.mark.serial
+# in an empty working directory: parity without --model reads no build/model.npz of the checkout
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]
 
 CLI = [sys.executable, "-c", "import sys; from tinyattn.cli import main; sys.exit(main())"]
 

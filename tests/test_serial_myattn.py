@@ -26,7 +26,8 @@ from tinyattn.flash import flash
 from tinyattn.parity import FLOAT_TOL, parity
 from tinyattn.paths import REPO_DIR
 
-pytestmark = pytest.mark.serial
+# in an empty working directory: `flash --mpy` compiles into build/mpy/ there, not the checkout
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]
 
 
 def _cli_json(capsys, *args: str) -> dict:
@@ -71,6 +72,7 @@ def test_serial_wine_csv_train_export_flash_parity_all_178_samples(
     args = ["flash", "--port", vboard.port, "--blob", str(blob), "--quiet", *flash_args]
     assert cli.main(args) == 0
     capsys.readouterr()
+    assert (tmp_path / "build" / "mpy").is_dir() == ("--mpy" in flash_args)  # not the checkout
     s = _cli_json(capsys, "parity", "--port", vboard.port, "--model", str(npz), "--blob",
                   str(blob), "--report", str(tmp_path / "parity.json"), "--bench", "0",
                   "--quiet", "--json")  # fmt: skip
