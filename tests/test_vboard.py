@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,45 @@ def _read_until(port: serial.Serial, marker: bytes, timeout: float = 5.0) -> byt
     while marker not in data:
         assert time.monotonic() < end, f"expected {marker!r}, got {data[-200:]!r}"
         data += port.read(max(1, port.in_waiting))
+    return data
+
+
+def _read_while(
+    port: serial.Serial, more: Callable[[bytes], bool], timeout: float = 5.0
+) -> bytes:
+    """Bytes read while more(bytes so far) is true; AssertionError after `timeout` s."""
+    data = b""
+    end = time.monotonic() + timeout
+    while more(data):
+        assert time.monotonic() < end, f"still waiting after {timeout} s, got {data[-300:]!r}"
+        data += port.read(max(1, port.in_waiting))
+    return data
+
+
+def _assert_nothing_within(port: serial.Serial, seconds: float) -> None:
+    """Nothing arrives for `seconds`: an expected silence can only be watched for a while."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        got = port.read(max(1, port.in_waiting))
+        assert got == b"", got
+
+
+def _wait_printed(vb: VirtualBoard, since: int, want: bytes, timeout: float = 5.0) -> None:
+    """Wait until the board has printed `want` (its transcript, before any link faults) after
+    transcript position `since`."""
+    end = time.monotonic() + timeout
+    while want not in vb.transcript()[since:]:
+        assert time.monotonic() < end, f"board never printed {want!r}"
+        time.sleep(0.01)
+
+
+def _read_until_quiet(port: serial.Serial, quiet: float = 0.2, timeout: float = 5.0) -> bytes:
+    """What is on the wire now: bytes until none come for `quiet` s (at most `timeout` s)."""
+    data, last, end = b"", time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() - last < quiet and time.monotonic() < end:
+        got = port.read(max(1, port.in_waiting))
+        if got:
+            data, last = data + got, time.monotonic()
     return data
 
 
@@ -357,8 +397,7 @@ def test_vboard_silent_board_then_recovers(vboard: VirtualBoard) -> None:
         _read_until(port, b">>> ")
         vboard.set_silent(True)
         port.write(b"print(123)\r")
-        time.sleep(0.3)
-        assert port.read(1000) == b""
+        _assert_nothing_within(port, 0.3)
         vboard.set_silent(False)
         port.write(b"print(456)\r")
         reply = _read_until(port, b">>> ")
@@ -374,15 +413,16 @@ def test_vboard_faults_garbage_drop_corrupt_from_board(vboard: VirtualBoard) -> 
         _read_until(port, RAW_BANNER)
         vboard.set_fault(FaultConfig(garbage=1.0, direction="from_board", seed=1))
         port.write(code)
-        time.sleep(0.5)
-        lines = port.read(100000).split(b"\r\n")
+        # garbage lines end in CRLF and go before a line, so only the real end ends like this
+        lines = _read_while(port, lambda d: not d.endswith(b"\x04\x04>")).split(b"\r\n")
         assert [x for x in lines if x.endswith(line)] == [b"OK" + line] + [line] * 19
         assert sum(not x.endswith(line) for x in lines) >= 20  # a garbage line after each
         vboard.set_fault(FaultConfig(drop=0.5, corrupt=0.2, direction="from_board", seed=2))
+        since = len(vboard.transcript())
         port.write(b"\x04")  # soft reset: its banner travels through the faulty link
-        time.sleep(0.5)
-        damaged = port.read(10000)
-    want = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER
+        want = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER
+        _wait_printed(vboard, since, want)  # no marker survives the damage: ask the board
+        damaged = _read_until_quiet(port)
     assert 0.2 * len(want) < len(damaged) < 0.8 * len(want), damaged
     assert damaged not in want  # not just a shorter copy: bits were flipped too
 
@@ -396,8 +436,7 @@ def test_vboard_faults_to_board_and_inject(vboard: VirtualBoard) -> None:
         assert _read_until(port, b"garbage\r\n") == b"\xff\xfegarbage\r\n"
         vboard.set_fault(FaultConfig(drop=1.0, direction="to_board"))
         port.write(b"print(1)\r")
-        time.sleep(0.3)
-        assert port.read(1000) == b""  # nothing reached the board, so no echo
+        _assert_nothing_within(port, 0.3)  # nothing reached the board, so no echo
         vboard.set_fault(None)
         port.write(b"print(2)\r")
         assert _read_until(port, b">>> ") == b"print(2)\r\n2\r\n>>> "
