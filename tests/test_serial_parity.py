@@ -27,8 +27,8 @@ def test_parity_all_iris_samples_int8_exact_float_within_tol(flashed_port, refer
     assert s["xq_match"] == 150
     assert s["float_max_abs_diff"] <= FLOAT_TOL
     assert s["argmax_agreement"] == 150
-    assert s["passed"]
-    assert len(report["rows"]) == 150 and all(r["answered"] for r in report["rows"])
+    assert s["passed"] and s["failed_samples"] == []
+    assert len(report["rows"]) == 150 and all(r["answered"] and r["ok"] for r in report["rows"])
 
 
 def test_parity_single_path_int8_and_float(flashed_port, reference_model):
