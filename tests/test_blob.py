@@ -540,3 +540,40 @@ def test_blob_non_finite_float32_tensor_rejected(ref_bytes):
         bad = bytearray(ref_bytes)
         struct.pack_into("<f", bad, scales.offset, value)
         expect(recrc(bad), "non-finite value")
+
+
+def test_blob_check_order_is_the_documented_one(ref_bytes, attention):
+    """docs/blob-format.md "Reader checks (MUST), in this order": a blob with two problems is
+    named for the one checked first, by both readers. The pairs are where the page once
+    disagreed with the code, and the budget (check 12) after every per-op check."""
+    layout = walk(ref_bytes)
+    by_name = {t["name"]: t for t in layout["tensors"]}
+    attn = layout["ops"][3]  # 17 tensor indices, then 2 bytes of padding
+    names = tb.OP_LAYOUTS[4].iparams
+    m_sm, shift_q = (attn["iparams"] + 4 * names.index(n) for n in ("M_sm", "shift_q"))
+    lut = by_name["3.lut"]["offset"]
+
+    def two(*edits) -> bytes:
+        data = bytearray(ref_bytes)
+        for fmt, offset, value in edits:
+            struct.pack_into(fmt, data, offset, value)
+        return recrc(data)
+
+    cases = {
+        "non-zero padding after op 3 tensor indices": two(
+            ("<H", attn["at"] + 4, 999), ("B", attn["at"] + 4 + 2 * 17, 1)),
+        "shape mismatch in op 0 (dense): tensor 0 (0.W)": two(
+            ("<f", by_name["0.s"]["offset"], float("nan")), ("<H", by_name["0.W"]["at"] + 8, 16),
+            ("<H", by_name["0.W"]["at"] + 10, 8)),
+        "op 3 (attention): shift_q = 0 out of range": two(
+            ("<i", m_sm, 40000), ("<i", shift_q, 0)),
+        "op 3 (attention): multiplier M_sm = 40000": two(
+            ("<i", m_sm, 40000), ("<h", by_name["3.mq"]["offset"], -1)),
+        "op 3 (attention): lut is not an exp table": two(
+            ("<h", by_name["0.m"]["offset"], 32767), ("<H", lut + 2, 20000)),
+    }  # fmt: skip
+    for first, data in cases.items():
+        msg = expect(data, first)
+        with pytest.raises(attention.BlobError) as device:
+            attention.read_blob(data)
+        assert str(device.value) == msg
