@@ -19,6 +19,7 @@ PORT = os.environ.get("TINYATTN_PORT")
 pytestmark = [
     pytest.mark.hardware,
     pytest.mark.skipif(not PORT, reason="no real board: set TINYATTN_PORT=/dev/ttyACM0"),
+    pytest.mark.usefixtures("tmp_cwd"),  # flash(use_mpy=True) writes build/mpy/ under the cwd
 ]
 
 

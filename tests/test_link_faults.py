@@ -33,7 +33,8 @@ from tinyattn.link import BoardLink
 from tinyattn.parity import MAX_RESTARTS, parity
 from tools.vboard import FaultConfig, VirtualBoard, find_micropython
 
-pytestmark = pytest.mark.serial
+# parity without --model reads build/model.npz of the working directory: use an empty one
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]
 
 TIMEOUT = 1.0  # seconds per request (parity --timeout); the server answers a batch in ~30 ms
 RETRIES = 3  # BoardLink.request's default
