@@ -15,8 +15,9 @@ quantization.md bit for bit with Python ints. float: the same ops on dequantized
 Files on the board (each module small enough for MicroPython to compile in a small heap):
 - attention.py: this API (always resident).
 - attention_blob.py, attention_tensors.py, attention_ops.py: the blob reader, three phases
-  (header/CRC/sections/op records; tensor table/data; op tensors/params/shape chain), every
-  MUST of docs/blob-format.md, BlobError messages as the host reader's. attention_build.py:
+  (header/CRC/sections/op records; tensor table/data; op tensors/params/shape chain and the
+  small-int budget), every MUST of docs/blob-format.md, BlobError messages as the host
+  reader's. attention_build.py:
   op list -> steps and buffers. Load-time only: imported while loading and dropped again, so
   their bytecode does not stay in the heap (MicroPython; CPython keeps them).
 - attention_kernels.py: pure-Python kernels, the reference (needed for the float path too
@@ -125,7 +126,8 @@ def read_blob(src, source="blob"):
     imported for the call only and dropped again unless imported before (on a small board
     the bytecode of one phase and the parsed tensors share the heap, never all of it):
     attention_blob (header, CRC, sections, op records), attention_tensors (tensor table and
-    data), attention_ops (each op's tensors and parameters, shapes from F to C)."""
+    data), attention_ops (each op's tensors and parameters, shapes from F to C, the small-int
+    budget)."""
     loaded = [name for name in _READER if name in sys.modules]
     try:
         if isinstance(src, str):

@@ -1,7 +1,9 @@
 # Device (MicroPython; also runs unchanged under CPython): op table and graph checks.
-"""Second phase of reading a blob: the checks of each op's tensors and parameters and of the
-shapes chaining from n_features to n_classes (`check_ops`), run by attention.read_blob after
-attention_blob.read_records has checked the file structure and been dropped again (the two
+"""Last phase of reading a blob: the checks of each op's tensors and parameters, of the
+shapes chaining from n_features to n_classes and, int8 blobs, of the small-int budget (every
+requantization site's worst case for any int8 input, docs/blob-format.md check 12)
+(`check_ops`), run by attention.read_blob after attention_blob.read_records and
+attention_tensors.read_tensors have checked the file structure and been dropped again (the
 phases never sit in a small heap together).
 
 Messages as the host reader's (`tinyattn.blob._check_op`): `shape mismatch in op K (dense):

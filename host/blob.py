@@ -10,7 +10,10 @@ writes passes every check of the reader.
   the same folder, fsync, `os.replace`); `blob_bytes(spec)` gives the bytes only.
 - `read_blob(data)`: parse and check bytes; raises `BlobError` (a `ValueError`) whose message
   names the problem and how to fix it. The result, a `Blob`, has the same fields as a
-  `QuantModelSpec` plus the file layout, so the host references run either.
+  `QuantModelSpec` plus the file layout, so the host references run either. Three phases, as
+  the device reader's modules and in their order: `_read_records` (attention_blob.py),
+  `_read_tensors` (attention_tensors.py), `_check_ops` (attention_ops.py), the last ending
+  with the small-int budget proven from the stored integers (`budget_sites`).
 
 References: docs/blob-format.md (the contract), docs/quantization.md (what the numbers mean),
 ggml's docs/gguf.md and the safetensors README (format conventions).
