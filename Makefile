@@ -29,8 +29,15 @@ install-oracle: install  ## add PyTorch (CPU) so the oracle tests and bench-trai
 install-peers: install  ## add scikit-learn (extra 'peers') so bench-accuracy runs the peers
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 
-test: install  ## run the whole test suite (starts virtual boards itself)
-	$(BIN)/python -m pytest
+# The suite runs on every core (pytest-xdist); a real board on TINYATTN_PORT is one board, so
+# then the tests run in one process. The large fuzz volumes are `make test-fuzz` (CI runs both).
+XDIST = $(if $(TINYATTN_PORT),,-n auto)
+
+test: install  ## run the test suite in parallel (starts virtual boards itself)
+	$(BIN)/python -m pytest $(XDIST) -m "not fuzz"
+
+test-fuzz: install  ## the large fuzz volumes (hypothesis, thousands of blobs; CI runs them)
+	$(BIN)/python -m pytest $(XDIST) -m fuzz
 
 test-host: install  ## host-only tests (no MicroPython, no serial)
 	$(BIN)/python -m pytest -m host
