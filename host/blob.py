@@ -126,6 +126,39 @@ def _myattn_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
     return slots
 
 
+def _embed_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    # patch embedding; the positional embedding is folded into a per-token bias b[s, o]
+    E, n_in, S = ip["E"], ip["P"] * ip["C"], seq_tokens(ip["T"], ip["P"])
+    slots: list[TensorSlot] = [
+        ("W", I8 if quantized else F32, (E, n_in)),
+        ("b", I32 if quantized else F32, (S, E)),
+    ]
+    if quantized:
+        slots += [("s", F32, (E,)), ("m", I16, (E,))]
+    return slots
+
+
+def _res_ff_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    E, F = ip["E"], ip["F"]
+    slots: list[TensorSlot] = []
+    for g, n_out, n_in in (("1", F, E), ("2", E, F)):
+        slots.append((f"W{g}", I8 if quantized else F32, (n_out, n_in)))
+        if ip["has_bias"]:
+            slots.append((f"b{g}", I32 if quantized else F32, (n_out,)))
+        if quantized:
+            slots += [(f"s{g}", F32, (n_out,)), (f"m{g}", I16, (n_out,))]
+    return slots
+
+
+def _masked_pool_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    return [("m", I16, (ip["S"],))] if quantized else []  # m[k-1] / 2**shift ~ 1/k
+
+
+def seq_tokens(T: int, P: int) -> int:
+    """Tokens of a full window of T steps in patches of P steps: S = ceil(T / P)."""
+    return -(-T // P)
+
+
 @dataclass(frozen=True)
 class OpLayout:
     """How one opcode is stored: parameter names (in record order) and its tensor slots."""
@@ -137,6 +170,15 @@ class OpLayout:
     shifts: tuple[str, ...] = ()  # iparams that are requantization shifts (1..30 when int8)
     multipliers: tuple[str, ...] = ()  # iparams that are multipliers (0 <= M < 2**15)
 
+
+_ATTENTION_IPARAMS = tuple(
+    "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx".split()
+)
+_ATTENTION_FPARAMS = ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out")
+_ATTENTION_SHIFTS = ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx")
+# Ops of a seq model (op 0 is `embed`): token-wise ops run on the S_n valid tokens only.
+SEQ_ONLY_OPS = ("embed", "res_attention", "res_ff", "masked_pool")
+NOT_IN_SEQ_OPS = ("reshape", "attention", "avgpool", "myattn")  # unmasked: refused after embed
 
 OP_LAYOUTS: dict[int, OpLayout] = {
     1: OpLayout(
@@ -150,12 +192,10 @@ OP_LAYOUTS: dict[int, OpLayout] = {
     3: OpLayout("reshape", ("S", "E"), (), _no_tensors),
     4: OpLayout(
         "attention",
-        tuple(
-            "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx".split()
-        ),
-        ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"),
+        _ATTENTION_IPARAMS,
+        _ATTENTION_FPARAMS,
         _attention_tensors,
-        shifts=("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx"),
+        shifts=_ATTENTION_SHIFTS,
         multipliers=("M_sm", "M_ctx"),
     ),
     5: OpLayout(
@@ -176,6 +216,36 @@ OP_LAYOUTS: dict[int, OpLayout] = {
         _myattn_tensors,
         shifts=("shift_q", "shift_a", "shift_sm", "shift_ap", "shift_c"),
         multipliers=("M_q", "M_sm", "M_ap"),
+    ),
+    7: OpLayout(
+        "embed",
+        ("T", "C", "P", "E", "shift"),
+        ("s_in", "s_out"),
+        _embed_tensors,
+        shifts=("shift",),
+    ),
+    8: OpLayout(
+        "res_attention",
+        _ATTENTION_IPARAMS + ("M_x", "M_a", "shift_add"),
+        _ATTENTION_FPARAMS + ("s_y",),
+        _attention_tensors,
+        shifts=_ATTENTION_SHIFTS + ("shift_add",),
+        multipliers=("M_sm", "M_ctx", "M_x", "M_a"),
+    ),
+    9: OpLayout(
+        "res_ff",
+        ("E", "F", "has_bias", "shift_1", "shift_2", "M_x", "M_f", "shift_add"),
+        ("s_in", "s_h", "s_f", "s_y"),
+        _res_ff_tensors,
+        shifts=("shift_1", "shift_2", "shift_add"),
+        multipliers=("M_x", "M_f"),
+    ),
+    10: OpLayout(
+        "masked_pool",
+        ("S", "E", "shift"),
+        (),
+        _masked_pool_tensors,
+        shifts=("shift",),
     ),
 }
 # Opcodes that were reserved and are not (yet) readable: none since myattn (6) landed.
@@ -650,6 +720,7 @@ def _check_ops(raw_ops: list[RawOp], table, arrays, head: _Header, fail) -> list
     quantized, n_ops = head.quantized, len(raw_ops)
     ops: list[Op] = []
     shape: tuple[int, ...] = (head.n_features,)
+    seq = raw_ops[0][0] == OPCODES["embed"]  # a seq model: op 0 embeds a window of T steps
     for k, (opcode, refs, ip, fp) in enumerate(raw_ops):
         layout = OP_LAYOUTS[opcode]
         iparams = dict(zip(layout.iparams, ip, strict=True))
@@ -670,7 +741,7 @@ def _check_ops(raw_ops: list[RawOp], table, arrays, head: _Header, fail) -> list
                 )
             tensors[role] = arrays[t]
         op = Op(layout.name, iparams, fparams, tensors)
-        shape = _check_op(k, op, shape, quantized, k == n_ops - 1, fail)
+        shape = _check_op(k, op, shape, quantized, k == n_ops - 1, fail, seq)
         ops.append(op)
     if shape != (head.n_classes,):
         raise fail(
@@ -683,7 +754,7 @@ def _check_ops(raw_ops: list[RawOp], table, arrays, head: _Header, fail) -> list
 
 
 def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
-    for name in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2"):
+    for name in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F"):
         if name in iparams and not 1 <= iparams[name] <= 65535:
             raise fail(f"op {k} ({layout.name}): {name} = {iparams[name]} out of range 1..65535")
     if "has_bias" in iparams and iparams["has_bias"] not in (0, 1):
@@ -691,8 +762,11 @@ def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
     return layout.tensors(iparams, quantized)
 
 
-def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: bool, fail):
-    """Check one op's attributes against its input shape; returns its output shape."""
+def _check_op(
+    k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: bool, fail, seq: bool = False
+):
+    """Check one op's attributes against its input shape; returns its output shape.
+    `seq`: op 0 is `embed` (a seq model, whose ops run on the valid tokens only)."""
     ip, kind = op.iparams, op.kind
     for role, a in sorted(op.tensors.items()):  # scales and float32 weights: finite only
         if a.dtype == F32 and not np.all(np.isfinite(a)):
@@ -739,6 +813,13 @@ def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: boo
             if not (math.isfinite(v) and v > 0):
                 raise fail(f"op {k} ({kind}): scale {name} = {v} must be finite and > 0")
 
+    if kind in SEQ_ONLY_OPS and kind != "embed" and not seq:
+        raise fail(f"op {k} ({kind}) needs a seq model (op 0 embed), op 0 is not embed")
+    if kind in NOT_IN_SEQ_OPS and seq:
+        raise fail(
+            f"op {k} ({kind}) cannot run in a seq model (op 0 embed): it does not mask "
+            "padded tokens; use res_attention and masked_pool"
+        )
     if kind == "dense":
         if shape[-1] != ip["in"]:
             raise mismatch(f"input shape {list(shape)}, op has in = {ip['in']}")
@@ -784,6 +865,28 @@ def _check_op(k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: boo
         else:
             raise fail(f"op {k} (myattn): mode = {ip['mode']}, must be 0 (explicit) or 1 (pool)")
         return (ip["out"],)
+    if kind == "embed":
+        if k:
+            raise fail(f"op {k} (embed) must be op 0 (it reads the input window)")
+        if shape != (ip["C"],):
+            raise mismatch(f"n_features = {shape[0]} channels, op has C = {ip['C']}")
+        if ip["P"] > ip["T"]:
+            raise mismatch(f"patch P = {ip['P']} steps is longer than the window T = {ip['T']}")
+        return (seq_tokens(ip["T"], ip["P"]), ip["E"])
+    if kind == "res_attention":
+        if shape != (ip["S"], ip["E"]):
+            raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
+        if ip["E"] % ip["H"]:
+            raise mismatch(f"E = {ip['E']} is not divisible by H = {ip['H']}")
+        return shape
+    if kind == "res_ff":
+        if len(shape) != 2 or shape[1] != ip["E"]:
+            raise mismatch(f"input shape {list(shape)}, op has [S, E] with E = {ip['E']}")
+        return shape
+    if kind == "masked_pool":
+        if shape != (ip["S"], ip["E"]):
+            raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
+        return (ip["E"],)
     raise fail(f"op {k}: no shape rule for {kind}")  # pragma: no cover - table and rules agree
 
 
@@ -800,8 +903,9 @@ BudgetSite = tuple[str, np.ndarray, np.ndarray, int]  # multiplier name, max|acc
 def budget_sites(op: Op) -> list[BudgetSite]:
     """Every requantization site of an int8 op in the device's order of computing them:
     (multiplier name, worst-case |accumulator| per channel for any int8 input, M per
-    channel, shift). Tensor multipliers (`m`, `mq`, …) have one channel per output; the
-    others (`M_sm`, `M_ctx`, avgpool `M`, `M_q`, `M_ap`) one. The table of
+    channel, shift). Tensor multipliers (`m`, `mq`, `m1`, …) have one channel per output
+    (masked_pool's `m`: one per valid-token count k, channel k-1); the others (`M_sm`,
+    `M_ctx`, avgpool `M`, `M_q`, `M_ap`, the residual adds' `M_x`, `M_a`, `M_f`) one. The table of
     docs/quantization.md "Choice of M and shift", as `tinyattn.quantize` applies it."""
     ip, t = op.iparams, op.tensors
 
@@ -814,9 +918,12 @@ def budget_sites(op: Op) -> list[BudgetSite]:
     def one(name: str, max_acc: int, shift: str) -> BudgetSite:
         return name, np.array([max_acc], np.int64), np.array([ip[name]], np.int64), ip[shift]
 
-    if op.kind == "dense":
-        return [dense("", "shift")]
-    if op.kind == "attention":
+    def add(M_x: str, M_y: str) -> list[BudgetSite]:  # residual add x·M_x + y·M_y + round
+        # each product is a site; their sum, 128·(M_x + M_y) + 2**(shift_add-1) < 2**30,
+        # holds for any multipliers in range (docs/quantization.md)
+        return [one(M_x, X_ABS_MAX, "shift_add"), one(M_y, X_ABS_MAX, "shift_add")]
+
+    def attention() -> list[BudgetSite]:
         D = ip["E"] // ip["H"]  # head_dim
         return [
             dense("q", "shift_q"),
@@ -826,6 +933,22 @@ def budget_sites(op: Op) -> list[BudgetSite]:
             one("M_ctx", X_ABS_MAX * (Q14 + ip["S"]), "shift_ctx"),  # Σ_j p[j]·v[j,c]
             dense("o", "shift_o"),
         ]
+
+    if op.kind == "dense":
+        return [dense("", "shift")]
+    if op.kind == "attention":
+        return attention()
+    if op.kind == "embed":  # per-token bias: the largest |b[s, o]| over the tokens s
+        acc = X_ABS_MAX * np.abs(t["W"].astype(np.int64)).sum(axis=1)
+        acc = acc + np.abs(t["b"].astype(np.int64)).max(axis=0)
+        return [("m", acc, t["m"].astype(np.int64), ip["shift"])]
+    if op.kind == "res_attention":
+        return attention() + add("M_x", "M_a")
+    if op.kind == "res_ff":
+        return [dense("1", "shift_1"), dense("2", "shift_2")] + add("M_x", "M_f")
+    if op.kind == "masked_pool":  # m[k-1] for k valid tokens: Σ of k int8 values
+        acc = X_ABS_MAX * np.arange(1, ip["S"] + 1, dtype=np.int64)
+        return [("m", acc, t["m"].astype(np.int64), ip["shift"])]
     if op.kind == "avgpool":
         return [one("M", X_ABS_MAX * ip["S"], "shift")]
     if op.kind == "myattn":

@@ -270,8 +270,8 @@ def test_blob_nonpositive_norm_std_rejected(ref_bytes):
 def test_blob_unknown_opcode_rejected(ref_bytes):
     layout = walk(ref_bytes)
     data = bytearray(ref_bytes)
-    data[layout["ops"][1]["at"]] = 9
-    expect(recrc(data), "unknown opcode 9 in op 1")
+    data[layout["ops"][1]["at"]] = 11  # 7-10 are the seq-attn ops since issue 11
+    expect(recrc(data), "unknown opcode 11 in op 1")
 
 
 def test_blob_myattn_opcode_on_another_record_rejected(ref_bytes):
@@ -281,6 +281,20 @@ def test_blob_myattn_opcode_on_another_record_rejected(ref_bytes):
     data = bytearray(ref_bytes)
     data[layout["ops"][1]["at"]] = 6
     expect(recrc(data), "op 1 (myattn) has 0 iparams and 0 fparams, expected 15 and 5")
+
+
+@pytest.mark.parametrize(
+    "opcode, name, counts",
+    [(7, "embed", "5 and 2"), (8, "res_attention", "15 and 7"), (9, "res_ff", "8 and 4"),
+     (10, "masked_pool", "3 and 0")],
+)  # fmt: skip
+def test_blob_seq_opcode_on_another_record_rejected(ref_bytes, opcode, name, counts):
+    """Opcodes 7-10 (issue 11): a relu record relabelled is read as the seq op and refused for
+    its parameter counts."""
+    layout = walk(ref_bytes)
+    data = bytearray(ref_bytes)
+    data[layout["ops"][1]["at"]] = opcode
+    expect(recrc(data), f"op 1 ({name}) has 0 iparams and 0 fparams, expected {counts}")
 
 
 def test_blob_unknown_dtype_rejected(ref_bytes):

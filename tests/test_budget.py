@@ -22,6 +22,7 @@ import zlib
 import numpy as np
 import pytest
 from device_support import DEVICE_DIR, find, odd_blob, op_offsets
+from seq_models import seq_spec
 from synth_models import iris_synthetic, random_model
 
 from tinyattn.blob import BUDGET, OP_LAYOUTS, BlobError, blob_bytes, budget_sites, read_blob
@@ -169,7 +170,8 @@ def test_budget_boundary_of_every_site_is_exact(attention, base):
 def test_budget_sites_cover_every_multiplier_of_the_format():
     """Each multiplier of OP_LAYOUTS (iparams and `m·` tensors) is a budget site."""
     seen = {}
-    for data in budget_bases().values():
+    seq = [blob_bytes(seq_spec())]  # embed, res_attention, res_ff, masked_pool (issue 11)
+    for data in list(budget_bases().values()) + seq:
         for op in read_blob(data).ops:
             seen.setdefault(op.kind, set()).update(s[0] for s in budget_sites(op))
     for layout in OP_LAYOUTS.values():
