@@ -7,6 +7,7 @@ bad request gets `{"ok": false, "error": "..."}` and the loop goes on. Only `exi
 returns to the REPL. The protocol is specified in docs/protocol.md.
 """
 
+import array
 import gc
 import json
 import sys
@@ -34,10 +35,13 @@ try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
     from attention import crc32
+from binascii import a2b_base64, b2a_base64
 
 PROTOCOL = 1
+RUNTIME_VERSION = "0.1.0"  # device/package.json "version"
 MAX_LINE = 4096  # bytes; longer request lines are rejected (the host splits batches to fit)
-MAX_BATCH = 16  # samples per batch request (a 100 KiB heap builds the reply comfortably)
+MAX_BATCH = 16  # samples per JSON batch request (a 100 KiB heap builds the reply comfortably)
+MAX_BATCH_B64 = 64  # samples per base64 batch (one array per field: no per-number objects)
 MAX_BENCH = 10000  # iterations per bench request
 _BIG = 1e30  # |feature| above this is rejected (inf, huge); NaN fails `f == f`
 
@@ -80,7 +84,7 @@ def _features(model, value):
 
 
 def _path(req):
-    path = req.get("path", "both")
+    path = req.get("path", "both" if getattr(_state["model"], "quantized", True) else "float")
     if path not in ("int8", "float", "both"):
         raise RequestError("path must be 'int8', 'float' or 'both'")
     if path != "float" and not getattr(_state["model"], "quantized", True):
@@ -88,7 +92,32 @@ def _path(req):
     return path
 
 
-_state = {"model": None, "out": None}
+_state = {"model": None, "out": None, "blob": None}
+
+
+def _blob_identity(path):
+    """{"blob_crc", "blob_size"} of the model file: its own trailing CRC-32 field (over every
+    byte before it, docs/blob-format.md), read from the file's last 4 bytes, not recomputed."""
+    if not isinstance(path, str):  # the blob's bytes (tests)
+        tail, size = bytes(path[-4:]), len(path)
+    else:
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(size - 4, 0))
+                tail = f.read(4)
+        except OSError:
+            return {"blob_crc": None, "blob_size": None}
+    if len(tail) < 4:
+        return {"blob_crc": None, "blob_size": size}
+    return {"blob_crc": tail[0] | tail[1] << 8 | tail[2] << 16 | tail[3] << 24, "blob_size": size}
+
+
+def _runtime_kind():
+    """"mpy" when the runtime was imported from .mpy files, "py" when compiled at import."""
+    mod = sys.modules.get("attention")
+    name = getattr(mod, "__file__", "") or ""
+    return "mpy" if name.endswith(".mpy") else "py"
 
 
 def _infer_one(model, features, path):
@@ -126,7 +155,14 @@ def _op_info(model, req):
         "alloc_heap": alloc,
         "max_line": MAX_LINE,
         "max_batch": MAX_BATCH,
+        "max_batch_b64": MAX_BATCH_B64,
+        "encodings": ["json", "b64"],
+        "runtime_version": RUNTIME_VERSION,
+        "runtime": _runtime_kind(),
+        "kernels": getattr(model, "kernels", None),
+        "float_kernels": getattr(model, "float_kernels", None),
     }
+    info.update(_state["blob"] or {})
     info.update(_platform())
     return info
 
@@ -143,6 +179,10 @@ def _op_infer(model, req):
 
 
 def _op_batch(model, req):
+    if req.get("enc") == "b64":
+        return _op_batch_b64(model, req)
+    if req.get("enc", "json") != "json":
+        raise RequestError("enc must be 'json' or 'b64'")
     samples = req.get("samples")
     if not isinstance(samples, list) or not samples:
         raise RequestError("samples must be a non-empty list of feature lists")
@@ -166,6 +206,97 @@ def _op_batch(model, req):
         rep["logits_q"] = lqs
     if lfs:
         rep["logits"] = lfs
+    return rep
+
+
+def _b64(data, what):
+    if not isinstance(data, str):
+        raise RequestError("%s must be a base64 string" % what)
+    try:
+        return a2b_base64(data)
+    except ValueError:
+        raise RequestError("%s is not valid base64" % what) from None
+
+
+def _text(arr):
+    """base64 text of an array's bytes (b2a_base64 ends it with a newline: dropped)."""
+    return b2a_base64(arr).decode().rstrip()
+
+
+def _op_batch_b64(model, req):
+    """A batch as little-endian arrays in base64 (docs/protocol.md, Compact batches): `n`
+    samples of `n_features` values each, as float32 raw features (`f32`) or as int8 model
+    input (`xq`, int8 path only). The reply carries `pred` as a JSON list and `xq` (int8),
+    `logits_q` (int32), `logits` (float32) as base64 arrays, row-major [n, …]. Decoding
+    allocates; the int8 kernel (`run_int8`) still does not."""
+    n = req.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BATCH_B64:
+        raise RequestError("n must be an integer from 1 to %d" % MAX_BATCH_B64)
+    path = _path(req)
+    nf = model.n_features
+    f32 = req.get("f32")
+    given_xq = req.get("xq")
+    if (f32 is None) == (given_xq is None):
+        raise RequestError("a b64 batch carries exactly one of 'f32' and 'xq'")
+    if f32 is not None:
+        raw = _b64(f32, "f32")
+        if len(raw) != 4 * n * nf:
+            raise RequestError(
+                "f32: expected %d bytes (n %d x %d float32), got %d" % (4 * n * nf, n, nf, len(raw))
+            )
+        x = array.array("f", raw)
+        raw = None
+        for f in x:  # validate all first: a batch is answered whole or not at all
+            if not (f == f) or f > _BIG or f < -_BIG:
+                raise RequestError("features must be finite numbers (got NaN, inf or > 1e30)")
+    else:
+        if path != "int8":
+            raise RequestError("an 'xq' batch runs the int8 path only: send path 'int8'")
+        x = array.array("b", _b64(given_xq, "xq"))
+        if len(x) != n * nf:
+            raise RequestError("xq: expected %d int8 (n %d x %d), got %d" % (n * nf, n, nf, len(x)))
+    nc = model.n_classes
+    out = _state["out"]
+    preds = []
+    xq_all = lq_all = lf_all = None
+    if path != "float":
+        xq_all = array.array("b", bytes(n * nf))
+        lq_all = array.array("i", bytes(4 * n * nc))
+        xq = model.quantize([0.0] * nf) if f32 is not None else array.array("b", bytes(nf))
+    if path != "int8":
+        lf_all = array.array("f", bytes(4 * n * nc))
+        lf = [0.0] * nc
+    feats = [0.0] * nf
+    for k in range(n):
+        base = k * nf
+        if f32 is not None:
+            for i in range(nf):
+                feats[i] = x[base + i]
+        pred = -1
+        if path != "float":
+            if f32 is not None:
+                model.quantize(feats, xq)
+            else:
+                for i in range(nf):
+                    xq[i] = x[base + i]
+            pred = model.run_int8(xq, out)
+            for i in range(nf):
+                xq_all[base + i] = xq[i]
+            for c in range(nc):
+                lq_all[k * nc + c] = out[c]
+        if path != "int8":
+            best = model.run_float(feats, lf)
+            if path == "float":
+                pred = best
+            for c in range(nc):
+                lf_all[k * nc + c] = lf[c]
+        preds.append(pred)
+    rep = {"n": n, "enc": "b64", "pred": preds}
+    if xq_all is not None:
+        rep["xq"] = _text(xq_all)
+        rep["logits_q"] = _text(lq_all)
+    if lf_all is not None:
+        rep["logits"] = _text(lf_all)
     return rep
 
 
@@ -400,6 +531,7 @@ def run(model_path="model.bin", stdin=None, stdout=None):
         return
     _state["model"] = model
     _state["out"] = model.new_logits()
+    _state["blob"] = _blob_identity(model_path)
     write_reply(
         stdout,
         {
@@ -409,6 +541,7 @@ def run(model_path="model.bin", stdin=None, stdout=None):
             "format_version": model.format_version,
             "n_features": model.n_features,
             "n_classes": model.n_classes,
+            "blob_crc": _state["blob"]["blob_crc"],
         },
     )
     while True:

@@ -24,6 +24,9 @@ TRACEBACK = b"Traceback (most recent call last)"
 # Errors the server gives a request that arrived damaged (docs/protocol.md): resend at once.
 CORRUPTED = ("crc mismatch", "request is not valid JSON", "bad crc field")
 DEFAULT_BAUD = 115200
+# Seconds a silent board is waited for before a command gives up, the same for `flash` (the
+# first mpremote command) and `parity` (the raw REPL prompt): their --timeout default.
+DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
 class LinkError(Exception):
@@ -113,10 +116,19 @@ def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
 class BoardLink:
     """A session with the tinyattn server on a board. Use as a context manager."""
 
-    def __init__(self, port: str, baud: int = DEFAULT_BAUD, timeout: float = 5.0):
+    def __init__(
+        self,
+        port: str,
+        baud: int = DEFAULT_BAUD,
+        timeout: float = 5.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ):
+        if not timeout > 0 or not connect_timeout > 0:
+            raise ValueError("timeouts must be positive numbers of seconds")
         self.port = port
         self.baud = baud
-        self.timeout = timeout
+        self.timeout = timeout  # seconds per request (resent up to 3 times)
+        self.connect_timeout = connect_timeout  # seconds a silent board is waited for
         self.serial: serial.Serial | None = None
         self._buf = b""
         self._next_id = 1
@@ -203,8 +215,9 @@ class BoardLink:
         return line
 
     # -- raw REPL ---------------------------------------------------------------------------
-    def enter_raw_repl(self, timeout: float = 10.0) -> None:
+    def enter_raw_repl(self, timeout: float | None = None) -> None:
         """Interrupt whatever runs and enter the raw REPL (mpremote's byte sequence)."""
+        timeout = self.connect_timeout if timeout is None else timeout
         end = time.monotonic() + timeout
         while True:
             self._write(b"\r\x03\x03")
@@ -216,8 +229,9 @@ class BoardLink:
             except LinkTimeout:
                 if time.monotonic() > end:
                     raise LinkTimeout(
-                        f"{self.port}: no raw REPL prompt within {timeout:.0f}s; is a MicroPython"
-                        " board on this port? Press its reset button and retry"
+                        f"{self.port}: no raw REPL prompt within {timeout:g}s; is a MicroPython"
+                        " board on this port? Press its reset button and retry (or give it "
+                        "longer: --timeout)"
                     ) from None
 
     def exec_raw(self, code: str, timeout: float = 10.0) -> str:
@@ -386,3 +400,55 @@ class BoardLink:
 
 class _NoModel(LinkError):
     """The server started but could not load the model: starting again will not help."""
+
+
+# -- compact batches (docs/protocol.md, Compact batches) ------------------------------------
+# Per-sample reply fields of a base64 batch and their little-endian element type.
+B64_REPLY_DTYPES = {"xq": "<i1", "logits_q": "<i4", "logits": "<f4"}
+
+
+def b64_batch(X: Any) -> dict[str, Any]:
+    """Request fields of a base64 batch of raw features X [n, F]: float32 bytes, row-major.
+    The board computes on these float32 values: the host reference must use them too
+    (`as_sent`)."""
+    import base64
+
+    import numpy as np
+
+    x = np.ascontiguousarray(X, dtype="<f4")
+    return {"enc": "b64", "n": int(x.shape[0]), "f32": base64.b64encode(x.tobytes()).decode()}
+
+
+def as_sent(X: Any) -> Any:
+    """X as a base64 batch delivers it: each feature rounded to float32 (as float64)."""
+    import numpy as np
+
+    return np.asarray(X, dtype=np.float32).astype(np.float64)
+
+
+def decode_b64_reply(rep: dict[str, Any], n: int) -> dict[str, Any]:
+    """A base64 batch reply with its arrays as lists of n per-sample lists, as a JSON batch
+    reply has them. A field that is not valid base64 or does not split into n rows becomes
+    None (the caller's per-sample count check then refuses the reply)."""
+    import base64
+    import binascii
+
+    import numpy as np
+
+    out = dict(rep)
+    for key, dtype in B64_REPLY_DTYPES.items():
+        text = rep.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            out[key] = None
+            continue
+        size = np.dtype(dtype).itemsize
+        if n <= 0 or not raw or len(raw) % (size * n):
+            out[key] = None
+            continue
+        arr = np.frombuffer(raw, dtype=dtype).reshape(n, -1)
+        out[key] = arr.astype(np.float64 if dtype == "<f4" else np.int64).tolist()
+    return out
