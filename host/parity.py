@@ -29,13 +29,24 @@ from typing import Any
 import numpy as np
 
 from .cli import CLIError
-from .link import BoardLink, BoardReset, LinkError, LinkTimeout
+from .link import (
+    DEFAULT_CONNECT_TIMEOUT,
+    BoardLink,
+    BoardReset,
+    LinkError,
+    LinkTimeout,
+    as_sent,
+    b64_batch,
+    decode_b64_reply,
+)
 from .paths import BUILD_DIR
 from .ports import add_port_arguments, board_port
 
 FLOAT_TOL = 1e-4
 DEFAULT_MODEL = BUILD_DIR / "model.npz"
 MAX_RESTARTS = 3  # board resets tolerated per run (the server is restarted, the batch resent)
+MAX_BENCH = 10000  # the server's limit on bench iterations (docs/protocol.md)
+ENCODINGS = ("b64", "json")  # batch payloads: base64 float32 arrays (default), JSON numbers
 
 
 def load_samples(
@@ -119,11 +130,11 @@ def host_reference(blob_bytes: bytes, X: np.ndarray) -> dict[str, np.ndarray]:
     return ref
 
 
-def _batches(X: np.ndarray, max_batch: int, max_line: int) -> list[list[int]]:
+def _batches(X: np.ndarray, max_batch: int, max_line: int, enc: str = "json") -> list[list[int]]:
     """Index groups whose request line fits the server's line limit."""
     groups, cur, size = [], [], 100
     for i, row in enumerate(X.tolist()):
-        n = len(json.dumps(row)) + 2
+        n = len(json.dumps(row)) + 2 if enc == "json" else (4 * len(row) * 4 + 2) // 3 + 1
         if cur and (len(cur) >= max_batch or size + n > max_line - 200):
             groups.append(cur)
             cur, size = [], 100
@@ -150,15 +161,88 @@ def _reply_rows(rep: dict, group: list[int]) -> tuple[dict[int, dict], str | Non
     return {}, f"the board's reply for {what} had per-sample lists of {counts}"
 
 
-def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress: bool) -> dict:
-    """Send all samples; returns per-sample device results and timing. Partial on LinkError."""
-    from tqdm import tqdm
-
+def board_info(link: BoardLink) -> dict:
+    """The server's `info` reply; LinkError if it refuses."""
     info = link.request("info")
     if not info.get("ok"):
         raise LinkError(f"info failed: {info.get('error')}")
-    dev: dict[str, Any] = {"info": info, "rows": {}, "error": None, "restarts": 0}
-    groups = _batches(X, int(info.get("max_batch", 16)), int(info.get("max_line", 4096)))
+    return info
+
+
+def blob_identity(blob: Any) -> dict:
+    """What identifies a blob: its trailing CRC-32 field, size and format version."""
+    return {"crc32": blob.crc32, "size": blob.file_size, "format_version": blob.version}
+
+
+class BlobMismatch(CLIError):
+    """The board runs another blob than the one the host holds (exit 2, one line)."""
+
+    def __init__(self, message: str, board: dict, host: dict):
+        super().__init__(message)
+        self.board, self.host = board, host
+
+
+def board_blob(info: dict) -> dict:
+    """The board's blob and runtime as its `info` reports them (docs/protocol.md)."""
+    keys = ("runtime_version", "runtime", "kernels", "float_kernels")
+    return {
+        "crc32": info.get("blob_crc"),
+        "size": info.get("blob_size"),
+        "format_version": info.get("format_version"),
+        **{k: info.get(k) for k in keys},
+    }
+
+
+def check_identity(info: dict, blob: Any, blob_path: Path, port: str) -> dict:
+    """The board's blob identity; BlobMismatch (one line naming both CRCs and the fix) unless
+    it runs exactly the blob at blob_path."""
+    board, host = board_blob(info), blob_identity(blob)
+    if board["crc32"] == host["crc32"] and board["size"] == host["size"]:
+        return board
+    if board["crc32"] is None:
+        what = "does not say which blob it runs (a runtime older than protocol identity)"
+    else:
+        what = f"runs blob CRC {board['crc32']:08x} ({board['size']} B)"
+    raise BlobMismatch(
+        f"{port}: the board {what}, {blob_path} is CRC {host['crc32']:08x} ({host['size']} B); "
+        f"flash it first: make flash (or tinyattn flash --blob {blob_path})",
+        board,
+        host,
+    )
+
+
+def _request_batch(link: BoardLink, X: np.ndarray, group: list[int], path: str, enc: str):
+    """One batch request; a base64 reply comes back with its arrays as per-sample lists."""
+    if enc == "json":
+        return link.request("batch", samples=X[group].tolist(), path=path)
+    rep = link.request("batch", path=path, **b64_batch(X[group]))
+    if rep.get("ok") and rep.get("enc") == "b64":
+        rep = decode_b64_reply(rep, len(group))
+    return rep
+
+
+def run_device(
+    link: BoardLink,
+    X: np.ndarray,
+    path: str,
+    bench_n: int,
+    progress: bool,
+    enc: str = "json",
+    info: dict | None = None,
+) -> dict:
+    """Send all samples; returns per-sample device results and timing. Partial on LinkError.
+    With enc "b64" the features go as float32 bytes: pass X as sent (`link.as_sent`)."""
+    from tqdm import tqdm
+
+    info = info or board_info(link)
+    dev: dict[str, Any] = {"info": info, "rows": {}, "error": None, "restarts": 0, "enc": enc}
+    if enc == "b64" and "b64" not in info.get("encodings", ()):
+        raise LinkError(
+            f"{link.port}: the board's server has no compact batches; run 'make flash' to "
+            "update it (or use --enc json)"
+        )
+    max_batch = info.get("max_batch_b64" if enc == "b64" else "max_batch", 16)
+    groups = _batches(X, int(max_batch), int(info.get("max_line", 4096)), enc)
     bar = tqdm(
         total=len(X),
         desc="parity",
@@ -174,7 +258,7 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
             rep = None
             while rep is None:
                 try:
-                    rep = link.request("batch", samples=X[group].tolist(), path=path)
+                    rep = _request_batch(link, X, group, path, enc)
                 except BoardReset:
                     dev["restarts"] += 1
                     if dev["restarts"] > MAX_RESTARTS:
@@ -210,8 +294,9 @@ def run_device(link: BoardLink, X: np.ndarray, path: str, bench_n: int, progress
         if bench_n:
             for p in ("int8", "float") if path == "both" else (path,):
                 b = link.request("bench", n=bench_n, path=p, timeout=link.timeout + bench_n * 0.05)
-                if b.get("ok"):
-                    dev["bench"][p] = b
+                if not b.get("ok"):
+                    raise LinkError(f"the board refused bench ({p}, n={bench_n}): {b.get('error')}")
+                dev["bench"][p] = b
     except LinkError as exc:
         dev["error"] = str(exc)
         dev["link_seconds"] = time.perf_counter() - t0
@@ -378,6 +463,11 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
         f"{'link samples/s (batch)':28s} {fmt(s['link_samples_per_s'], '.0f')}",
         f"{'result':28s} {'PASS' if s['passed'] else 'FAIL'}",
     ]
+    board = s.get("board_blob")
+    if board and board.get("crc32") is not None:
+        lines.insert(0, f"{'board runs blob':28s} CRC {board['crc32']:08x} ({board['size']} B), "
+                     f"runtime {board.get('runtime_version')} as .{board.get('runtime')}, "
+                     f"kernels {board.get('kernels')}")  # fmt: skip
     failed = s.get("failed_samples") or []
     if failed:
         shown = ", ".join(str(i) for i in failed[:SHOW_FAILED])
@@ -394,40 +484,65 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
     return "\n".join(lines)
 
 
+def default_path(blob: Any) -> str:
+    """The paths a blob has: both for an int8 blob, float for a float32 one."""
+    return "both" if blob.quantized else "float"
+
+
 def parity(
     port: str,
     blob_path: Path,
     X: np.ndarray,
     y: np.ndarray,
-    path: str = "both",
+    path: str | None = None,
     baud: int = 115200,
     timeout: float = 5.0,
     bench_n: int = 200,
     progress: bool = True,
     model_path: str = "model.bin",
+    enc: str = "b64",
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> dict:
-    """Run the whole parity check against the board on PORT; returns the report."""
+    """Run the whole parity check against the board on PORT; returns the report.
+
+    `path` None: the paths the blob has. The board must run the blob at blob_path (its `info`
+    CRC and size): BlobMismatch otherwise, before any sample is sent. With enc "b64" the
+    samples travel as float32, so the host reference is computed on X rounded to float32."""
     blob = read_blob_file(blob_path)
+    path = path or default_path(blob)
     check_samples(blob, X, [f"x{j}" for j in range(X.shape[-1])], "the samples")
-    ref = host_reference(blob_path.read_bytes(), X)
-    if path != "float" and "logits_q" not in ref:
+    if path != "float" and not blob.quantized:
         raise CLIError(f"{blob_path} holds float32 weights only: use --path float")
-    with BoardLink(port, baud=baud, timeout=timeout) as link:
+    if enc not in ENCODINGS:
+        raise CLIError(f"enc must be one of {', '.join(ENCODINGS)}, not {enc!r}")
+    if enc == "b64":
+        X = as_sent(X)
+    ref = host_reference(blob_path.read_bytes(), X)
+    with BoardLink(port, baud=baud, timeout=timeout, connect_timeout=connect_timeout) as link:
         link.start_server(model_path)
-        dev = run_device(link, X, path, bench_n, progress)
         try:
-            link.stop_server()
-        except LinkError:
-            pass
+            info = board_info(link)
+            board = check_identity(info, blob, blob_path, port)
+            dev = run_device(link, X, path, bench_n, progress, enc=enc, info=info)
+        finally:
+            try:
+                link.stop_server()
+            except LinkError:
+                pass
         stats = dict(link.stats)
     report = compare(ref, dev, y, path)
     report["summary"]["link"] = stats
     report["summary"]["port"] = port
+    report["summary"]["enc"] = enc
+    report["summary"]["board_blob"] = board
+    report["summary"]["host_blob"] = {"path": str(blob_path), **blob_identity(blob)}
     return report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_port_arguments(parser)
+    from .fleet import add_fleet_arguments
+
+    add_fleet_arguments(parser)
     parser.add_argument(
         "--blob", type=Path, default=BUILD_DIR / "model.bin",
         help="the blob flashed on the board (default %(default)s)",
@@ -441,22 +556,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", type=Path, help="samples from this CSV instead")
     parser.add_argument("--target", help="target column of --csv")
     parser.add_argument(
-        "--path", choices=["float", "int8", "both"], default="both",
-        help="which inference path to compare (default %(default)s)",
+        "--path", choices=["float", "int8", "both"],
+        help="which inference path to compare (default: the blob's paths, both for an int8 "
+        "blob, float for a float32 one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--enc", choices=list(ENCODINGS), default="b64",
+        help="batch payloads: base64 float32/int arrays (default) or JSON numbers",
     )  # fmt: skip
     parser.add_argument(
         "--report", type=Path, default=BUILD_DIR / "parity.json",
         help="JSON report: summary + one row per sample (default %(default)s)",
     )  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
-    parser.add_argument("--bench", type=int, default=200, help="bench iterations (0: none)")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=DEFAULT_CONNECT_TIMEOUT,
+        help="seconds a silent board is waited for, at the start and per request "
+        "(default %(default)g, as flash)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bench", type=bench_count, default=200,
+        help=f"bench iterations, 0 to {MAX_BENCH} (0: none; default %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print a JSON summary last")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0, e.g. 10")
+    return value
+
+
+def bench_count(text: str) -> int:
+    """argparse type: bench iterations, 0 (none) to the server's MAX_BENCH."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_BENCH:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give 0 (no bench) to {MAX_BENCH} iterations (the board's limit)"
+        )
+    return value
+
+
 def main(args: argparse.Namespace) -> int:
+    from .fleet import is_fleet, port_list
+
     if args.target is not None and args.csv is None:
         raise CLIError("--target needs --csv FILE (it names the label column of that CSV)")
+    ports = port_list(args)
     model = args.model
     if model is not None and not model.is_file():
         raise CLIError(
@@ -470,23 +624,84 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     source = str(args.csv or data.name)
-    check_samples(read_blob_file(args.blob), data.X, data.feature_names, source)
+    blob = read_blob_file(args.blob)
+    check_samples(blob, data.X, data.feature_names, source)
+    path = args.path or default_path(blob)
+    if path != "float" and not blob.quantized:
+        raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
+
+    def run(port: str, progress: bool) -> dict:
+        return parity(
+            port, args.blob, data.X, data.y, path=path, baud=args.baud, timeout=args.timeout,
+            bench_n=args.bench, progress=progress, enc=args.enc, connect_timeout=args.timeout,
+        )  # fmt: skip
+
+    if is_fleet(args):
+        return fleet_main(args, ports, run)
+    from .fleet import one_port
+
     try:
-        with board_port(args.port) as port:
-            report = parity(
-                port,
-                args.blob,
-                data.X,
-                data.y,
-                path=args.path,
-                baud=args.baud,
-                timeout=args.timeout,
-                bench_n=args.bench,
-                progress=not args.quiet,
-            )
+        with one_port(ports[0]) as port:
+            report = run(port, not args.quiet)
+    except BlobMismatch as exc:
+        write_report(args.report, mismatch_report(exc))
+        raise
     except LinkError as exc:
         raise CLIError(str(exc)) from None
     return finish(report, args.report, args.json, "parity")
+
+
+def mismatch_report(exc: BlobMismatch) -> dict:
+    """The report of a run refused before any sample: the two blobs and why."""
+    summary = {"passed": False, "complete": False, "error": str(exc)}
+    return {"summary": {**summary, "board_blob": exc.board, "host_blob": exc.host}, "rows": []}
+
+
+def fleet_main(args: argparse.Namespace, ports: list, run) -> int:
+    """Parity on several boards side by side: one row per board, a summary, the report of
+    each board under "boards" in --report; exit 0 all PASS, else 1 (2 if a board could not
+    be run to the end), naming every board that failed."""
+    from .fleet import failed_line, run_fleet
+
+    results, wall = run_fleet(
+        ports,
+        lambda label, port: run(port, False),
+        ok=lambda report: bool(report["summary"]["passed"]),
+    )
+    head = f"{'board':8s} {'port':14s} {'result':6s} {'samples':>7s} {'int8 exact':>10s} "
+    print(head + f"{'float |Δ|':>9s} {'samples/s':>9s} {'seconds':>7s}")
+    boards = {}
+    for r in results:
+        if r.value is None:
+            print(f"{r.label:8s} {r.port:14s} {'ERROR':6s} {r.error}")
+            boards[r.label] = {"port": r.port, "error": r.error, "passed": False}
+            continue
+        s = r.value["summary"]
+        boards[r.label] = r.value
+        if s.get("error") and not r.error:
+            r.error = s["error"]
+        exact = "—" if s["int8_exact"] is None else f"{s['int8_exact']}/{s['samples']}"
+        diff = s["float_max_abs_diff"]
+        rate = s["link_samples_per_s"]
+        print(
+            f"{r.label:8s} {r.port:14s} {'PASS' if s['passed'] else 'FAIL':6s} "
+            f"{s['answered']:7d} {exact:>10s} {'—' if diff is None else format(diff, '.2g'):>9s} "
+            f"{'—' if rate is None else format(rate, '.0f'):>9s} {r.seconds:7.2f}"
+        )
+    passed = sum(r.ok for r in results)
+    slowest = max((r.seconds for r in results), default=0.0)
+    print(
+        f"{len(results)} boards: {passed} PASS, {len(results) - passed} FAIL; wall time "
+        f"{wall:.2f} s (slowest board {slowest:.2f} s)"
+    )
+    summary = {"boards": len(results), "passed": passed == len(results), "wall_seconds": wall}
+    write_report(args.report, {"summary": summary, "boards": boards})
+    print(f"report: {args.report}")
+    line = failed_line("parity", results)
+    if line is None:
+        return 0
+    print(f"tinyattn parity: error: {line}", file=sys.stderr)
+    return 2 if any(r.value is None or r.value["summary"].get("error") for r in results) else 1
 
 
 def finish(report: dict, report_path: Path, as_json: bool, command: str) -> int:

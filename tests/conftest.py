@@ -3,6 +3,8 @@
 
 - `serial_port` (session): $TINYATTN_PORT when set (a real board, shared by the whole run),
   else the port of one virtual board started for the session on a temporary flash folder.
+  $TINYATTN_PORT set but no MicroPython board answering there: every test that needs it is
+  skipped with one reason (checked once per session), not failed.
 - `vboard` (function): a fresh, started tools.vboard.VirtualBoard on its own flash folder.
 - `vboard_factory` (function): `make(fs_dir=None, **VirtualBoard kwargs)` for boards with
   options (heap, faults, a prepared main.py); every board made is stopped afterwards.
@@ -67,12 +69,34 @@ def tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def real_board_problem(port: str, timeout: float = 3.0) -> str | None:
+    """Why $TINYATTN_PORT cannot be used as a board (missing, busy, no permission, silent, no
+    raw REPL), or None when a MicroPython board answers there."""
+    from tinyattn.cli import CLIError
+    from tinyattn.link import BoardLink, LinkError
+    from tinyattn.ports import resolve_port
+
+    try:
+        port = resolve_port(port) or port
+        with BoardLink(port, connect_timeout=timeout) as link:
+            link.enter_raw_repl()
+            link._write(b"\r\x02")  # back to the friendly REPL
+    except (CLIError, LinkError, OSError) as exc:
+        return str(exc)
+    return None
+
+
 @pytest.fixture(scope="session")
 def serial_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """$TINYATTN_PORT (real board) or the port of a session-wide virtual board."""
     port = os.environ.get("TINYATTN_PORT")
     if port:
-        yield port
+        problem = real_board_problem(port)
+        if problem:
+            pytest.skip(f"TINYATTN_PORT={port}: no board answers there ({problem})")
+        from tinyattn.ports import resolve_port
+
+        yield resolve_port(port) or port
         return
     _require_micropython()
     with VirtualBoard(tmp_path_factory.mktemp("board")) as board:

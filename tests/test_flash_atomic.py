@@ -92,7 +92,7 @@ def _kill_flash_when(vb, blob: Path, staged: str, limit: float = 60.0) -> None:
 @pytest.mark.parametrize("at", ["first file", "blob"])
 def test_flash_atomic_killed_mid_copy_keeps_previous_model(board, blobs, at):
     before = _files(board)
-    first = flash_mod.device_sources()[0].name
+    first = flash_mod.device_sources()[0].stem + ".mpy"  # .mpy by default
     _kill_flash_when(
         board, blobs["new"], f"{first}.new" if at == "first file" else "model.bin.new"
     )
@@ -117,8 +117,9 @@ def test_flash_atomic_readback_mismatch_switches_nothing(board, blobs, monkeypat
     real = flash_mod.mpremote
 
     def mpremote(port: str, *args: str, **kw) -> str:
-        if args[:1] == ("cp",) and args[2] == ":model.bin.new":
-            args = ("cp", str(bad), args[2])
+        if ":model.bin.new" in args:  # the copy session: one chain `cp SRC :NAME.new + …`
+            k = args.index(":model.bin.new")
+            args = (*args[: k - 1], str(bad), *args[k:])
         return real(port, *args, **kw)
 
     monkeypatch.setattr(flash_mod, "mpremote", mpremote)

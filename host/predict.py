@@ -1,0 +1,195 @@
+"""Host (CPython): `tinyattn predict` — classify the rows of a CSV with a blob, here or on a board.
+
+    tinyattn predict --csv rows.csv                      # host: intref (int8) or floatref
+    tinyattn predict --csv rows.csv --port /dev/ttyACM0  # the board that runs the same blob
+    tinyattn predict --csv rows.csv --out preds.csv      # or --json
+
+The CSV has a header row and the model's features in training order; a label column is
+dropped when --target names it, or when there is exactly one column more than the model has
+features (then the last, as `tinyattn train --csv` takes it). Bad input gets the same one-line
+errors as `parity --csv` (file:line, column, what to do) and the same feature checks
+(parity.check_samples). Features are rounded to float32 first, on the host too: that is what
+a board receives (docs/protocol.md, compact batches) and computes with, so host and board
+give the same classes. On a board, the blob it runs must be the one given (`info` CRC), else
+exit 2 naming both CRCs and `make flash`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .cli import CLIError
+from .link import LinkError, as_sent
+from .paths import BUILD_DIR
+
+
+def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarray, list[str]]:
+    """Features X [N, F] and their column names from a CSV with a header row; the messages
+    are those of data.load_csv (what `parity --csv` says)."""
+    from .data import MAX_ABS_FEATURE
+
+    try:
+        with path.open(newline="") as f:
+            rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
+    except OSError as exc:
+        raise CLIError(f"{path}: cannot read ({exc.strerror}); check the path") from None
+    if len(rows) < 2:
+        raise CLIError(f"{path}: needs a header row and at least one data row")
+    header = [cell.strip() for cell in rows[0]]
+    if sum(_is_number(cell) for cell in header) >= min(n_features, len(header)):
+        raise CLIError(
+            f"{path}:1: the first row is numbers, not column names; add a header row "
+            "(the feature names, as in the training CSV)"
+        )
+    if target is not None and target not in header:
+        raise CLIError(
+            f"{path}: no column named {target!r}; columns are {', '.join(header)} "
+            "(pass the label column with --target COL)"
+        )
+    if target is None and len(header) == n_features + 1:
+        target = header[-1]  # a label column last, as train --csv takes it by default
+    t = header.index(target) if target is not None else -1
+    names = [h for j, h in enumerate(header) if j != t]
+    X = np.empty((len(rows) - 1, len(names)))  # (N, F)
+    for r, row in enumerate(rows[1:]):
+        line = r + 2  # 1-based, after the header
+        if len(row) != len(header):
+            raise CLIError(
+                f"{path}:{line}: {len(row)} fields, header has {len(header)}; fix the row"
+            )
+        cells = [cell for j, cell in enumerate(row) if j != t]
+        for j, cell in enumerate(cells):
+            try:
+                X[r, j] = value = float(cell)
+            except ValueError:
+                raise CLIError(
+                    f"{path}:{line}: column {names[j]!r} is {cell!r}, not a number; "
+                    "features must be numeric (drop or encode that column)"
+                ) from None
+            if not abs(value) <= MAX_ABS_FEATURE:
+                what = "not a finite number" if not np.isfinite(value) else "too large"
+                raise CLIError(
+                    f"{path}:{line}: column {names[j]!r} is {cell.strip()!r}, {what} "
+                    f"(features must be finite, |x| <= {MAX_ABS_FEATURE:g}); fix or drop the row"
+                )
+    return X, names
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def predict_host(blob, X: np.ndarray, path: str) -> np.ndarray:
+    """Class indices [N] of raw features X on the host reference of `path`."""
+    if path == "int8":
+        from .intref import quantize_input, run_int8
+
+        return np.argmax(run_int8(blob, quantize_input(blob, X)), axis=1)  # first maximum
+    from .floatref import run_float
+
+    return np.argmax(run_float(blob, X), axis=1)
+
+
+def predict_board(
+    port: str, blob, blob_path: Path, X: np.ndarray, path: str, baud: int, timeout: float,
+    progress: bool,
+) -> np.ndarray:  # fmt: skip
+    """Class indices [N] as the board on PORT computes them (compact batches)."""
+    from .link import BoardLink
+    from .parity import board_info, check_identity, run_device
+
+    with BoardLink(port, baud=baud, timeout=timeout, connect_timeout=timeout) as link:
+        link.start_server()
+        try:
+            info = board_info(link)
+            check_identity(info, blob, blob_path, port)
+            dev = run_device(link, X, path, 0, progress, enc="b64", info=info)
+        finally:
+            try:
+                link.stop_server()
+            except LinkError:
+                pass
+    if dev["error"]:
+        raise LinkError(dev["error"])
+    missing = [i for i in range(len(X)) if i not in dev["rows"]]
+    if missing:
+        raise LinkError(f"{port}: the board did not answer rows {missing[:5]}; retry")
+    return np.array([int(dev["rows"][i]["pred"]) for i in range(len(X))], dtype=np.int64)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .parity import positive_seconds
+    from .ports import add_port_arguments
+
+    add_port_arguments(parser)
+    parser.add_argument("--csv", type=Path, required=True, help="rows to classify (header row)")
+    parser.add_argument("--target", help="a label column of --csv to leave out")
+    parser.add_argument(
+        "--blob", type=Path, default=BUILD_DIR / "model.bin",
+        help="the model (default %(default)s); on a board, the blob it runs",
+    )  # fmt: skip
+    parser.add_argument(
+        "--path", choices=["int8", "float"],
+        help="inference path (default: int8 for an int8 blob, float for a float32 one)",
+    )  # fmt: skip
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--out", type=Path, help="write row,pred,class as CSV here")
+    out.add_argument("--json", action="store_true", help="print JSON instead of CSV")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=10.0,
+        help="seconds a silent board is waited for (default %(default)g)",
+    )  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.epilog = (
+        "Without --port the host computes (it does not start a virtual board); with --port "
+        "the board does, on the blob it runs."
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from .parity import check_samples, read_blob_file
+
+    blob = read_blob_file(args.blob)
+    X, names = read_rows(args.csv, blob.n_features, args.target)
+    check_samples(blob, X, names, str(args.csv))
+    path = args.path or ("int8" if blob.quantized else "float")
+    if path == "int8" and not blob.quantized:
+        raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
+    X = as_sent(X)
+    if args.port:
+        from .fleet import one_port
+
+        try:
+            with one_port(args.port) as port:
+                pred = predict_board(port, blob, args.blob, X, path, args.baud, args.timeout,
+                                     not args.quiet)  # fmt: skip
+        except LinkError as exc:
+            raise CLIError(str(exc)) from None
+        where = port
+    else:
+        pred = predict_host(blob, X, path)
+        where = "host"
+    rows = [{"row": i, "pred": int(p), "class": blob.class_names[int(p)]}
+            for i, p in enumerate(pred)]  # fmt: skip
+    if args.json:
+        print(json.dumps({"where": where, "path": path, "blob_crc32": f"{blob.crc32:08x}",
+                          "predictions": rows}))  # fmt: skip
+        return 0
+    text = "row,pred,class\n" + "".join(f"{r['row']},{r['pred']},{r['class']}\n" for r in rows)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        print(f"{len(rows)} rows classified on {where} ({path}) -> {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
