@@ -7,6 +7,13 @@
     out = m.new_logits()              # caller-owned array('i') of n_classes
     m.run_int8(xq, out)               # -> argmax; allocates nothing
 
+Sequence models (op 0 embed, seq-attn): the input is a window of n steps of C channels,
+`features[t*C + c]` for t < n, 1 <= n <= T (`m.steps`; `m.n_features` is C). quantize
+takes the n*C values and fills xq (of m.input_len = S*P*C int8, zero after the window), and
+the caller passes the step count on: `m.run_int8(xq, out, len(features) // m.n_features)`
+(n=None: the full window of T steps). Every op then runs on the S_n = ceil(n/P) valid tokens
+only, so padding never changes a logit. A non-seq model is a window of one step (T = P = 1).
+
 The op list of the blob is compiled at load into steps `(kernel, a, b, c, d, e, p)` over
 array buffers allocated once; `run_int8` / `run_float` only walk the steps. int8: docs/
 quantization.md bit for bit with Python ints. float: the same ops on dequantized weights
@@ -202,7 +209,9 @@ class Model:
 
     `kernels`: "auto", "pure", "native" or "viper". Attributes: n_features, n_classes,
     class_names, quantized, op_names, format_version, input_scale, logit_scale, kernels (the
-    int8 set chosen), float_kernels.
+    int8 set chosen), float_kernels; seq (op 0 embed), steps (T) and patch (P) of the input
+    window (1 and 1 for a non-seq model), input_len (the int8 input buffer: n_features, or
+    S*P*C), macs (multiply-accumulates of a full-window inference).
     """
 
     def __init__(self, src, kernels="auto"):
@@ -228,6 +237,7 @@ class Model:
         self.input_scale = blob.input_scale
         self.logit_scale = blob.logit_scale
         self.op_names = [op.name for op in blob.ops]
+        self.seq = blob.ops[0].code == 7  # op 0 embed: input windows of n <= T steps
         self.kernels = kernels if blob.quantized else None
         self.float_kernels = float_set
         self._mean = blob.mean
@@ -235,14 +245,23 @@ class Model:
         self._prog8 = None
         loaded = [name for name in _READER if name in sys.modules]
         try:
-            build = __import__("attention_build").build
+            mod = __import__("attention_build")
+            self.steps, self.patch, S = mod.window(blob)  # T, P, S; 1, 1, 1 for non-seq
+            self.input_len = S * self.patch * blob.n_features  # xq: the S patches of P*C
+            self.macs = mod.macs(blob)
+            build = mod.build
+            mod = None
             if blob.quantized:
-                self._prog8, self._x8, self._y8 = build(blob, _kernel_module(kernels).INT8, True)
-                self._xq = _zeros("b", blob.n_features)
+                self._prog8, self._x8, self._y8, self._rows8, self._pools8 = build(
+                    blob, _kernel_module(kernels).INT8, True
+                )
+                self._xq = _zeros("b", self.input_len)
                 self._out = _zeros("i", blob.n_classes)
                 if _MICROPYTHON:
                     _gc.collect()
-            self._progf, self._xf, self._yf = build(blob, _kernel_module(float_set).FLOAT, False)
+            self._progf, self._xf, self._yf, self._rowsf, _ = build(
+                blob, _kernel_module(float_set).FLOAT, False
+            )
         finally:
             build = None
             _forget(loaded)
@@ -251,24 +270,47 @@ class Model:
         """A zeroed array('i') of n_classes: the `out` of run_int8."""
         return _zeros("i", self.n_classes)
 
+    def window_steps(self, features):
+        """Steps n of raw `features` (n*C values): checks 1 <= n <= T (1 for non-seq
+        models, whose input is n_features values) and raises ValueError naming the length."""
+        C = self.n_features
+        n = len(features)
+        if not self.seq:
+            if n != C:
+                raise ValueError("features: expected %d numbers, got %d" % (C, n))
+            return 1
+        if n % C or not 1 <= n // C <= self.steps:
+            raise ValueError(
+                "features: %d numbers is not a window of n steps of C = %d channels with "
+                "1 <= n <= T = %d (n*C numbers, row-major [n, C])" % (n, C, self.steps)
+            )
+        return n // C
+
     def quantize(self, features, xq=None):
         """Raw features -> int8 model input, `clamp(floor((x - mean)/std/s_in + 0.5))`.
 
-        Returns `xq` (an array('b') of n_features) filled in, or a new one if None. A NaN or
-        infinite feature raises ValueError `features must be finite numbers, not NaN or inf
-        (feature i is nan)`, as the host reference (docs/quantization.md); a finite one
-        saturates.
+        Returns `xq` filled in, or a new one if None: an array('b') of input_len (n_features,
+        or for a seq model the S*P*C values of a full window, whose entries after the n*C
+        of `features` are set to 0). A NaN or infinite feature raises ValueError `features
+        must be finite numbers, not NaN or inf (feature i is nan)`, as the host reference
+        (docs/quantization.md); a finite one saturates. A seq model normalizes feature i by
+        channel i % C.
         """
-        nf = self.n_features
-        if len(features) != nf:
-            raise ValueError("features: expected %d numbers, got %d" % (nf, len(features)))
+        nf = self.window_steps(features) * self.n_features
         if xq is None:
-            xq = _zeros("b", nf)
+            xq = _zeros("b", self.input_len)
+        elif len(xq) < nf:
+            raise ValueError("quantize: xq holds %d int8, the window needs %d" % (len(xq), nf))
         mean = self._mean
         std = self._std
         s_in = self.input_scale
+        C = self.n_features
+        c = 0
         for i in range(nf):
-            t = (features[i] - mean[i]) / std[i] / s_in + 0.5
+            t = (features[i] - mean[c]) / std[c] / s_in + 0.5
+            c += 1
+            if c == C:
+                c = 0
             if -128.0 <= t < 127.0:  # False for NaN
                 xq[i] = math.floor(t)
                 continue
@@ -279,22 +321,47 @@ class Model:
                     % (i, float(f))
                 )
             xq[i] = 127 if t >= 127.0 else -128  # floor(t) >= 127, or <= -129
+        for i in range(nf, len(xq)):  # the padded steps read as 0 (the channel mean)
+            xq[i] = 0
         return xq
 
-    def run_int8(self, xq, out):
-        """Integer-only inference: int8 `xq` (array('b') of n_features) -> integer logits in
-        the caller's `out` (array('i') of n_classes; real logit = out[c] * logit_scale).
-        Returns the argmax (first maximum). Allocates no heap memory."""
+    def _tokens(self, n, rows, pools):
+        """Valid tokens S_n = ceil(n/P) of a window of n steps, written into the token-count
+        parameters of a program (small ints into array('i'): allocates nothing)."""
+        S_n = (n + self.patch - 1) // self.patch
+        for p, i, unit in rows:
+            p[i] = S_n * unit
+        for p, m in pools:
+            p[2] = m[S_n - 1]
+        return S_n * self.patch * self.n_features
+
+    def run_int8(self, xq, out, n=None):
+        """Integer-only inference: int8 `xq` -> integer logits in the caller's `out`
+        (array('i') of n_classes; real logit = out[c] * logit_scale). Returns the argmax
+        (first maximum). Allocates no heap memory.
+
+        `xq`: array('b') of n_features; for a seq model its first n*C values (the window of
+        `n` steps, 1 <= n <= T; None: T), the rest is not read (the runtime pads the last
+        patch with 0 itself). A non-seq model takes n = None or 1."""
         prog = self._prog8
         if prog is None:
             raise ValueError("this blob has float32 weights only: use path 'float'")
-        nf = self.n_features
+        if n is None:
+            n = self.steps
+        nf = n * self.n_features
         nc = self.n_classes
-        if len(xq) != nf or len(out) < nc:
+        if not 1 <= n <= self.steps or len(xq) < nf or len(out) < nc:
+            raise ValueError(
+                "run_int8 needs xq of %d int8 (n = %r steps of %d, 1 <= n <= %d) and out of "
+                "%d int32" % (nf, n, self.n_features, self.steps, nc)
+            )
+        if not self.seq and len(xq) != nf:
             raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
         x = self._x8
         for i in range(nf):
             x[i] = xq[i]
+        for i in range(nf, self._tokens(n, self._rows8, self._pools8)):
+            x[i] = 0
         for st in prog:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])
         y = self._y8
@@ -306,16 +373,23 @@ class Model:
         return best
 
     def run_float(self, features, out):
-        """Float inference on dequantized weights: raw features -> float logits in `out`
-        (array('f') or list of n_classes). Returns the argmax. Allocates (floats)."""
-        nf = self.n_features
-        if len(features) != nf:
-            raise ValueError("features: expected %d numbers, got %d" % (nf, len(features)))
+        """Float inference on dequantized weights: raw features (n_features values, or for a
+        seq model a window of n*C, 1 <= n <= T) -> float logits in `out` (array('f') or list
+        of n_classes). Returns the argmax. Allocates (floats)."""
+        n = self.window_steps(features)
+        nf = n * self.n_features
         x = self._xf
         mean = self._mean
         std = self._std
+        C = self.n_features
+        c = 0
         for i in range(nf):
-            x[i] = (features[i] - mean[i]) / std[i]
+            x[i] = (features[i] - mean[c]) / std[c]
+            c += 1
+            if c == C:
+                c = 0
+        for i in range(nf, self._tokens(n, self._rowsf, ())):
+            x[i] = 0.0
         for st in self._progf:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])
         y = self._yf
@@ -330,7 +404,8 @@ class Model:
         """Logits of raw `features` as a list: integers on the int8 path (real logits are
         `logit_scale` times these), floats on the float path."""
         if path == "int8":
-            self.run_int8(self.quantize(features, self._xq), self._out)
+            n = self.window_steps(features)
+            self.run_int8(self.quantize(features, self._xq), self._out, n)
             return list(self._out)
         if path == "float":
             out = [0.0] * self.n_classes
@@ -343,7 +418,8 @@ class Model:
         if path is None:
             path = "int8" if self.quantized else "float"
         if path == "int8":
-            return self.run_int8(self.quantize(features, self._xq), self._out)
+            n = self.window_steps(features)
+            return self.run_int8(self.quantize(features, self._xq), self._out, n)
         if path == "float":
             return self.run_float(features, [0.0] * self.n_classes)
         raise ValueError("path must be 'int8' or 'float', got %r" % (path,))

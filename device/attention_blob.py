@@ -46,6 +46,16 @@ OPS = {
         "mode q k v1 v2 out has_bias M_q shift_q shift_a M_sm shift_sm M_ap shift_ap shift_c",
         "s_in s_qk s_sc s_qa s_out",
         "shift_q shift_a shift_sm shift_ap shift_c", "M_q M_sm M_ap"),
+    # seq-attn (a seq model: op 0 is embed; every op runs on the S_n valid tokens)
+    7: ("embed", "T C P E shift", "s_in s_out", "shift", ""),
+    8: ("res_attention",
+        "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx "
+        "M_x M_a shift_add",
+        "s_in s_q s_k s_v s_ctx s_out s_y",
+        "shift_q shift_k shift_v shift_o shift_sm shift_ctx shift_add", "M_sm M_ctx M_x M_a"),
+    9: ("res_ff", "E F has_bias shift_1 shift_2 M_x M_f shift_add", "s_in s_h s_f s_y",
+        "shift_1 shift_2 shift_add", "M_x M_f"),
+    10: ("masked_pool", "S E shift", "", "shift", ""),
 }  # fmt: skip
 RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
 # dtype code -> (name, array typecode, itemsize)

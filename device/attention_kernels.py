@@ -9,11 +9,15 @@ the int8 kernels use integers only (docs/quantization.md; all |v| < 2**30 by the
 small-int budget, so a board's small ints never turn into heap objects).
 
 int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
-  dense  (x, y, W, b, M, p)  p = rows, n_in, n_out, shift, act_min, act_max
-         y[r,o] = requant(sum_i x[r,i] W[o,i] + b[o], M[o], shift, act_min, act_max)
+  dense  (x, y, W, b, M, p)  p = rows, n_in, n_out, shift, act_min, act_max, bstride
+         y[r,o] = requant(sum_i x[r,i] W[o,i] + b[r*bstride + o], M[o], shift, act_min,
+         act_max); bstride 0: one bias row for all rows, n_out: embed's per-token bias [S, E]
+         (the patch embedding: row s = patch s, x[s*P*C : (s+1)*P*C], the positional
+         embedding folded into b[s, o])
   relu   (y, -, -, -, -, p)  p = n: y = max(y, 0) in place
   attn   (q, k, v, ctx, sc, p)  p = S, E, H, D, M_sm, shift_sm, M_ctx, shift_ctx,
-         EXP_HI[16], EXP_LO[16]; q, k, v, ctx [S*E]; sc [2S] scratch (scores, then e, p)
+         EXP_HI[16], EXP_LO[16]; q, k, v, ctx [S*E]; sc [2S] scratch (scores, then e, p):
+         one query row of scores at a time, never an S x S matrix
   pool   (x, y, -, -, -, p)  p = S, E, M, shift: y[e] = requant(sum_s x[s,e], M, shift)
   myquery (x, qa, qk, -, -, p)  p = n, q, dup, M_q, shift_q: MyAttn's query
          qa[c] = requant(sum_{s<n} x[s*q + c], M_q, shift_q) for c < q (n = 1: the input's
@@ -21,9 +25,18 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
   myattn (x, sc, qa, -, -, p)  p = v1, v2, vo, q, M_sm, shift_sm, M_ap, shift_ap,
          EXP_HI[16], EXP_LO[16]; scores in sc[0:v1] -> Q14 weights in sc[v1:2*v1];
          qa[q + d] = requant(sum_j w[j] x[vo + j*v2 + d], M_ap, shift_ap) (V inside x at vo)
-float (array('f') buffers, dequantized weights): the same shapes, p = rows, n_in, n_out
-(dense), n (relu), S, E, H, D (attn), S, E (pool), n, q, dup (myquery: the mean),
-v1, v2, vo, q (myattn).
+  add    (x, y, -, -, -, p)  p = n, M_x, M_y, shift: the residual add of two int8 tensors at
+         two scales, in place: y[i] = clamp((x[i] M_x + y[i] M_y + 2**(shift-1)) >> shift,
+         -128, 127) (one rounding of the exact sum)
+float (array('f') buffers, dequantized weights): the same shapes, p = rows, n_in, n_out,
+bstride (dense), n (relu), S, E, H, D (attn), S, E (pool), n, q, dup (myquery: the mean),
+v1, v2, vo, q (myattn), n (add: y = x + y).
+
+Sequence models (op 0 embed, docs/quantization.md "Masking"): every op runs on the S_n =
+ceil(n/P) valid tokens only. attention.py writes S_n into the parameter arrays before the
+steps run (array('i') stores of small ints allocate nothing): dense rows, relu and add n
+(S_n times the row width), attn S, pool S and M (= masked_pool's m[S_n - 1]; the float pool
+divides by S). The kernels themselves know nothing of padding.
 
 This file and attention_native.py are identical except for the decorators (a test checks).
 """
@@ -38,13 +51,15 @@ def dense(x, y, w, b, m, p):
     shift = p[3]
     lo = p[4]
     hi = p[5]
+    bstride = p[6]
     rnd = 1 << (shift - 1)
     xo = 0
     yo = 0
+    bo = 0
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = b[o]
+            acc = b[bo + o]
             for i in range(xo, xo + n_in):
                 acc += x[i] * w[wi]
                 wi += 1
@@ -56,6 +71,7 @@ def dense(x, y, w, b, m, p):
             y[yo + o] = v
         xo += n_in
         yo += n_out
+        bo += bstride
 
 
 def relu(y, _a, _b, _c, _d, p):
@@ -190,22 +206,40 @@ def myattn(x, sc, qa, _a, _b, p):
         qa[q + d] = t
 
 
+def add(x, y, _a, _b, _c, p):
+    n = p[0]
+    m_x = p[1]
+    m_y = p[2]
+    shift = p[3]
+    rnd = 1 << (shift - 1)
+    for i in range(n):
+        v = (x[i] * m_x + y[i] * m_y + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        y[i] = v
+
+
 def dense_f(x, y, w, b, _m, p):
     rows = p[0]
     n_in = p[1]
     n_out = p[2]
+    bstride = p[3]
     xo = 0
     yo = 0
+    bo = 0
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = b[o]
+            acc = b[bo + o]
             for i in range(xo, xo + n_in):
                 acc += x[i] * w[wi]
                 wi += 1
             y[yo + o] = acc
         xo += n_in
         yo += n_out
+        bo += bstride
 
 
 def relu_f(y, _a, _b, _c, _d, p):
@@ -308,5 +342,10 @@ def myattn_f(x, sc, qa, _a, _b, p):
         qa[q + d] = acc
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn)
-FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f)
+def add_f(x, y, _a, _b, _c, p):
+    for i in range(p[0]):
+        y[i] = x[i] + y[i]
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn, add)
+FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f, add_f)

@@ -19,13 +19,15 @@ def dense(x, y, w, b, m, p):
     shift = p[3]
     lo = p[4]
     hi = p[5]
+    bstride = p[6]
     rnd = 1 << (shift - 1)
     xo = 0
     yo = 0
+    bo = 0
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = b[o]
+            acc = b[bo + o]
             for i in range(xo, xo + n_in):
                 acc += x[i] * w[wi]
                 wi += 1
@@ -37,6 +39,7 @@ def dense(x, y, w, b, m, p):
             y[yo + o] = v
         xo += n_in
         yo += n_out
+        bo += bstride
 
 
 @micropython.native
@@ -178,22 +181,41 @@ def myattn(x, sc, qa, _a, _b, p):
 
 
 @micropython.native
+def add(x, y, _a, _b, _c, p):
+    n = p[0]
+    m_x = p[1]
+    m_y = p[2]
+    shift = p[3]
+    rnd = 1 << (shift - 1)
+    for i in range(n):
+        v = (x[i] * m_x + y[i] * m_y + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        y[i] = v
+
+
+@micropython.native
 def dense_f(x, y, w, b, _m, p):
     rows = p[0]
     n_in = p[1]
     n_out = p[2]
+    bstride = p[3]
     xo = 0
     yo = 0
+    bo = 0
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = b[o]
+            acc = b[bo + o]
             for i in range(xo, xo + n_in):
                 acc += x[i] * w[wi]
                 wi += 1
             y[yo + o] = acc
         xo += n_in
         yo += n_out
+        bo += bstride
 
 
 @micropython.native
@@ -301,5 +323,11 @@ def myattn_f(x, sc, qa, _a, _b, p):
         qa[q + d] = acc
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn)
-FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f)
+@micropython.native
+def add_f(x, y, _a, _b, _c, p):
+    for i in range(p[0]):
+        y[i] = x[i] + y[i]
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn, add)
+FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f, add_f)

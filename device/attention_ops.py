@@ -28,6 +28,7 @@ def check_ops(blob, ops, tensors, tables, source):
     OPS, DTYPES = tables
     F, C, quantized = blob.n_features, blob.n_classes, blob.quantized
     n_ops = len(ops)
+    seq = ops[0][0].code == 7  # a seq model: op 0 embeds a window of T steps
     out = []
     shape = (F,)
     for k in range(n_ops):
@@ -48,7 +49,7 @@ def check_ops(blob, ops, tensors, tables, source):
                        DTYPES[dtype][0], list(want))
                 )  # fmt: skip
             op.t[role] = x
-        shape = _check_op(k, op, OPS[op.code], shape, quantized, k == n_ops - 1, fail)
+        shape = _check_op(k, op, OPS[op.code], shape, quantized, k == n_ops - 1, fail, seq)
         out.append(op)
     if shape != (C,):
         raise fail("shape mismatch: the last op outputs %r, n_classes is %d" % (list(shape), C))
@@ -61,18 +62,29 @@ def check_ops(blob, ops, tensors, tables, source):
 def _slots(op, quantized, k, fail):
     """The tensors an op must reference: [(role, dtype code, shape)] in record order."""
     ip = op.ip
-    for p in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2"):
+    for p in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F"):
         if p in ip and not 1 <= ip[p] <= 65535:
             raise fail("op %d (%s): %s = %d out of range 1..65535" % (k, op.name, p, ip[p]))
     if ip.get("has_bias", 0) not in (0, 1):
         raise fail("op %d (%s): has_bias = %d, must be 0 or 1" % (k, op.name, ip["has_bias"]))
     if op.code == 1:
         groups = (("", ip["out"], ip["in"]),)
-    elif op.code == 4:
+    elif op.code == 4 or op.code == 8:  # attention, res_attention
         groups = (("q", ip["E"], ip["E"]), ("k", ip["E"], ip["E"]), ("v", ip["E"], ip["E"]),
                   ("o", ip["E"], ip["E"]))  # fmt: skip
     elif op.code == 6:  # myattn: attn Linear(q + k -> v1), attn_combine Linear(q + v2 -> out)
         groups = (("a", ip["v1"], ip["q"] + ip["k"]), ("c", ip["out"], ip["q"] + ip["v2"]))
+    elif op.code == 7:  # embed: W [E, P*C], per-token bias b [S, E] (positional embedding)
+        S = -(-ip["T"] // ip["P"])
+        slots = [("W", 1 if quantized else 4, (ip["E"], ip["P"] * ip["C"])),
+                 ("b", 3 if quantized else 4, (S, ip["E"]))]  # fmt: skip
+        if quantized:
+            slots += [("s", 4, (ip["E"],)), ("m", 2, (ip["E"],))]
+        return slots
+    elif op.code == 9:  # res_ff: Dense(E -> F) as W1, b1; Dense(F -> E) as W2, b2
+        groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
+    elif op.code == 10:  # masked_pool: m[k-1] / 2**shift ~ 1/k for k valid tokens
+        return [("m", 2, (ip["S"],))] if quantized else []
     else:
         return []
     slots = []
@@ -83,13 +95,14 @@ def _slots(op, quantized, k, fail):
         if quantized:
             slots.append(("s" + g, 4, (n_out,)))  # float32 weight scales
             slots.append(("m" + g, 2, (n_out,)))  # int16 multipliers
-    if op.code in (4, 6) and quantized:
+    if op.code in (4, 6, 8) and quantized:
         slots.append(("lut", 5, (2, 16)))  # uint16 EXP_HI, EXP_LO
     return slots
 
 
-def _check_op(k, op, layout, shape, quantized, last, fail):
-    """Check an op's parameters against its input shape; returns its output shape."""
+def _check_op(k, op, layout, shape, quantized, last, fail, seq):
+    """Check an op's parameters against its input shape; returns its output shape. `seq`:
+    op 0 is embed (a seq model, whose ops run on the valid tokens only)."""
     ip, name = op.ip, op.name
     for role in sorted(op.t):  # scales and float32 weights: finite only
         t = op.t[role]
@@ -136,6 +149,14 @@ def _check_op(k, op, layout, shape, quantized, last, fail):
                 "op %d (%s): a float32 blob has quantization parameters 0 and scales 1.0, "
                 "found %r" % (k, name, bad)
             )
+
+    if op.code in (8, 9, 10) and not seq:
+        raise fail("op %d (%s) needs a seq model (op 0 embed), op 0 is not embed" % (k, name))
+    if op.code in (3, 4, 5, 6) and seq:
+        raise fail(
+            "op %d (%s) cannot run in a seq model (op 0 embed): it does not mask padded "
+            "tokens; use res_attention and masked_pool" % (k, name)
+        )
 
     def mismatch(detail):
         return fail("shape mismatch in op %d (%s): %s" % (k, name, detail))
@@ -184,10 +205,24 @@ def _check_op(k, op, layout, shape, quantized, last, fail):
                 "op %d (myattn): mode = %d, must be 0 (explicit) or 1 (pool)" % (k, ip["mode"])
             )
         return (ip["out"],)
-    # attention, avgpool
+    if op.code == 7:  # embed
+        if k:
+            raise fail("op %d (embed) must be op 0 (it reads the input window)" % k)
+        if shape != (ip["C"],):
+            raise mismatch("n_features = %d channels, op has C = %d" % (shape[0], ip["C"]))
+        if ip["P"] > ip["T"]:
+            raise mismatch(
+                "patch P = %d steps is longer than the window T = %d" % (ip["P"], ip["T"])
+            )
+        return (-(-ip["T"] // ip["P"]), ip["E"])
+    if op.code == 9:  # res_ff, token-wise
+        if len(shape) != 2 or shape[1] != ip["E"]:
+            raise mismatch("input shape %r, op has [S, E] with E = %d" % (list(shape), ip["E"]))
+        return shape
+    # attention, avgpool, res_attention, masked_pool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))
-    if op.code == 5:
+    if op.code == 5 or op.code == 10:
         return (ip["E"],)
     if ip["E"] % ip["H"]:
         raise mismatch("E = %d is not divisible by H = %d" % (ip["E"], ip["H"]))
@@ -203,15 +238,28 @@ def _check_op(k, op, layout, shape, quantized, last, fail):
 
 def _check_budget(k, op, fail):
     ip, code = op.ip, op.code
-    if code == 1:  # dense
+    if code == 1 or code == 7:  # dense; embed (its bias [S, E]: the largest |b[s, o]|)
         _dense_budget(k, op, "", ip["shift"], fail)
-    elif code == 4:  # attention: q, k, v, softmax index (diff = max - score), ctx, o
+    elif code == 4 or code == 8:  # attention: q, k, v, softmax index (max - score), ctx, o
         _dense_budget(k, op, "q", ip["shift_q"], fail)
         _dense_budget(k, op, "k", ip["shift_k"], fail)
         _dense_budget(k, op, "v", ip["shift_v"], fail)
         _site(k, op, "M_sm", 2 * (ip["E"] // ip["H"]) * 16384, ip["M_sm"], ip["shift_sm"], fail)
         _site(k, op, "M_ctx", 128 * (16384 + ip["S"]), ip["M_ctx"], ip["shift_ctx"], fail)
         _dense_budget(k, op, "o", ip["shift_o"], fail)
+        if code == 8:  # residual add x·M_x + a·M_a: each product a site (their sum, below
+            # 128·2**16 + 2**29, holds for any multipliers in range)
+            _site(k, op, "M_x", 128, ip["M_x"], ip["shift_add"], fail)
+            _site(k, op, "M_a", 128, ip["M_a"], ip["shift_add"], fail)
+    elif code == 9:  # res_ff: Dense1 (relu as the clamp), Dense2, residual add x·M_x + f·M_f
+        _dense_budget(k, op, "1", ip["shift_1"], fail)
+        _dense_budget(k, op, "2", ip["shift_2"], fail)
+        _site(k, op, "M_x", 128, ip["M_x"], ip["shift_add"], fail)
+        _site(k, op, "M_f", 128, ip["M_f"], ip["shift_add"], fail)
+    elif code == 10:  # masked_pool: m[k-1] for k valid tokens, a sum of k int8 values
+        m = op.t["m"].data
+        for i in range(ip["S"]):
+            _site(k, op, "m[%d]" % i, 128 * (i + 1), m[i], ip["shift"], fail)
     elif code == 5:  # avgpool
         _site(k, op, "M", 128 * ip["S"], ip["M"], ip["shift"], fail)
     elif code == 6:  # myattn: query (n = 1 or v1 rows), scores, softmax index, applied, out
@@ -224,7 +272,8 @@ def _check_budget(k, op, fail):
 
 
 def _dense_budget(k, op, g, shift, fail):
-    """max|acc| = 128 * sum_i |W[o, i]| + |b[o]| per output channel o."""
+    """max|acc| = 128 * sum_i |W[o, i]| + max_r |b[r, o]| per output channel o (one bias row,
+    or embed's S rows)."""
     w = op.t["W" + g].data
     m = op.t["m" + g].data
     b = op.t["b" + g].data if ("b" + g) in op.t else None
@@ -238,7 +287,10 @@ def _dense_budget(k, op, g, shift, fail):
         wi += n_in
         acc *= 128
         if b is not None:
-            acc += abs(b[o])
+            bmax = 0
+            for j in range(o, len(b), n_out):
+                bmax = max(bmax, abs(b[j]))
+            acc += bmax
         _site(k, op, "m%s[%d]" % (g, o), acc, m[o], shift, fail)
 
 

@@ -1,7 +1,8 @@
 # Device (MicroPython only): the int8 kernels as @micropython.viper machine code.
 # ruff: noqa: F821  (ptr8/ptr16/ptr32 and `int` casts are viper builtins)
 """Viper versions of the int8 kernels of attention_kernels.py: same signatures, same results
-bit for bit (tests compare them on every Iris sample and on the MyAttn models).
+bit for bit (tests compare them on every Iris sample, on the MyAttn models and on seq-attn
+windows of every length).
 
 Viper integers are machine words: 64-bit on the unix port, 32-bit on boards, where they wrap
 modulo 2**32. The exporter's small-int budget keeps every intermediate |v| < 2**30, so nothing
@@ -29,13 +30,15 @@ def dense(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
     shift = p[3]
     lo = (p[4] ^ sg) - sg
     hi = (p[5] ^ sg) - sg
+    bstride = p[6]
     rnd = one << (shift - 1)
     xo = 0
     yo = 0
+    bo = 0
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = (b[o] ^ sg) - sg
+            acc = (b[bo + o] ^ sg) - sg
             for i in range(xo, xo + n_in):
                 acc += ((x[i] ^ sg) - sg) * ((w[wi] ^ 0x80) - 0x80)
                 wi += 1
@@ -47,6 +50,7 @@ def dense(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
             y[yo + o] = v
         xo += n_in
         yo += n_out
+        bo += bstride
 
 
 @micropython.viper
@@ -205,4 +209,22 @@ def myattn(x: ptr32, sc: ptr32, qa: ptr32, _a, _b, p: ptr32):
         qa[q + d] = t
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn)
+@micropython.viper
+def add(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
+    one = 1
+    sg = one << 31
+    n = p[0]
+    m_x = p[1]
+    m_y = p[2]
+    shift = p[3]
+    rnd = one << (shift - 1)
+    for i in range(n):
+        v = (((x[i] ^ sg) - sg) * m_x + ((y[i] ^ sg) - sg) * m_y + rnd) >> shift
+        if v < -128:
+            v = -128
+        elif v > 127:
+            v = 127
+        y[i] = v
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn, add)
