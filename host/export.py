@@ -11,6 +11,13 @@ over every sample. `--json` prints one JSON object as the last line of stdout. A
 with `tinyattn train --csv FILE` finds its CSV again through the path its meta stores; `--csv`
 overrides it (e.g. after moving the file).
 
+A sequence model (`seq-attn`) is calibrated on its TRAIN windows and evaluated on the TEST file
+(the archive's fixed split), both found through its meta (`model.ts_data_meta`: a vendored
+`dataset`, or `ts_train`/`ts_test` paths). A TEST window longer than the model's T is cut to
+its first T steps, explicitly (`floatref.truncate_windows`), and counted in the report
+(`test_windows_truncated`); the integer path itself refuses such a window. Every report has
+`macs`: multiply-accumulates of one full-length inference, counted from the blob's ops.
+
 Library entry point: `export_model(model_path, out_path, float32=False) -> dict`.
 """
 
@@ -25,7 +32,15 @@ import numpy as np
 
 from .blob import Blob, read_blob, write_blob
 from .cli import CLIError
-from .floatref import NpzModel, forward_npz, load_npz, run_float
+from .floatref import (
+    NpzModel,
+    forward_npz,
+    forward_seq,
+    load_npz,
+    run_float,
+    seq_float_ops,
+    truncate_windows,
+)
 from .intref import quantize_input, run_int8
 from .paths import BUILD_DIR
 from .quantize import QuantizeError, float32_spec, quantize
@@ -84,6 +99,66 @@ def load_data(model: NpzModel, csv: str | None = None, target: str | None = None
             f"model {model.class_names} and {len(model.norm_mean)}; re-train on this dataset"
         )
     return ds.X, ds.y
+
+
+def load_seq_data(model: NpzModel):
+    """`(train, test)` TSDatasets of a seq model from its meta (`ts_train`/`ts_test` paths,
+    else the vendored `dataset`); test is None when no TEST file is recorded."""
+    from .tsdata import TS_DATASETS, load_ts, load_ts_dataset
+
+    meta, name = model.meta, str(model.meta.get("dataset", ""))
+    try:
+        if meta.get("ts_train"):
+            train = load_ts(meta["ts_train"], name=name)
+            test = load_ts(meta["ts_test"], name=name) if meta.get("ts_test") else None
+        elif name.lower() in TS_DATASETS:
+            train, test = load_ts_dataset(name, "train"), load_ts_dataset(name, "test")
+        else:
+            raise CLIError(
+                f"the seq model's meta names no data (dataset {name!r}, no ts_train); "
+                "re-train it with 'tinyattn train --dataset NAME' or '--ts TRAIN.ts'"
+            )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    for ds in (train, test):
+        if ds is not None and (
+            ds.class_names != model.class_names or ds.n_channels != len(model.norm_mean)
+        ):
+            raise CLIError(
+                f"{ds.source}: classes {ds.class_names} and {ds.n_channels} channels, the model "
+                f"{model.class_names} and {len(model.norm_mean)}; re-train on this data"
+            )
+    return train, test
+
+
+def blob_macs(blob) -> int:
+    """Multiply-accumulates of one inference of the blob's ops (seq: a full window of T
+    steps, S tokens): dense `in·out` per row, attention `4·S·E² + 2·S²·E` (projections,
+    scores, context), feed-forward `2·S·E·F`, pooling `S·E`, myattn its two Linears and
+    the weighted sum."""
+    total, rows = 0, 1  # rows: tokens a token-wise op runs on
+    for op in blob.ops:
+        ip = op.iparams
+        if op.kind == "embed":
+            rows = -(-ip["T"] // ip["P"])
+            total += rows * ip["P"] * ip["C"] * ip["E"]
+        elif op.kind == "dense":
+            total += rows * ip["in"] * ip["out"]
+        elif op.kind == "reshape":
+            rows = ip["S"]
+        elif op.kind in ("attention", "res_attention"):
+            S, E = ip["S"], ip["E"]
+            total += 4 * S * E * E + 2 * S * S * E
+        elif op.kind == "res_ff":
+            total += 2 * rows * ip["E"] * ip["F"]
+        elif op.kind in ("avgpool", "masked_pool"):
+            total += ip["S"] * ip["E"]
+            rows = 1
+        elif op.kind == "myattn":
+            total += ip["v1"] * (ip["q"] + ip["k"]) + ip["v1"] * ip["v2"]
+            total += ip["out"] * (ip["q"] + ip["v2"])
+            rows = 1
+    return total
 
 
 def _split(model: NpzModel, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -182,6 +257,8 @@ def layer_table(blob: Blob) -> list[dict[str, Any]]:
                         "M_max": int(M.max()),
                     }
                 )
+        elif op.kind in ("embed", "res_ff", "res_attention", "masked_pool"):
+            rows += _seq_layer_rows(k, op)
         elif op.kind == "avgpool":
             rows.append(
                 {
@@ -194,6 +271,41 @@ def layer_table(blob: Blob) -> list[dict[str, Any]]:
                     "M_max": ip["M"],
                 }
             )
+    return rows
+
+
+def _seq_layer_rows(k: int, op) -> list[dict[str, Any]]:
+    ip, fp, t = op.iparams, op.fparams, op.tensors
+
+    def row(what, s_in, s_out, shift, M) -> dict[str, Any]:
+        M = np.atleast_1d(M)
+        return {"op": k, "what": what, "s_in": s_in, "s_out": s_out, "shift": ip[shift],
+                "M_min": int(M.min()), "M_max": int(M.max())}  # fmt: skip
+
+    if op.kind == "embed":
+        return [row(f"embed {ip['P']}x{ip['C']}->{ip['E']}", fp["s_in"], fp["s_out"], "shift",
+                    t["m"])]  # fmt: skip
+    if op.kind == "masked_pool":
+        return [row(f"masked_pool over 1..{ip['S']}", None, None, "shift", t["m"])]
+    if op.kind == "res_ff":
+        return [
+            row("ff W1 (relu)", fp["s_in"], fp["s_h"], "shift_1", t["m1"]),
+            row("ff W2", fp["s_h"], fp["s_f"], "shift_2", t["m2"]),
+            row("ff add x", fp["s_in"], fp["s_y"], "shift_add", ip["M_x"]),
+            row("ff add f", fp["s_f"], fp["s_y"], "shift_add", ip["M_f"]),
+        ]
+    s_of = {"q": "s_q", "k": "s_k", "v": "s_v", "o": "s_out"}
+    rows = [
+        row(f"attention W{p}", fp["s_ctx" if p == "o" else "s_in"], fp[s_of[p]], f"shift_{p}",
+            t[f"m{p}"])
+        for p in "qkvo"
+    ]  # fmt: skip
+    rows += [
+        row("attention softmax idx", None, None, "shift_sm", ip["M_sm"]),
+        row("attention ctx", fp["s_v"], fp["s_ctx"], "shift_ctx", ip["M_ctx"]),
+        row("attention add x", fp["s_in"], fp["s_y"], "shift_add", ip["M_x"]),
+        row("attention add a", fp["s_out"], fp["s_y"], "shift_add", ip["M_a"]),
+    ]
     return rows
 
 
@@ -215,6 +327,8 @@ def export_model(
         model = load_npz(model_path)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    if model.is_seq:
+        return _export_seq(model, model_path, out_path, float32)
     X, y = load_data(model, csv, target)
     train_idx, test_idx = _split(model, len(y))
     try:
@@ -232,6 +346,7 @@ def export_model(
         "format_version": blob.version,
         "crc32": f"0x{blob.crc32:08x}",
         "quantized": blob.quantized,
+        "macs": blob_macs(blob),
         "dataset": model.meta.get("dataset"),
         "n_samples": len(y),
         "test_samples": len(test_idx),
@@ -260,6 +375,64 @@ def export_model(
     return report
 
 
+def _export_seq(
+    model: NpzModel, model_path: Path, out_path: Path, float32: bool
+) -> dict[str, Any]:
+    """export of a seq model: calibrate on the TRAIN windows, evaluate on the TEST file."""
+    train, test = load_seq_data(model)
+    T = int(model.ops[0]["steps"])
+    Xtr, ntr, cut_train = truncate_windows(train.X, train.lengths, T)
+    try:
+        spec = float32_spec(model) if float32 else quantize(model, Xtr, ntr)
+    except QuantizeError as exc:
+        raise CLIError(f"{model_path}: {exc}") from None
+    size = write_blob(out_path, spec)
+    blob = read_blob(out_path.read_bytes(), source=str(out_path))
+    ev = test if test is not None else train  # no TEST file: figures on TRAIN, said so
+    X, n, cut = truncate_windows(ev.X, ev.lengths, T)
+    y = ev.y
+    idx = np.arange(len(y)) if test is not None else np.array([], np.int64)
+    logits_float = forward_seq(seq_float_ops(model), model.normalize_windows(X, n), n)
+    logits_f32 = run_float(blob, X, n)  # (N, classes) float32 from the blob
+    report: dict[str, Any] = {
+        "blob": str(out_path),
+        "bytes": size,
+        "format_version": blob.version,
+        "crc32": f"0x{blob.crc32:08x}",
+        "quantized": blob.quantized,
+        "macs": blob_macs(blob),
+        "dataset": model.meta.get("dataset"),
+        "data": {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)},
+        "max_steps": T,
+        "n_samples": len(y),
+        "test_samples": len(idx),
+        "train_windows_truncated": cut_train,
+        "test_windows_truncated": cut if test is not None else None,
+        "float_test_accuracy": _accuracy(logits_float, y, idx),
+        "blob_float32_test_accuracy": _accuracy(logits_f32, y, idx),
+        "blob_float32_max_abs_logit_diff": float(np.abs(logits_f32 - logits_float).max()),
+    }
+    if blob.quantized:
+        logits_q = run_int8(blob, quantize_input(blob, X, n), n)  # asserts the budget
+        agree = int(np.sum(np.argmax(logits_q, axis=1) == np.argmax(logits_float, axis=1)))
+        report.update(
+            {
+                "int8_test_accuracy": _accuracy(logits_q, y, idx),
+                "int8_float_argmax_agreement": agree / len(y),
+                "int8_float_argmax_agree_count": agree,
+                "int8_max_abs_logit_error": float(
+                    np.abs(logits_q * blob.logit_scale - logits_float).max()
+                ),
+                "input_scale": blob.input_scale,
+                "logit_scale": blob.logit_scale,
+                "layers": layer_table(blob),
+            }
+        )
+    else:
+        report.update({"int8_test_accuracy": None, "int8_float_argmax_agreement": None})
+    return report
+
+
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
@@ -272,8 +445,13 @@ def print_report(report: dict[str, Any]) -> None:
     kind = "int8" if report["quantized"] else "float32"
     print(
         f"wrote {report['blob']}: {report['bytes']} bytes ({kind}, format version "
-        f"{report['format_version']}, CRC32 {report['crc32']})"
+        f"{report['format_version']}, CRC32 {report['crc32']}), {report['macs']} MACs"
     )
+    if report.get("test_windows_truncated"):
+        print(
+            f"{report['test_windows_truncated']} test windows longer than the model's "
+            f"T = {report['max_steps']} steps were cut to their first {report['max_steps']}"
+        )
     if report["quantized"]:
         print(f"input scale {report['input_scale']:.6g}, logit scale {report['logit_scale']:.6g}")
         print(f"{'op':>3}  {'requantization':<24}{'s_in':>11}{'s_out':>11}{'shift':>6}  M")

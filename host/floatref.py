@@ -9,6 +9,17 @@
   straight from the `.npz` with `allow_pickle=False`. `record` (a dict) collects every op's
   output and the attention internals q, k, v, ctx — what quantization calibrates on.
 
+Sequence models (`seq-attn`, op 0 `patch_embed`; docs/quantization.md "Sequence models"): the
+input is windows `X [B, T', C]` with `lengths [B]` (None: every step valid), normalized per
+channel. Masking is **running on the valid tokens**: each window is computed on its first
+`S_n = ceil(n/P)` tokens only, windows grouped by `S_n` (`seq_groups`), the last patch's steps
+past `n` read as 0 — exactly the float model's masked attention and pooling.
+- `seq_float_ops(model)`: the npz's seq ops as blob ops in float64 (`embed` with the positional
+  embedding folded into its per-token bias `b[s] = b + pos[s]`, `res_attention`, `res_ff`,
+  `masked_pool`, `dense`); `forward_seq(ops, x_norm, lengths, record)` runs such ops (float64
+  for calibration: `record` gets each key's absmax over valid tokens), and `run_float` runs a
+  seq blob's (dequantized) ops the same way in float32.
+
 References: DESIGN §3 (attention math), docs/quantization.md "Float path".
 """
 
@@ -21,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .blob import MYATTN_EXPLICIT, QuantModelSpec
+from .blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
 from .model import read_npz
 
 # ---------------------------------------------------------------------------------------------
@@ -51,6 +62,71 @@ class NpzModel:
 
     def param(self, i: int, name: str) -> np.ndarray | None:
         return self.params.get(f"p{i}.{name}")
+
+    @property
+    def is_seq(self) -> bool:
+        """A sequence model (`seq-attn`): windows `[T, C]` in, op 0 `patch_embed`."""
+        return bool(self.ops) and self.ops[0]["op"] == "patch_embed"
+
+    def normalize_windows(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        """Raw windows `[B, T', C]` -> `(X - mean[c]) / std[c]` at valid steps, 0 at padding
+        (float64; NaN at padding is allowed and becomes 0)."""
+        return normalize_windows(X, lengths, self.norm_mean, self.norm_std)
+
+
+def valid_lengths(X: np.ndarray, lengths: np.ndarray | None, max_steps: int) -> np.ndarray:
+    """`lengths [B]` (int64) of windows `X [B, T', C]`: all `T'` steps if None; each must lie
+    in 1..max_steps (the model's T) — a longer window is refused, never cut silently (cut it
+    explicitly with `truncate_windows`)."""
+    B, T = X.shape[0], X.shape[1]
+    n = np.full(B, T, np.int64) if lengths is None else np.asarray(lengths, np.int64)
+    if n.shape != (B,):
+        raise ValueError(f"{n.size} lengths for {B} windows")
+    if B and (n.min() < 1 or n.max() > min(T, max_steps)):
+        r = int(np.argmax((n < 1) | (n > min(T, max_steps))))
+        raise ValueError(
+            f"window {r} has {int(n[r])} steps, the model takes 1..{max_steps} (T); cut longer "
+            "windows explicitly (tinyattn.floatref.truncate_windows) or train with a larger T"
+        )
+    return n
+
+
+def truncate_windows(
+    X: np.ndarray, lengths: np.ndarray, max_steps: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """`(X [B, min(T', max_steps), C], lengths cut to max_steps, number of windows cut)`: the
+    explicit way to run windows longer than the model's T (their first T steps)."""
+    lengths = np.asarray(lengths, np.int64)
+    cut = int(np.sum(lengths > max_steps))
+    return X[:, :max_steps], np.minimum(lengths, max_steps), cut
+
+
+def normalize_windows(X, lengths, mean, std, dtype=np.float64) -> np.ndarray:
+    """Per-channel `(X - mean[c]) / std[c]` at the valid steps of `X [B, T', C]`, 0 elsewhere."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 3 or X.shape[2] != len(mean):
+        raise ValueError(f"windows of shape {X.shape}, expected [B, T, {len(mean)}]")
+    n = valid_lengths(X, lengths, X.shape[1])
+    valid = np.arange(X.shape[1])[None, :, None] < n[:, None, None]  # (B, T', 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = (X.astype(dtype) - np.asarray(mean, dtype)) / np.asarray(std, dtype)
+    return np.where(valid, x, dtype(0)).astype(dtype, copy=False)
+
+
+def seq_groups(lengths: np.ndarray, P: int) -> list[tuple[int, np.ndarray]]:
+    """`[(S_n, window indices)]`: the windows grouped by their valid tokens `ceil(n/P)`."""
+    S_n = -(-np.asarray(lengths, np.int64) // P)
+    return [(int(k), np.flatnonzero(S_n == k)) for k in np.unique(S_n)]
+
+
+def seq_patches(x: np.ndarray, lengths: np.ndarray, S_n: int, P: int) -> np.ndarray:
+    """Tokens `[B, S_n, P·C]` of windows `x [B, T', C]` (steps past each length read as 0)."""
+    B, T, C = x.shape
+    tok = np.zeros((B, S_n * P, C), dtype=x.dtype)  # (B, S_n·P, C)
+    keep = min(T, S_n * P)
+    valid = np.arange(keep)[None, :, None] < np.asarray(lengths)[:, None, None]
+    tok[:, :keep] = np.where(valid, x[:, :keep], 0)
+    return tok.reshape(B, S_n, P * C)
 
 
 def load_npz(path: str | Path) -> NpzModel:
@@ -166,6 +242,113 @@ def forward_npz(
     return x
 
 
+def seq_float_ops(model: NpzModel) -> list[Op]:
+    """The seq model's op list as float64 blob ops (`float32_spec` casts them to float32):
+    patch_embed + pos_add -> embed (`b[s, o] = b[o] + pos[s, o]`); attention (residual) ->
+    res_attention; ff -> res_ff; masked_pool; dense. iparams hold only the sizes."""
+    ops_in, ops = model.ops, []
+    if [op["op"] for op in ops_in[:2]] != ["patch_embed", "pos_add"]:
+        raise ValueError("a seq-attn model starts with patch_embed, pos_add (host/seqmodel.py)")
+    e = ops_in[0]
+    T, C, P, E = (int(e[n]) for n in ("steps", "channels", "patch", "embed_dim"))
+    S = seq_tokens(T, P)
+    pos = model.param(1, "pos")
+    if pos is None or pos.shape != (S, E):
+        raise ValueError(f"pos_add: pos must be [{S}, {E}] for T={T}, P={P}")
+    b = model.param(0, "b")
+    t = {"W": model.param(0, "W"), "b": pos + (b if b is not None else 0.0)}  # (S, E)
+    ops.append(Op("embed", {"T": T, "C": C, "P": P, "E": E}, {}, t))
+    for i, op in enumerate(ops_in[2:], start=2):
+        kind = op["op"]
+        p = {n: model.param(i, n) for n in ("W", "b", "W1", "b1", "W2", "b2")}
+        p.update({f"{w}{g}": model.param(i, f"{w}{g}") for w in "Wb" for g in "qkvo"})
+        t = {role: v for role, v in p.items() if v is not None}
+        if kind == "attention" and op.get("residual"):
+            H = int(op["num_heads"])
+            ip = {"S": S, "E": E, "H": H, "has_bias": int("bq" in t)}
+            ops.append(Op("res_attention", ip, {}, t))
+        elif kind == "ff":
+            ip = {"E": E, "F": int(op["hidden"]), "has_bias": int("b1" in t)}
+            ops.append(Op("res_ff", ip, {}, t))
+        elif kind == "masked_pool":
+            ops.append(Op("masked_pool", {"S": S, "E": E}, {}, {}))
+        elif kind == "dense":
+            n_out, n_in = t["W"].shape
+            ops.append(Op("dense", {"in": n_in, "out": n_out, "has_bias": int("b" in t)}, {}, t))
+        elif kind == "relu":
+            ops.append(Op("relu", {}, {}, {}))
+        else:
+            raise ValueError(
+                f"op {i} ({kind}) has no seq blob opcode; a seq model has patch_embed, pos_add, "
+                "attention (residual), ff, masked_pool, dense (host/seqmodel.py)"
+            )
+    return ops
+
+
+def _seq_float_forward(ops, tok: np.ndarray, params, record, H_of) -> np.ndarray:
+    """Float logits of one group of windows `tok [B, S_n, P·C]` (all tokens valid)."""
+    x = tok
+    for k, op in enumerate(ops):
+        p = params(op)
+        if op.kind == "embed":
+            x = x @ p["W"].T + p["b"][: x.shape[1]]  # (B, S_n, E): bias + pos per token
+        elif op.kind == "res_attention":
+            a = attention(x, *(p.get(n) for n in ATT_PARAMS), H_of(op), record, f"{k}.")
+            if record is not None:
+                record[f"{k}.a"] = a
+            x = x + a
+        elif op.kind == "res_ff":
+            h = np.maximum(x @ p["W1"].T + (p["b1"] if "b1" in p else 0), 0)  # (B, S_n, F)
+            f = h @ p["W2"].T + (p["b2"] if "b2" in p else 0)  # (B, S_n, E)
+            if record is not None:
+                record.update({f"{k}.h": h, f"{k}.f": f})
+            x = x + f
+        elif op.kind == "masked_pool":
+            x = x.mean(axis=1, dtype=x.dtype)  # (B, E): mean over the S_n valid tokens
+        elif op.kind == "dense":
+            x = x @ p["W"].T + (p["b"] if "b" in p else 0)
+        elif op.kind == "relu":
+            x = np.maximum(x, 0)
+        else:
+            raise ValueError(f"op {k} ({op.kind}) is not an op of a seq model")
+        x = x.astype(tok.dtype, copy=False)
+        if record is not None:
+            record[str(k)] = x
+    return x
+
+
+ATT_PARAMS = ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo")
+
+
+def forward_seq(
+    ops: list[Op],
+    x_norm: np.ndarray,
+    lengths: np.ndarray | None,
+    absmax: dict[str, float] | None = None,
+    params=lambda op: op.tensors,
+) -> np.ndarray:
+    """Float logits `[B, classes]` of seq ops for normalized windows `x_norm [B, T', C]`, each
+    window on its first `ceil(n/P)` tokens; dtype of `x_norm`. `absmax`, if given, receives
+    the largest |value| over valid tokens of every recorded tensor (keys as `forward_npz`'s,
+    plus `"{k}.a"` the attention output, `"{k}.h"`/`"{k}.f"` the feed-forward's hidden and
+    output) and `"input"`. `params(op)` gives an op's float weights by role."""
+    T, P = ops[0].iparams["T"], ops[0].iparams["P"]
+    n = valid_lengths(x_norm, lengths, T)
+    out = None
+    for S_n, idx in seq_groups(n, P):
+        tok = seq_patches(x_norm[idx], n[idx], S_n, P)
+        record: dict[str, np.ndarray] | None = {} if absmax is not None else None
+        logits = _seq_float_forward(ops, tok, params, record, lambda op: op.iparams["H"])
+        if out is None:
+            out = np.zeros((len(n), logits.shape[1]), dtype=logits.dtype)
+        out[idx] = logits
+        if absmax is not None:
+            record["input"] = tok
+            for key, v in record.items():
+                absmax[key] = max(absmax.get(key, 0.0), float(np.abs(v).max()))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # float32: what the device float path computes from a blob
 
@@ -185,9 +368,38 @@ def dequantized(op, role: str, s_in_name: str, quantized: bool) -> tuple[np.ndar
     return Wf, bf
 
 
-def run_float(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
-    """Float32 real logits `[B, C]` of the blob's op list for raw features `X_raw [B, F]`."""
+def _dequantized_seq(op, quantized: bool) -> dict[str, np.ndarray]:
+    """Float32 weights by role of one op of a seq blob (embed's `b [S, E]` per token)."""
+    if op.kind == "embed":
+        W, _ = dequantized(op, "", "s_in", quantized)
+        b = op.tensors["b"].astype(np.float32)
+        if quantized:
+            b = b * (np.float32(op.fparams["s_in"]) * op.tensors["s"].astype(np.float32))
+        return {"W": W, "b": b}
+    groups = {"res_attention": "qkvo", "res_ff": "12", "dense": ("",)}.get(op.kind, ())
+    s_in = {"o": "s_ctx", "2": "s_h"}
+    out = {}
+    for g in groups:
+        W, b = dequantized(op, g, s_in.get(g, "s_in"), quantized)
+        out[f"W{g}"] = W
+        if b is not None:
+            out[f"b{g}"] = b
+    return out
+
+
+def run_float(
+    blob: QuantModelSpec, X_raw: np.ndarray, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """Float32 real logits `[B, C]` of the blob's op list for raw features `X_raw [B, F]`
+    (a seq blob: raw windows `[B, T', C]` with `lengths [B]`, None = all steps valid)."""
     q = blob.quantized
+    if blob.ops[0].kind == "embed":
+        mean, std = (np.asarray(v, dtype=np.float32) for v in (blob.norm_mean, blob.norm_std))
+        X = np.asarray(X_raw)
+        n = valid_lengths(X, lengths, blob.ops[0].iparams["T"])
+        x = normalize_windows(X, n, mean, std, np.float32)  # (B, T', C) float32
+        weights = {id(op): _dequantized_seq(op, q) for op in blob.ops}
+        return forward_seq(blob.ops, x, n, params=lambda op: weights[id(op)])
     mean = np.asarray(blob.norm_mean, dtype=np.float32)
     std = np.asarray(blob.norm_std, dtype=np.float32)
     x = (np.asarray(X_raw, dtype=np.float32) - mean) / std  # (B, F)

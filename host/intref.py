@@ -6,6 +6,12 @@
 - `run_int8(blob, xq) -> logits int64 [B, C]`: runs the blob's op list with integers only.
   Real logits are `logits · blob.logit_scale`.
 
+Sequence blobs (op 0 `embed`, docs/quantization.md "Sequence models"): `quantize_input(blob,
+X_raw, lengths)` takes raw windows `[B, T', C]` and gives the flat `xq [B, S·P·C]` (channel
+`i % C`'s mean and std; zero from step `n` to the end of the last valid patch and beyond);
+`run_int8(blob, xq, lengths)` runs each window on its first `S_n = ceil(n/P)` tokens only
+(windows grouped by `S_n`), as the device does with `run_int8(xq, out, n)`.
+
 Every intermediate the device computes — products, every partial sum (in either order of
 adding the bias), `acc·M`, `acc·M + half`, softmax differences, table products, sums and
 numerators — is checked against the small-int budget `|v| < 2**30`; a violation raises
@@ -18,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blob import MYATTN_EXPLICIT, QuantModelSpec
+from .blob import MYATTN_EXPLICIT, QuantModelSpec, seq_tokens
+from .floatref import seq_groups, valid_lengths
 
 BUDGET = 1 << 30
 LUT_SIZE = 256
@@ -59,8 +66,8 @@ def accumulate(terms: np.ndarray, axis: int, what: str, bias: np.ndarray | None 
         return acc
     if axis not in (-1, terms.ndim - 1):
         raise ValueError("a bias is added only when summing over the last axis (dense)")
-    bias = bias.astype(np.int64)  # (out,), the axis before the summed one
-    check_budget(partial + bias[:, None], f"{what}: partial sums with the bias first")
+    bias = bias.astype(np.int64)  # (out,) or per token (S, out): the axes before the summed one
+    check_budget(partial + bias[..., None], f"{what}: partial sums with the bias first")
     return check_budget(acc + bias, f"{what}: accumulator")
 
 
@@ -137,17 +144,70 @@ def myattn(x: np.ndarray, op, what: str) -> np.ndarray:
     return dense(qa, t["Wc"], t.get("bc"), t["mc"], ip["shift_c"], -128, 127, f"{what} out")
 
 
-def quantize_input(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
-    """`xq = clamp(floor((x - mean) / std / s_in + 0.5), -128, 127)` as int8 `[B, F]`.
+def residual_add(x, y, M_x: int, M_y: int, shift: int, what: str) -> np.ndarray:
+    """`clamp((x·M_x + y·M_y + (1 << (shift-1))) >> shift, -128, 127)`: two int8 tensors at
+    two scales to the output scale, one rounding of the exact sum (docs/quantization.md)."""
+    px = check_budget(x * M_x, f"{what}: x·M_x")
+    py = check_budget(y * M_y, f"{what}: y·M_y")
+    t = check_budget(px + py, f"{what}: x·M_x + y·M_y")
+    t = check_budget(t + (1 << (shift - 1)), f"{what}: sum + half")
+    return np.clip(t >> shift, -128, 127)
 
-    Float64 arithmetic on the blob's float32 `mean`, `std`, `s_in` (as MicroPython's unix port).
-    A NaN or infinite feature raises ValueError `row r: features must be finite numbers, not
-    NaN or inf (feature i is nan)`: the device's message after `row r: ` (docs/quantization.md).
-    A finite feature that overflows the arithmetic saturates like any other.
-    """
+
+def seq_op(x: np.ndarray, op, what: str) -> np.ndarray:
+    """One op of a seq blob on `x [B, S_n, ·]`, every token valid (the first S_n tokens)."""
+    ip, t = op.iparams, op.tensors
+    if op.kind == "embed":
+        b = t["b"][: x.shape[1]]  # (S_n, E): per-token bias (dense bias + position)
+        return dense(x, t["W"], b, t["m"], ip["shift"], -128, 127, what)
+    if op.kind == "res_attention":
+        a = attention(x, op, what)
+        return residual_add(x, a, ip["M_x"], ip["M_a"], ip["shift_add"], f"{what} add")
+    if op.kind == "res_ff":
+        h = dense(x, t["W1"], t.get("b1"), t["m1"], ip["shift_1"], 0, 127, f"{what} h")
+        f = dense(h, t["W2"], t.get("b2"), t["m2"], ip["shift_2"], -128, 127, f"{what} f")
+        return residual_add(x, f, ip["M_x"], ip["M_f"], ip["shift_add"], f"{what} add")
+    if op.kind == "masked_pool":
+        S_n = x.shape[1]
+        acc = accumulate(x, 1, what)  # (B, E): sum over the S_n valid tokens
+        return requant(acc, int(t["m"][S_n - 1]), ip["shift"], -128, 127, what)
+    if op.kind == "dense":
+        return dense(
+            x, t["W"], t.get("b"), t["m"], ip["shift"], ip["act_min"], ip["act_max"], what
+        )
+    if op.kind == "relu":
+        return np.maximum(x, 0)
+    raise ValueError(f"{what} cannot run in a seq model")
+
+
+def quantize_seq_input(
+    blob: QuantModelSpec, X_raw: np.ndarray, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """Raw windows `X_raw [B, T', C]` (`lengths [B]`, None = all T' steps) -> `xq [B, S·P·C]`
+    int8: `xq[t·C + c]` by the input equation with `mean[c]`, `std[c]` for `t < n`, 0 after
+    (the tail of the last valid patch and every later patch). A window longer than the model's
+    T is refused (ValueError naming its length and T); non-finite values at valid steps as
+    `quantize_input`; whatever lies past a window's length is never read."""
+    e = blob.ops[0].iparams
+    T, C, P = e["T"], e["C"], e["P"]
     X = np.asarray(X_raw, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != blob.n_features:
-        raise ValueError(f"X has shape {X.shape}, the blob expects [B, {blob.n_features}]")
+    if X.ndim != 3 or X.shape[2] != C:
+        raise ValueError(f"windows of shape {X.shape}, the blob expects [B, T <= {T}, {C}]")
+    n = valid_lengths(X, lengths, T)
+    B, Tx = X.shape[:2]
+    valid = np.arange(Tx)[None, :] < n[:, None]  # (B, T')
+    flat = np.where(valid[:, :, None], X, 0.0).reshape(B, Tx * C)  # (B, T'·C)
+    mean = np.tile(np.asarray(blob.norm_mean, np.float32).astype(np.float64), Tx)
+    std = np.tile(np.asarray(blob.norm_std, np.float32).astype(np.float64), Tx)
+    xq = _quantize_flat(flat, mean, std, blob.input_scale)  # (B, T'·C)
+    xq[~np.repeat(valid, C, axis=1)] = 0
+    out = np.zeros((B, seq_tokens(T, P) * P * C), np.int8)
+    keep = min(Tx, T) * C
+    out[:, :keep] = xq[:, :keep]
+    return out
+
+
+def _quantize_flat(X, mean, std, input_scale) -> np.ndarray:
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         r, i = (int(v) for v in bad[0])
@@ -155,18 +215,62 @@ def quantize_input(blob: QuantModelSpec, X_raw: np.ndarray) -> np.ndarray:
             f"row {r}: features must be finite numbers, not NaN or inf (feature {i} is "
             f"{float(X[r, i])!r})"
         )
-    mean = np.asarray(blob.norm_mean, dtype=np.float32).astype(np.float64)
-    std = np.asarray(blob.norm_std, dtype=np.float32).astype(np.float64)
-    s_in = float(np.float32(blob.input_scale))
+    s_in = float(np.float32(input_scale))
     with np.errstate(over="ignore"):  # a finite feature may overflow to ±inf: it saturates
         xq = np.floor((X - mean) / std / s_in + 0.5)
     return np.clip(xq, -128, 127).astype(np.int8)
 
 
-def run_int8(blob: QuantModelSpec, xq: np.ndarray) -> np.ndarray:
-    """Integer logits `[B, C]` int64 for int8 inputs `xq [B, F]`; asserts the budget."""
+def quantize_input(
+    blob: QuantModelSpec, X_raw: np.ndarray, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """`xq = clamp(floor((x - mean) / std / s_in + 0.5), -128, 127)` as int8 `[B, F]`.
+
+    Float64 arithmetic on the blob's float32 `mean`, `std`, `s_in` (as MicroPython's unix port).
+    A NaN or infinite feature raises ValueError `row r: features must be finite numbers, not
+    NaN or inf (feature i is nan)`: the device's message after `row r: ` (docs/quantization.md).
+    A finite feature that overflows the arithmetic saturates like any other.
+    A seq blob's windows go through `quantize_seq_input` (windows `[B, T', C]`).
+    """
+    if blob.ops and blob.ops[0].kind == "embed":
+        return quantize_seq_input(blob, X_raw, lengths)
+    X = np.asarray(X_raw, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != blob.n_features:
+        raise ValueError(f"X has shape {X.shape}, the blob expects [B, {blob.n_features}]")
+    mean = np.asarray(blob.norm_mean, dtype=np.float32).astype(np.float64)
+    std = np.asarray(blob.norm_std, dtype=np.float32).astype(np.float64)
+    return _quantize_flat(X, mean, std, blob.input_scale)
+
+
+def run_seq_int8(blob: QuantModelSpec, xq: np.ndarray, lengths=None) -> np.ndarray:
+    """Integer logits `[B, classes]` of a seq blob for `xq [B, S·P·C]` and `lengths [B]`
+    (steps; None = all T): window b runs on its first `ceil(n/P)` tokens only."""
+    e = blob.ops[0].iparams
+    T, C, P = e["T"], e["C"], e["P"]
+    x = np.asarray(xq)
+    width = seq_tokens(T, P) * P * C
+    if x.ndim != 2 or x.shape[1] != width:
+        raise ValueError(f"xq has shape {x.shape}, the blob expects [B, S·P·C] = [B, {width}]")
+    if x.min(initial=0) < -128 or x.max(initial=0) > 127:
+        raise ValueError("xq must be int8 values in [-128, 127]")
+    n = valid_lengths(x[:, :, None], lengths, T) if lengths is not None else None
+    n = np.full(len(x), T, np.int64) if n is None else n
+    out = np.zeros((len(x), blob.n_classes), np.int64)
+    for S_n, idx in seq_groups(n, P):
+        h = x[idx, : S_n * P * C].astype(np.int64).reshape(len(idx), S_n, P * C)
+        for k, op in enumerate(blob.ops):
+            h = seq_op(h, op, f"op {k} ({op.kind})")
+        out[idx] = h
+    return out
+
+
+def run_int8(blob: QuantModelSpec, xq: np.ndarray, lengths=None) -> np.ndarray:
+    """Integer logits `[B, C]` int64 for int8 inputs `xq [B, F]`; asserts the budget.
+    A seq blob: `xq [B, S·P·C]` from `quantize_input` and the windows' `lengths [B]`."""
     if not blob.quantized:
         raise ValueError("this blob holds float32 weights only (exported with --float32)")
+    if blob.ops and blob.ops[0].kind == "embed":
+        return run_seq_int8(blob, xq, lengths)
     x = np.asarray(xq)
     if x.ndim != 2 or x.shape[1] != blob.n_features:
         raise ValueError(f"xq has shape {x.shape}, the blob expects [B, {blob.n_features}]")

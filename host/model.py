@@ -8,6 +8,12 @@ token of 8 (so any numeric CSV works: Iris has 4 tokens, Wine 13):
                  -> dense(8->C)                       (issue 2; 475 parameters for F=4, C=3)
     iris-myattn: dense(F->8F) -> relu -> reshape [F, 8] -> myattn pool (Q = K = mean token,
                  V = tokens; out 16) -> relu -> dense(16->C)      (issue 7, DESIGN §8)
+    seq-attn:    windows [T, C]: patch_embed -> pos_add -> L x (attention + ff, residual)
+                 -> masked_pool -> dense   (issue 11, DESIGN §9; host/seqmodel.py builds it)
+
+A seq model's file stores per-channel `norm_mean`/`norm_std` `[C]`, and its meta says where its
+windows came from (`ts_data_meta`): the vendored archive problem (`dataset`) or the `.ts` files
+(`ts_train`, `ts_test`); the TRAIN file is its train split, the TEST file its test split.
 
 `Sequential` keeps all parameters in one flat float64 vector `theta` (and gradients in `grad`),
 each layer's arrays being views into it, so an optimizer step is a few vectorized calls.
@@ -36,7 +42,8 @@ from .myattn import AttnPool, MyAttnFlat
 
 FORMAT = "tinyattn-model"
 VERSION = 1
-MODELS = ("iris-attn", "iris-myattn")
+MODELS = ("iris-attn", "iris-myattn", "seq-attn")
+SEQ_KINDS = ("patch_embed", "pos_add", "ff", "masked_pool")  # = seqmodel.SEQ_OPS
 EMBED_DIM = 8  # each feature becomes one token of 8
 MYATTN_OUT = 16  # width of the myattn head's output
 MYATTN_MODES = ("explicit", "pool")  # the blob's mode 0, 1
@@ -97,6 +104,10 @@ def _myattn_layer(op: dict[str, Any], rng: np.random.Generator) -> Layer:
 def layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
     """One layer for one op dict (`docs/model-format.md`)."""
     kind = op.get("op")
+    if kind in SEQ_KINDS or (kind == "attention" and op.get("residual")):
+        from .seqmodel import seq_layer_from_op  # seqmodel imports this module
+
+        return seq_layer_from_op(op, rng)
     try:
         if kind == "dense":
             return Dense(int(op["in"]), int(op["out"]), bool(op.get("bias", True)), rng)
@@ -185,15 +196,39 @@ class Sequential:
             raise ValueError(f"unexpected parameters {sorted(extra)}; the ops do not use them")
 
 
+def is_seq_ops(ops: list[dict[str, Any]]) -> bool:
+    """An op list of a sequence model (`seq-attn`): op 0 is `patch_embed`."""
+    return bool(ops) and ops[0].get("op") == "patch_embed"
+
+
 def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
-    """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list."""
+    """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list; a
+    `SeqModel` (host/seqmodel.py) when op 0 is `patch_embed`."""
+    if is_seq_ops(ops):
+        from .seqmodel import build_seq_from_ops
+
+        return build_seq_from_ops(ops, seed)
     rng = np.random.default_rng(seed)
     return Sequential([layer_from_op(op, rng) for op in ops], [dict(op) for op in ops])
 
 
-def build_model(name: str, n_features: int, n_classes: int, seed: int = 0) -> Sequential:
+def build_model(
+    name: str,
+    n_features: int,
+    n_classes: int,
+    seed: int = 0,
+    steps: int | None = None,
+    config: Any = None,
+) -> Sequential:
     """A named architecture for F features (F tokens); `iris-attn` has 475 parameters for 4
-    features and 3 classes."""
+    features and 3 classes. `seq-attn` takes windows of `steps` (T) x `n_features` (C
+    channels) and an optional `seqmodel.SeqAttnConfig`."""
+    if name == "seq-attn":
+        from .seqmodel import build_seq_model
+
+        if steps is None:
+            raise ValueError("seq-attn needs steps (T, e.g. seqmodel.default_max_steps)")
+        return build_seq_model(steps, n_features, n_classes, config, seed)
     if name == "iris-attn":
         return build_from_ops(iris_attn_ops(n_features, n_classes), seed)
     if name == "iris-myattn":
@@ -214,13 +249,44 @@ class ModelFile:
     def class_names(self) -> list[str]:
         return list(self.meta["class_names"])
 
-    def normalize(self, X: np.ndarray) -> np.ndarray:
-        """Raw features `[B, F]` -> the model's input `(X - norm_mean) / norm_std`."""
+    @property
+    def is_seq(self) -> bool:
+        return is_seq_ops(self.model.ops)
+
+    def normalize(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        """Raw features `[B, F]` -> the model's input `(X - norm_mean) / norm_std`; a seq
+        model: raw windows `[B, T', C]` per channel, 0 past each window's `lengths`."""
+        if self.is_seq:
+            from .floatref import normalize_windows
+
+            return normalize_windows(X, lengths, self.norm_mean, self.norm_std)
         return (np.asarray(X, dtype=np.float64) - self.norm_mean) / self.norm_std
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Class indices `[B]` for raw (unnormalized) features `X [B, F]`."""
+    def predict(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        """Class indices `[B]` for raw (unnormalized) features `X [B, F]` (a seq model: raw
+        windows `[B, T', C]` and their `lengths [B]`, None = every step valid)."""
+        if self.is_seq:
+            return self.model.predict(self.normalize(X, lengths), lengths)
         return self.model.predict(self.normalize(X))
+
+
+def ts_data_meta(
+    dataset: str | None = None,
+    ts_train: str | Path | None = None,
+    ts_test: str | Path | None = None,
+) -> dict[str, Any]:
+    """Where a seq model's windows came from, for its meta (`tinyattn train` merges it in):
+    `{"dataset": "basicmotions"}` for a vendored archive problem, or `{"dataset": <problem
+    name>, "ts_train": <absolute path>, "ts_test": <absolute path or None>}` for `--ts` files.
+    `tinyattn export` reads the same keys back (`export.load_seq_data`)."""
+    if ts_train is None:
+        if dataset is None:
+            raise ValueError("name a vendored dataset or the TRAIN .ts file")
+        return {"dataset": dataset.lower()}
+    meta: dict[str, Any] = {"ts_train": str(Path(ts_train).resolve())}
+    meta["ts_test"] = None if ts_test is None else str(Path(ts_test).resolve())
+    meta["dataset"] = dataset if dataset is not None else Path(ts_train).stem
+    return meta
 
 
 def predict(model: Sequential | ModelFile, x: np.ndarray) -> np.ndarray:

@@ -19,6 +19,13 @@ even) — only here, on the host: readers never round, they read integers.
 `quantize(model, X_calib_raw)` gives the int8 `QuantModelSpec`; `float32_spec(model)` the
 unquantized one (`tinyattn export --float32`).
 
+Sequence models (`seq-attn`; docs/quantization.md "Sequence models"): `quantize(model, X_train,
+lengths)` with the TRAIN windows `[N, T', C]` and their lengths. Scales are calibrated over
+valid tokens only (each window run on its first `ceil(n/P)` tokens, `floatref.forward_seq`);
+the positional embedding folds into the embedding's per-token int32 bias; each residual add
+`y = x + a` gets `M_x`, `M_a` and one shared shift by the same budget rule (`choose_shift`
+over both ratios); masked_pool's table `m[k-1] = rint(2**shift / k)`, one shift for every k.
+
 References: docs/quantization.md; Jacob et al. 2018, "Quantization and Training of Neural
 Networks for Efficient Integer-Arithmetic-Only Inference" (multiplier + shift); TFLite Micro
 reference kernels (per-channel weights, int32 bias).
@@ -47,7 +54,7 @@ from .blob import (
     Op,
     QuantModelSpec,
 )
-from .floatref import NpzModel, forward_npz, myattn_sizes
+from .floatref import NpzModel, forward_npz, forward_seq, myattn_sizes, seq_float_ops
 
 BUDGET = 1 << 30  # small-int budget: every intermediate |v| < 2**30
 Q_MAX = 127  # int8 activations and weights: s = absmax / 127
@@ -191,8 +198,13 @@ def calibrate(model: NpzModel, X_raw: np.ndarray) -> dict[str, float]:
     return absmax
 
 
-def quantize(model: NpzModel, X_calib_raw: np.ndarray) -> QuantModelSpec:
-    """The int8 `QuantModelSpec` of `model`, calibrated on raw features `X_calib_raw [N, F]`."""
+def quantize(
+    model: NpzModel, X_calib_raw: np.ndarray, lengths: np.ndarray | None = None
+) -> QuantModelSpec:
+    """The int8 `QuantModelSpec` of `model`, calibrated on raw features `X_calib_raw [N, F]`
+    (a seq model: the TRAIN windows `[N, T', C]` and their `lengths [N]`)."""
+    if model.is_seq:
+        return quantize_seq(model, X_calib_raw, lengths)
     absmax = calibrate(model, X_calib_raw)
     ops_in = model.ops
     n = len(ops_in)
@@ -278,19 +290,24 @@ def _quantize_attention(model, i, op, s_in, shape, absmax, last) -> Op:
     if last:
         raise QuantizeError(f"op {i} (attention) cannot be last: a dense layer writes logits")
     S, E = shape
-    H = int(op["num_heads"])
+    params = {f"{w}{p}": model.param(i, f"{w}{p}") for w in "Wb" for p in "qkvo"}
+    params = {role: v for role, v in params.items() if v is not None}
+    ip = {"S": S, "E": E, "H": int(op["num_heads"])}
+    s_out = activation_scale(absmax[str(i)])
+    return _quantize_attention_params(params, ip, s_in, s_out, absmax, i, f"op {i} (attention)")
+
+
+def _quantize_attention_params(params, ip, s_in, s_out, absmax, i, what) -> Op:
+    """The attention op's int8 parameters from float weights by role (`Wq`, `bq`, …),
+    sizes `ip` (S, E, H), the input and output scales and the calibrated `"{i}.q|k|v|ctx"`."""
+    S, E, H = ip["S"], ip["E"], ip["H"]
     D = E // H
-    what = f"op {i} (attention)"
     sc = {name: activation_scale(absmax[f"{i}.{name}"]) for name in ("q", "k", "v", "ctx")}
-    sc["out"] = activation_scale(absmax[str(i)])
+    sc["out"] = s_out
     proj = {}
     for p in "qkv":
-        proj[p] = quantize_dense(
-            model.param(i, f"W{p}"), model.param(i, f"b{p}"), s_in, sc[p], f"{what} W{p}"
-        )
-    proj["o"] = quantize_dense(
-        model.param(i, "Wo"), model.param(i, "bo"), sc["ctx"], sc["out"], f"{what} Wo"
-    )
+        proj[p] = quantize_dense(params[f"W{p}"], params.get(f"b{p}"), s_in, sc[p], f"{what} W{p}")
+    proj["o"] = quantize_dense(params["Wo"], params.get("bo"), sc["ctx"], sc["out"], f"{what} Wo")
     # idx = round(diff · s_q·s_k/sqrt(D) · 32), diff = max - score <= 2·D·2**14.
     r_sm = sc["q"] * sc["k"] / math.sqrt(D) * LUT_STEPS_PER_UNIT
     M_sm, shift_sm = choose_shift([r_sm], [2 * D * X_ABS_MAX * X_ABS_MAX], f"{what} softmax")
@@ -388,6 +405,107 @@ def _quantize_myattn(model, i, op, s_in, shape, absmax, last, out_key) -> Op:
     )
 
 
+def calibrate_seq(model: NpzModel, X_raw: np.ndarray, lengths=None) -> dict[str, float]:
+    """Absmax over the valid tokens of raw windows `X_raw [N, T', C]` (the TRAIN windows):
+    `"input"`, `"{k}"` (output of blob op k), `"{k}.q|k|v|ctx|a"` (res_attention; `a` is the
+    attention output before the residual add), `"{k}.h|f"` (res_ff: relu output, Dense2
+    output), keys by the blob op index (`seq_float_ops`)."""
+    absmax: dict[str, float] = {}
+    forward_seq(seq_float_ops(model), model.normalize_windows(X_raw, lengths), lengths, absmax)
+    return absmax
+
+
+def quantize_residual_add(s_x: float, s_a: float, s_y: float, what: str) -> dict[str, int]:
+    """`M_x, M_a, shift_add` of `y = x + a`: `M_x / 2**shift ≈ s_x / s_y`, `M_a / 2**shift ≈
+    s_a / s_y`, the largest shift where both are < 2**15 and `128·M + 2**(shift-1) < 2**30`
+    (`choose_shift` over the two ratios); their sum then stays in the budget too."""
+    M, shift = choose_shift([s_x / s_y, s_a / s_y], [X_ABS_MAX, X_ABS_MAX], f"{what} add")
+    if X_ABS_MAX * int(M.sum()) + (1 << (shift - 1)) >= BUDGET:  # pragma: no cover - M < 2**15
+        raise QuantizeError(f"{what} add: 128·(M_x + M_a) leaves the small-int budget")
+    return {"M_x": int(M[0]), "M_a": int(M[1]), "shift_add": shift}
+
+
+def pool_multipliers(S: int, what: str) -> tuple[np.ndarray, int]:
+    """masked_pool's `m [S]` int16, `m[k-1] = rint(2**shift / k)`, and the shift: the largest
+    with every `m < 2**15` and `128·k·m[k-1] + 2**(shift-1) < 2**30` (k = 1 binds: 14)."""
+    k = np.arange(1, S + 1)
+    M, shift = choose_shift(1.0 / k, X_ABS_MAX * k, f"{what} table")
+    return M.astype(np.int16), shift
+
+
+def quantize_seq(model: NpzModel, X_raw: np.ndarray, lengths=None) -> QuantModelSpec:
+    """The int8 spec of a seq model (ops embed, res_attention, res_ff, masked_pool, dense)."""
+    fops = seq_float_ops(model)
+    absmax = calibrate_seq(model, X_raw, lengths)
+    s_in_model = activation_scale(absmax["input"])
+    s = s_in_model
+    ops: list[Op] = []
+    n = len(fops)
+    for k, fop in enumerate(fops):
+        ip, t, what, last = fop.iparams, fop.tensors, f"op {k} ({fop.kind})", k == n - 1
+        if fop.kind == "embed":
+            s_out = activation_scale(absmax[str(k)])
+            W_q, s_w = quantize_weights(t["W"])
+            b_q = np.stack([quantize_bias(b, s, s_w, what) for b in t["b"]])  # (S, E)
+            acc = X_ABS_MAX * np.abs(W_q.astype(np.int64)).sum(axis=1) + np.abs(
+                b_q.astype(np.int64)
+            ).max(axis=0)
+            M, shift = choose_shift(s * s_w.astype(np.float64) / s_out, acc, what)
+            tensors = {"W": W_q, "b": b_q, "s": s_w, "m": M.astype(np.int16)}
+            ops.append(Op("embed", {**ip, "shift": shift}, {"s_in": s, "s_out": s_out}, tensors))
+            s = s_out
+        elif fop.kind == "res_attention":
+            if f"{k}.a" not in absmax:
+                raise QuantizeError(f"{what}: no calibration data")
+            s_a = activation_scale(absmax[f"{k}.a"])
+            s_y = activation_scale(absmax[str(k)])
+            att = _quantize_attention_params(t, ip, s, s_a, absmax, k, what)
+            att.iparams.update(quantize_residual_add(s, s_a, s_y, what))
+            att.fparams["s_y"] = s_y
+            ops.append(Op("res_attention", att.iparams, att.fparams, att.tensors))
+            s = s_y
+        elif fop.kind == "res_ff":
+            s_h = activation_scale(absmax[f"{k}.h"])
+            s_f = activation_scale(absmax[f"{k}.f"])
+            s_y = activation_scale(absmax[str(k)])
+            d1 = quantize_dense(t["W1"], t.get("b1"), s, s_h, f"{what} W1")
+            d2 = quantize_dense(t["W2"], t.get("b2"), s_h, s_f, f"{what} W2")
+            add = quantize_residual_add(s, s_f, s_y, what)
+            iparams = {
+                **ip, "shift_1": d1.shift, "shift_2": d2.shift,
+                "M_x": add["M_x"], "M_f": add["M_a"], "shift_add": add["shift_add"],
+            }  # fmt: skip
+            tensors = {**_dense_tensors(d1, "1"), **_dense_tensors(d2, "2")}
+            fparams = {"s_in": s, "s_h": s_h, "s_f": s_f, "s_y": s_y}
+            ops.append(Op("res_ff", iparams, fparams, tensors))
+            s = s_y
+        elif fop.kind == "masked_pool":
+            m, shift = pool_multipliers(ip["S"], what)
+            ops.append(Op("masked_pool", {**ip, "shift": shift}, {}, {"m": m}))
+            # output scale = input scale
+        elif fop.kind == "relu":
+            ops.append(Op("relu", {}))
+        elif fop.kind == "dense":
+            key = str(k + 1) if k + 1 < n and fops[k + 1].kind == "relu" else str(k)
+            s_out = activation_scale(absmax[key], LOGIT_Q_MAX if last else Q_MAX)
+            act = (LOGIT_MIN, LOGIT_MAX) if last else (INT8_MIN, INT8_MAX)
+            qd = quantize_dense(t["W"], t.get("b"), s, s_out, what)
+            iparams = {**ip, "shift": qd.shift, "act_min": act[0], "act_max": act[1]}
+            ops.append(Op("dense", iparams, {"s_in": s, "s_out": s_out}, _dense_tensors(qd)))
+            s = s_out
+    if ops[-1].kind != "dense":
+        raise QuantizeError("the int8 path needs a dense layer last (it writes the logits)")
+    return QuantModelSpec(
+        quantized=True,
+        class_names=model.class_names,
+        norm_mean=model.norm_mean.astype(F32),
+        norm_std=model.norm_std.astype(F32),
+        input_scale=s_in_model,
+        logit_scale=s,
+        ops=ops,
+    )
+
+
 def _float32_op(kind: str, iparams: dict[str, int], tensors: dict[str, np.ndarray]) -> Op:
     """A float32-blob op: the given attributes, every other iparam of the layout (shifts,
     multipliers, act range) 0 and every fparam 1.0, as docs/blob-format.md defines it."""
@@ -411,8 +529,13 @@ def _float32_tensors(model: NpzModel, i: int, groups: str) -> dict[str, np.ndarr
 def float32_spec(model: NpzModel) -> QuantModelSpec:
     """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0."""
     ops: list[Op] = []
+    if model.is_seq:  # embed (bias + pos per token), res_attention, res_ff, masked_pool, dense
+        ops = [
+            _float32_op(op.kind, op.iparams, {r: v.astype(F32) for r, v in op.tensors.items()})
+            for op in seq_float_ops(model)
+        ]
     shape: tuple[int, ...] = (len(model.norm_mean),)
-    for i, op in enumerate(model.ops):
+    for i, op in enumerate([] if model.is_seq else model.ops):
         kind = op["op"]
         if kind == "dense":
             t = _float32_tensors(model, i, "")

@@ -69,6 +69,16 @@ class SeqAttnConfig:
     bias: bool = True  # every Dense and the attention projections have biases
 
 
+def default_max_steps(train_lengths: np.ndarray, patch: int) -> int:
+    """The model's T for a TRAIN split: its longest window rounded up to a multiple of P, so
+    the last patch is whole and slightly longer TEST windows still fit (JapaneseVowels: TRAIN
+    7..26 steps, P=10 -> T=30 covers TEST's 29). Never computed from the TEST file; a window
+    longer than T is refused by the integer path (`floatref.valid_lengths`) unless cut
+    explicitly (`floatref.truncate_windows`)."""
+    longest = int(np.max(train_lengths))
+    return -(-longest // patch) * patch
+
+
 def seq_attn_ops(
     steps: int, channels: int, n_classes: int, config: SeqAttnConfig | None = None
 ) -> list[dict[str, Any]]:

@@ -94,3 +94,48 @@ def seq_spec(
         logit_scale=0.2 if quantized else 1.0,
         ops=ops,
     )
+
+
+def train_seq(
+    X: np.ndarray,
+    lengths: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    config=None,
+    epochs: int = 60,
+    lr: float = 3e-3,
+    batch_size: int = 16,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    max_steps: int | None = None,
+):
+    """`(model, norm_mean, norm_std)`: a `seq-attn` model trained on raw windows `X [N, T, C]`
+    with `lengths` (AdamW, cosine decay, per-channel standardization fitted on these windows).
+
+    A local loop because `train.fit` takes no lengths (it works for equal-length data only).
+    `max_steps` is the model's T (default: the longest window rounded up to a multiple of P).
+    """
+    from tinyattn.losses import softmax_cross_entropy
+    from tinyattn.optim import Adam
+    from tinyattn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
+    from tinyattn.tsdata import fit_channel_standardizer, standardize_windows
+
+    config = config if config is not None else SeqAttnConfig()
+    mean, std = fit_channel_standardizer(X, lengths)
+    xn = standardize_windows(X, lengths, mean, std)  # (N, T, C), 0 at padding
+    T = max_steps if max_steps is not None else default_max_steps(lengths, config.patch)
+    model = build_seq_model(T, X.shape[2], n_classes, config, seed=seed)
+    opt = Adam(model.theta, model.grad, lr, weight_decay=weight_decay, decay_mask=model.decay_mask)
+    rng = np.random.default_rng([seed, 1])
+    N = len(y)
+    total, step = epochs * -(-N // batch_size), 0
+    for _ in range(epochs):
+        order = rng.permutation(N)
+        for start in range(0, N, batch_size):
+            idx = order[start : start + batch_size]
+            logits = model.forward(xn[idx], training=True, lengths=lengths[idx])
+            _, dlogits = softmax_cross_entropy(logits, y[idx])
+            model.backward(dlogits)
+            opt.step(0.5 * lr * (1.0 + np.cos(np.pi * step / total)))
+            step += 1
+    return model, mean, std
