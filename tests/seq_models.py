@@ -124,6 +124,7 @@ def train_seq(
     mean, std = fit_channel_standardizer(X, lengths)
     xn = standardize_windows(X, lengths, mean, std)  # (N, T, C), 0 at padding
     T = max_steps if max_steps is not None else default_max_steps(lengths, config.patch)
+    xn = xn[:, :T]  # steps past every length (and past T) are padding
     model = build_seq_model(T, X.shape[2], n_classes, config, seed=seed)
     opt = Adam(model.theta, model.grad, lr, weight_decay=weight_decay, decay_mask=model.decay_mask)
     rng = np.random.default_rng([seed, 1])
