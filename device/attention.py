@@ -51,7 +51,8 @@ except ImportError:  # a port built without binascii.crc32
 
 REMEDY = "re-run 'make export' and 'make flash'"
 # load-time modules: imported by read_blob / Model to load a blob, then dropped again
-_READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_build")
+_READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_ops_seq",
+           "attention_build", "attention_build_seq")  # fmt: skip
 # kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
 # of _ORDER that imports
 _MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper"}
@@ -211,7 +212,7 @@ class Model:
     class_names, quantized, op_names, format_version, input_scale, logit_scale, kernels (the
     int8 set chosen), float_kernels; seq (op 0 embed), steps (T) and patch (P) of the input
     window (1 and 1 for a non-seq model), input_len (the int8 input buffer: n_features, or
-    S*P*C), macs (multiply-accumulates of a full-window inference).
+    S*P*C).
     """
 
     def __init__(self, src, kernels="auto"):
@@ -248,7 +249,6 @@ class Model:
             mod = __import__("attention_build")
             self.steps, self.patch, S = mod.window(blob)  # T, P, S; 1, 1, 1 for non-seq
             self.input_len = S * self.patch * blob.n_features  # xq: the S patches of P*C
-            self.macs = mod.macs(blob)
             build = mod.build
             mod = None
             if blob.quantized:
@@ -325,14 +325,12 @@ class Model:
             xq[i] = 0
         return xq
 
-    def _tokens(self, n, rows, pools):
+    def _tokens(self, n, rows):
         """Valid tokens S_n = ceil(n/P) of a window of n steps, written into the token-count
-        parameters of a program (small ints into array('i'): allocates nothing)."""
+        parameters of the float program; returns S_n*P*C, the end of the last patch."""
         S_n = (n + self.patch - 1) // self.patch
         for p, i, unit in rows:
             p[i] = S_n * unit
-        for p, m in pools:
-            p[2] = m[S_n - 1]
         return S_n * self.patch * self.n_features
 
     def run_int8(self, xq, out, n=None):
@@ -348,19 +346,23 @@ class Model:
             raise ValueError("this blob has float32 weights only: use path 'float'")
         if n is None:
             n = self.steps
+        elif not 1 <= n <= self.steps:
+            raise ValueError("run_int8: n = %r steps, the model takes 1..%d" % (n, self.steps))
         nf = n * self.n_features
         nc = self.n_classes
-        if not 1 <= n <= self.steps or len(xq) < nf or len(out) < nc:
-            raise ValueError(
-                "run_int8 needs xq of %d int8 (n = %r steps of %d, 1 <= n <= %d) and out of "
-                "%d int32" % (nf, n, self.n_features, self.steps, nc)
-            )
-        if not self.seq and len(xq) != nf:
+        if len(xq) < nf or len(out) < nc or (len(xq) != nf and not self.seq):
             raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
+        # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
+        # a call costs a frame), then the window and the zero tail of its last patch
+        S_n = (n + self.patch - 1) // self.patch
+        for p, i, unit in self._rows8:
+            p[i] = S_n * unit
+        for p, m in self._pools8:
+            p[2] = m[S_n - 1]
         x = self._x8
         for i in range(nf):
             x[i] = xq[i]
-        for i in range(nf, self._tokens(n, self._rows8, self._pools8)):
+        for i in range(nf, S_n * self.patch * self.n_features):
             x[i] = 0
         for st in prog:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])
@@ -388,7 +390,7 @@ class Model:
             c += 1
             if c == C:
                 c = 0
-        for i in range(nf, self._tokens(n, self._rowsf, ())):
+        for i in range(nf, self._tokens(n, self._rowsf)):
             x[i] = 0.0
         for st in self._progf:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])

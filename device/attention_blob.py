@@ -46,17 +46,9 @@ OPS = {
         "mode q k v1 v2 out has_bias M_q shift_q shift_a M_sm shift_sm M_ap shift_ap shift_c",
         "s_in s_qk s_sc s_qa s_out",
         "shift_q shift_a shift_sm shift_ap shift_c", "M_q M_sm M_ap"),
-    # seq-attn (a seq model: op 0 is embed; every op runs on the S_n valid tokens)
-    7: ("embed", "T C P E shift", "s_in s_out", "shift", ""),
-    8: ("res_attention",
-        "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx "
-        "M_x M_a shift_add",
-        "s_in s_q s_k s_v s_ctx s_out s_y",
-        "shift_q shift_k shift_v shift_o shift_sm shift_ctx shift_add", "M_sm M_ctx M_x M_a"),
-    9: ("res_ff", "E F has_bias shift_1 shift_2 M_x M_f shift_add", "s_in s_h s_f s_y",
-        "shift_1 shift_2 shift_add", "M_x M_f"),
-    10: ("masked_pool", "S E shift", "", "shift", ""),
 }  # fmt: skip
+# 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS,
+# added to OPS when a blob has an opcode >= 7 (a non-seq blob never loads that module)
 RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
 # dtype code -> (name, array typecode, itemsize)
 DTYPES = {
@@ -195,6 +187,8 @@ def read_records(mv, source):
                 "opcode %d (%s) in op %d is reserved and not supported by format version %d"
                 % (code, RESERVED_OPCODES[code], k, FORMAT_VERSION)
             )
+        if code >= 7 and code not in OPS:
+            OPS.update(__import__("attention_ops_seq").OPS)
         if code not in OPS:
             raise fail("unknown opcode %d in op %d" % (code, k))
         name, inames, fnames = OPS[code][0], OPS[code][1].split(), OPS[code][2].split()

@@ -8,6 +8,8 @@ phases never sit in a small heap together).
 
 Messages as the host reader's (`tinyattn.blob._check_op`): `shape mismatch in op K (dense):
 ...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
+The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py, imported from here
+when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """
 
 from attention import REMEDY, blob_error
@@ -59,6 +61,12 @@ def check_ops(blob, ops, tensors, tables, source):
     return out
 
 
+def _seq():
+    # the checks of the seq-attn ops (7-10): a module of their own, loaded only for a blob
+    # that has them (a small board reading a non-seq blob never holds their bytecode)
+    return __import__("attention_ops_seq")
+
+
 def _slots(op, quantized, k, fail):
     """The tensors an op must reference: [(role, dtype code, shape)] in record order."""
     ip = op.ip
@@ -74,17 +82,10 @@ def _slots(op, quantized, k, fail):
                   ("o", ip["E"], ip["E"]))  # fmt: skip
     elif op.code == 6:  # myattn: attn Linear(q + k -> v1), attn_combine Linear(q + v2 -> out)
         groups = (("a", ip["v1"], ip["q"] + ip["k"]), ("c", ip["out"], ip["q"] + ip["v2"]))
-    elif op.code == 7:  # embed: W [E, P*C], per-token bias b [S, E] (positional embedding)
-        S = -(-ip["T"] // ip["P"])
-        slots = [("W", 1 if quantized else 4, (ip["E"], ip["P"] * ip["C"])),
-                 ("b", 3 if quantized else 4, (S, ip["E"]))]  # fmt: skip
-        if quantized:
-            slots += [("s", 4, (ip["E"],)), ("m", 2, (ip["E"],))]
-        return slots
     elif op.code == 9:  # res_ff: Dense(E -> F) as W1, b1; Dense(F -> E) as W2, b2
         groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
-    elif op.code == 10:  # masked_pool: m[k-1] / 2**shift ~ 1/k for k valid tokens
-        return [("m", 2, (ip["S"],))] if quantized else []
+    elif op.code == 7 or op.code == 10:  # embed, masked_pool
+        return _seq().slots(op, quantized)
     else:
         return []
     slots = []
@@ -150,13 +151,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                 "found %r" % (k, name, bad)
             )
 
-    if op.code in (8, 9, 10) and not seq:
-        raise fail("op %d (%s) needs a seq model (op 0 embed), op 0 is not embed" % (k, name))
-    if op.code in (3, 4, 5, 6) and seq:
-        raise fail(
-            "op %d (%s) cannot run in a seq model (op 0 embed): it does not mask padded "
-            "tokens; use res_attention and masked_pool" % (k, name)
-        )
+    if seq or op.code >= 7:  # seq-only ops and ops refused in a seq model
+        _seq().place(k, op, seq, fail)
 
     def mismatch(detail):
         return fail("shape mismatch in op %d (%s): %s" % (k, name, detail))
@@ -205,20 +201,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                 "op %d (myattn): mode = %d, must be 0 (explicit) or 1 (pool)" % (k, ip["mode"])
             )
         return (ip["out"],)
-    if op.code == 7:  # embed
-        if k:
-            raise fail("op %d (embed) must be op 0 (it reads the input window)" % k)
-        if shape != (ip["C"],):
-            raise mismatch("n_features = %d channels, op has C = %d" % (shape[0], ip["C"]))
-        if ip["P"] > ip["T"]:
-            raise mismatch(
-                "patch P = %d steps is longer than the window T = %d" % (ip["P"], ip["T"])
-            )
-        return (-(-ip["T"] // ip["P"]), ip["E"])
-    if op.code == 9:  # res_ff, token-wise
-        if len(shape) != 2 or shape[1] != ip["E"]:
-            raise mismatch("input shape %r, op has [S, E] with E = %d" % (list(shape), ip["E"]))
-        return shape
+    if op.code == 7 or op.code == 9:  # embed, res_ff
+        return _seq().shape(k, op, shape, mismatch, fail)
     # attention, avgpool, res_attention, masked_pool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))
@@ -247,19 +231,10 @@ def _check_budget(k, op, fail):
         _site(k, op, "M_sm", 2 * (ip["E"] // ip["H"]) * 16384, ip["M_sm"], ip["shift_sm"], fail)
         _site(k, op, "M_ctx", 128 * (16384 + ip["S"]), ip["M_ctx"], ip["shift_ctx"], fail)
         _dense_budget(k, op, "o", ip["shift_o"], fail)
-        if code == 8:  # residual add x·M_x + a·M_a: each product a site (their sum, below
-            # 128·2**16 + 2**29, holds for any multipliers in range)
-            _site(k, op, "M_x", 128, ip["M_x"], ip["shift_add"], fail)
-            _site(k, op, "M_a", 128, ip["M_a"], ip["shift_add"], fail)
-    elif code == 9:  # res_ff: Dense1 (relu as the clamp), Dense2, residual add x·M_x + f·M_f
-        _dense_budget(k, op, "1", ip["shift_1"], fail)
-        _dense_budget(k, op, "2", ip["shift_2"], fail)
-        _site(k, op, "M_x", 128, ip["M_x"], ip["shift_add"], fail)
-        _site(k, op, "M_f", 128, ip["M_f"], ip["shift_add"], fail)
-    elif code == 10:  # masked_pool: m[k-1] for k valid tokens, a sum of k int8 values
-        m = op.t["m"].data
-        for i in range(ip["S"]):
-            _site(k, op, "m[%d]" % i, 128 * (i + 1), m[i], ip["shift"], fail)
+        if code == 8:  # the residual add x·M_x + a·M_a
+            _seq().budget(k, op, fail, _dense_budget, _site)
+    elif code == 9 or code == 10:  # res_ff, masked_pool
+        _seq().budget(k, op, fail, _dense_budget, _site)
     elif code == 5:  # avgpool
         _site(k, op, "M", 128 * ip["S"], ip["M"], ip["shift"], fail)
     elif code == 6:  # myattn: query (n = 1 or v1 rows), scores, softmax index, applied, out
