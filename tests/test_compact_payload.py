@@ -80,8 +80,13 @@ def test_compact_batch_is_smaller_on_the_wire(server):
         ({"n": 1, "f32": 5}, "f32 must be a base64 string"),
         ({"n": 1, "xq": base64.b64encode(bytes(4)).decode()}, "int8 path only"),
         ({"n": 1, "path": "int8", "xq": base64.b64encode(bytes(3)).decode()}, "expected 4 int8"),
-        ({"n": 1, "f32": base64.b64encode(np.array([np.nan, 0, 0, 0], "<f4").tobytes()).decode()},
-         "finite"),  # fmt: skip
+        (
+            {
+                "n": 1,
+                "f32": base64.b64encode(np.array([np.nan, 0, 0, 0], "<f4").tobytes()).decode(),
+            },
+            "finite",
+        ),  # fmt: skip
     ],
 )
 def test_compact_batch_malformed_requests_get_error_replies(server, fields, words):
@@ -93,8 +98,8 @@ def test_compact_batch_malformed_requests_get_error_replies(server, fields, word
 
 @pytest.mark.host
 def test_compact_reply_decoder_refuses_what_does_not_split_into_rows():
-    good = {"ok": True, "enc": "b64", "pred": [0, 1],
-            "logits_q": base64.b64encode(np.arange(6, dtype="<i4").tobytes()).decode()}  # fmt: skip
+    logits_q = base64.b64encode(np.arange(6, dtype="<i4").tobytes()).decode()
+    good = {"ok": True, "enc": "b64", "pred": [0, 1], "logits_q": logits_q}
     assert decode_b64_reply(good, 2)["logits_q"] == [[0, 1, 2], [3, 4, 5]]
     cut = dict(good, logits_q=base64.b64encode(np.arange(6, dtype="<i4").tobytes()[:-1]).decode())
     assert decode_b64_reply(cut, 2)["logits_q"] is None  # then parity halves the batch
