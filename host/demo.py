@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from . import cli
-    from .fleet import one_port
     from .flash import flash
+    from .fleet import one_port
     from .parity import finish, load_samples, parity
 
     if not args.model.is_file():
