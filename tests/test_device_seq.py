@@ -1,0 +1,298 @@
+# Host (CPython): the device runtime's seq-attn path (issue 11) under CPython, pure kernels.
+"""`device/attention.py` on seq-attn blobs (op 0 embed; embed, res_attention, res_ff,
+masked_pool, dense) against the host references, window by window:
+
+- int8: the device's `quantize` gives the host's `xq` (per-channel normalization, zeros after
+  the window) and `run_int8(xq, out, n)` the host intref's logits, every integer, on windows of
+  random lengths `1 <= n <= T` (the model runs on the `S_n = ceil(n/P)` valid tokens);
+- float: `run_float` within 1e-4 of floatref (int8 blob dequantized, and the float32 blob);
+- padding invariance on the device: garbage in `xq` past the window, a longer window run
+  before, or the same window inside a longer buffer change no logit;
+- the API on windows (quantize's length checks, logits/predict/classify, n for non-seq
+  models) and the readers: random mutations of seq blobs get the same verdict from the device
+  and the host reader, and every budget site of the new ops binds at the same multiplier.
+
+Models (`seq_cases()`, shared with tests/test_device_seq_mp.py): "bm", the BasicMotions model
+(T=100, C=6, P=10, E=16, H=2, L=2, F=32) trained on TRAIN and quantized on its windows, run on
+TEST windows cut at random lengths; "odd" (T=13 not a multiple of P=4, C=2, E=8, H=4, one
+block, F=12, no biases) and "steps" (P=1: time steps are tokens, T=6, C=3, E=4, H=1, two
+blocks, F=8), random-weight models quantized on random unequal-length windows.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from seq_models import train_seq
+
+from tinyattn.blob import BUDGET, OP_LAYOUTS, BlobError, blob_bytes, budget_sites, read_blob
+from tinyattn.floatref import NpzModel, run_float
+from tinyattn.intref import quantize_input, run_int8
+from tinyattn.quantize import float32_spec, quantize
+from tinyattn.seqmodel import SeqAttnConfig, build_seq_model
+from tinyattn.tsdata import fit_channel_standardizer, load_ts_dataset
+
+pytestmark = pytest.mark.host
+
+FLOAT_TOL = 1e-4  # device float path vs floatref (float32 buffers both)
+
+
+def _npz(model, mean, std, class_names) -> NpzModel:
+    meta = {"ops": model.ops, "class_names": list(class_names)}
+    return NpzModel(meta, model.state_dict(), mean, std)
+
+
+def _random_case(seed, T, C, K, config, n_windows):
+    """A random-weight seq model quantized on random unequal-length windows, and test windows."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(1.0, 3.0, size=(80, T, C)) * rng.uniform(0.5, 2.0, size=C)
+    lengths = rng.integers(1, T + 1, size=80)
+    mean, std = fit_channel_standardizer(X, lengths)
+    model = build_seq_model(T, C, K, config, seed=seed)
+    model.theta[:] = rng.normal(0.0, 0.4, size=model.theta.shape)  # biases and pos too
+    npz = _npz(model, mean, std, [f"c{i}" for i in range(K)])
+    Xt = rng.normal(1.0, 3.0, size=(n_windows, T, C)) * rng.uniform(0.5, 2.0, size=C)
+    return npz, X, lengths, Xt, rng.integers(1, T + 1, size=n_windows)
+
+
+@functools.lru_cache(maxsize=1)
+def seq_cases() -> dict[str, tuple[bytes, bytes, np.ndarray, np.ndarray]]:
+    """name -> (int8 blob, float32 blob, raw test windows [N, T, C], lengths [N])."""
+    train, test = load_ts_dataset("basicmotions", "train"), load_ts_dataset("basicmotions", "test")
+    model, mean, std = train_seq(train.X, train.lengths, train.y, train.n_classes, epochs=60)
+    npz = _npz(model, mean, std, train.class_names)
+    rng = np.random.default_rng(11)
+    T = model.ops[0]["steps"]
+    X = np.concatenate([test.X[:, :T], test.X[:, :T]])  # each TEST window full and cut
+    n = np.concatenate([np.full(len(test.X), T), rng.integers(1, T + 1, size=len(test.X))])
+    cases = {"bm": (npz, train.X, train.lengths, X, n)}
+    odd = SeqAttnConfig(patch=4, embed_dim=8, num_heads=4, blocks=1, ff_dim=12, bias=False)
+    cases["odd"] = _random_case(5, 13, 2, 3, odd, 60)
+    steps = SeqAttnConfig(patch=1, embed_dim=4, num_heads=1, blocks=2, ff_dim=8, bias=True)
+    cases["steps"] = _random_case(7, 6, 3, 2, steps, 40)
+    out = {}
+    for name, (npz, Xc, lc, Xt, nt) in cases.items():
+        q8 = blob_bytes(quantize(npz, Xc, lc))
+        out[name] = (q8, blob_bytes(float32_spec(npz)), Xt, nt)
+    return out
+
+
+def host_window_reference(data: bytes, X: np.ndarray, n: np.ndarray):
+    """(xq [N, S·P·C], int8 logits [N, K] or None, float logits [N, K]) of the host."""
+    blob = read_blob(data)
+    if not blob.quantized:
+        return None, None, run_float(blob, X, n)
+    xq = quantize_input(blob, X, n)
+    return xq, run_int8(blob, xq, n), run_float(blob, X, n)
+
+
+def window(X: np.ndarray, n: int) -> list[float]:
+    """The first n steps of a raw window [T, C], flat row-major (what a board receives)."""
+    return X[:n].reshape(-1).tolist()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return seq_cases()
+
+
+def _device_rows(m, X, n):
+    out = m.new_logits()
+    rows = []
+    for x, k in zip(X, n, strict=True):
+        f = window(x, int(k))
+        if m.quantized:
+            xq = m.quantize(f)
+            pred = m.run_int8(xq, out, int(k))
+            rows.append((list(xq), list(out), pred, m.logits(f, "float")))
+        else:
+            rows.append((None, None, None, m.logits(f, "float")))
+    return rows
+
+
+@pytest.mark.parametrize("name", ["bm", "odd", "steps"])
+def test_device_seq_int8_bit_exact_on_windows_of_random_lengths(attention, cases, name):
+    data, _, X, n = cases[name]
+    m = attention.Model(data, kernels="pure")
+    assert m.seq and (m.kernels, m.float_kernels) == ("pure", "pure")
+    xq, lq, lf = host_window_reference(data, X, n)
+    rows = _device_rows(m, X, n)
+    for i, (dxq, dlq, dpred, dlf) in enumerate(rows):
+        assert dxq == xq[i].tolist(), (name, i, n[i])
+        assert dlq == lq[i].tolist(), (name, i, n[i])  # every integer
+        assert dpred == int(np.argmax(lq[i])), i
+        assert np.max(np.abs(np.array(dlf) - lf[i])) <= FLOAT_TOL, (name, i, dlf, lf[i])
+    assert len(set(n.tolist())) >= min(m.steps, 25)  # many lengths (all of a short window)
+    if name == "bm":  # the trained model is right, not merely consistent: 40/40 full windows
+        labels = load_ts_dataset("basicmotions", "test").y
+        full = [r[2] for r, k in zip(rows, n, strict=True) if k == m.steps]
+        right = sum(int(p == y) for p, y in zip(full[:40], labels.tolist(), strict=True))
+        assert right >= 34, right
+
+
+@pytest.mark.parametrize("name", ["bm", "odd"])
+def test_device_seq_float32_blob_matches_floatref(attention, cases, name):
+    _, data, X, n = cases[name]
+    m = attention.Model(data)
+    assert m.seq and not m.quantized
+    _, _, lf = host_window_reference(data, X, n)
+    for i, (*_, dlf) in enumerate(_device_rows(m, X, n)):
+        assert np.max(np.abs(np.array(dlf) - lf[i])) <= FLOAT_TOL, (name, i)
+
+
+def test_device_seq_padding_never_changes_a_logit(attention, cases):
+    """Garbage in xq past the window, the window inside a longer xq, a longer window run just
+    before (stale buffers), and quantize into a reused buffer: identical logits."""
+    data, _, X, n = cases["odd"]
+    m = attention.Model(data, kernels="pure")
+    rng = np.random.default_rng(2)
+    out = m.new_logits()
+    C = m.n_features
+    for x, k in zip(X[:20], n[:20], strict=True):
+        k = int(k)
+        ref = m.logits(window(x, k))
+        xq = m.quantize(window(x, k))
+        assert len(xq) == m.input_len and not any(xq[k * C :])  # the tail reads as 0
+        for i in range(k * C, len(xq)):
+            xq[i] = int(rng.integers(-128, 128))
+        m.run_int8(m.quantize(window(x, m.steps)), out)  # a full window first
+        m.run_int8(xq, out, k)
+        assert list(out) == ref  # the runtime pads the last patch itself
+        m.run_int8(xq[: k * C], out, k)  # an xq of exactly the window
+        assert list(out) == ref
+        buf = m.quantize(window(x, m.steps))
+        assert m.quantize(window(x, k), buf) is buf and list(buf) == list(m.quantize(window(x, k)))
+    # padding a window further with zero-mean steps is a different window: n says which
+
+
+def test_device_seq_quantize_and_run_validate_the_window(attention, cases):
+    data, *_ = cases["odd"]
+    m = attention.Model(data, kernels="pure")
+    assert (m.steps, m.patch, m.n_features, m.input_len) == (13, 4, 2, 32)  # S = 4 patches of 4·2
+    for bad in ([0.0] * 3, [0.0] * 28, []):
+        with pytest.raises(ValueError, match=rf"{len(bad)} numbers .* C = 2 .* T = 13"):
+            m.quantize(bad)
+        with pytest.raises(ValueError, match=rf"{len(bad)} numbers"):
+            m.logits(bad, "float")
+    with pytest.raises(ValueError, match="NaN"):
+        m.quantize([1.0, 2.0, float("nan"), 0.0])
+    xq, out = m.quantize([0.5] * 6), m.new_logits()
+    for n in (0, 14):
+        with pytest.raises(ValueError, match=rf"n = {n} steps, the model takes 1\.\.13"):
+            m.run_int8(xq, out, n)
+    with pytest.raises(ValueError, match="run_int8 needs xq of 26 int8"):
+        m.run_int8(xq[:10], out)  # n = None: T steps
+    with pytest.raises(ValueError, match="xq holds 4 int8, the window needs 6"):
+        m.quantize([0.5] * 6, xq[:4])
+    assert m.predict([0.5] * 6) == m.run_int8(xq, out, 3)
+    assert m.classify([0.5] * 6) == m.class_names[m.predict([0.5] * 6)]
+
+
+def test_device_seq_non_seq_models_take_n_none_or_1(attention, blobs_iris):
+    m = attention.Model(blobs_iris, kernels="pure")
+    assert (m.seq, m.steps, m.patch, m.input_len) == (False, 1, 1, 4)
+    xq, out = m.quantize([5.1, 3.5, 1.4, 0.2]), m.new_logits()
+    p = m.run_int8(xq, out)
+    ref = list(out)
+    assert m.run_int8(xq, out, 1) == p and list(out) == ref
+    with pytest.raises(ValueError, match="the model takes 1..1"):
+        m.run_int8(xq, out, 2)
+
+
+@pytest.fixture(scope="module")
+def blobs_iris():
+    from synth_models import iris_synthetic
+
+    model, X, _ = iris_synthetic(seed=1)
+    return blob_bytes(quantize(model, X[model.meta["train"]["train_idx"]]))
+
+
+# -- the readers: the device's verdict is the host's, word for word ---------------------------
+
+
+def _verdicts(attention, data: bytes) -> tuple[str | None, str | None]:
+    out = []
+    for reader, error in ((read_blob, BlobError), (attention.read_blob, attention.BlobError)):
+        try:
+            reader(data, source="seq.bin")
+            out.append(None)
+        except error as exc:
+            out.append(str(exc))
+    return out[0], out[1]
+
+
+def _recrc(data: bytearray) -> bytes:
+    struct.pack_into("<I", data, len(data) - 4, zlib.crc32(bytes(data[:-4])))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_device_seq_random_mutations_get_the_host_readers_verdict(attention, cases, which):
+    ref = cases["odd"][which]  # int8, float32
+    rng = np.random.default_rng(9 + which)
+    rejected = 0
+    for _ in range(300):
+        data = bytearray(ref)
+        for p in rng.integers(32, len(data) - 4, size=rng.choice([1, 2, 4])):
+            data[p] = int(rng.integers(0, 256))
+        host, device = _verdicts(attention, _recrc(data))
+        assert device == host
+        rejected += host is not None
+    assert rejected > 40
+
+
+def _offsets(data: bytes) -> list[int]:
+    """Offset of the first iparam of every op record."""
+    F, n_ops, names_len = struct.unpack_from("<H", data, 12)[0], data[16], data[28]
+    pos = 32 + names_len + (-names_len) % 4 + 8 * F
+    out = []
+    for _ in range(n_ops):
+        _, nt, ni, nf = data[pos : pos + 4]
+        pos += 4 + 2 * nt
+        pos += (-pos) % 4
+        out.append(pos)
+        pos += 4 * (ni + nf)
+    return out
+
+
+def test_device_seq_budget_sites_bind_at_the_same_multiplier_on_both_readers(attention, cases):
+    """Every site of embed, res_attention, res_ff and masked_pool: with M one above the largest
+    the budget allows both readers refuse with the same message; at that largest both accept."""
+    data = cases["steps"][0]
+    blob = read_blob(data)
+    entries = {e.name: e for e in blob.tensor_table}
+    seen = set()
+    for k, (op, at) in enumerate(zip(blob.ops, _offsets(data), strict=True)):
+        for name, max_acc, _, shift in budget_sites(op):
+            o = len(max_acc) - 1  # the last channel (masked_pool: k = S tokens)
+            m_max = (BUDGET - 1 - (1 << (shift - 1))) // int(max_acc[o])
+            if m_max >= 32767:
+                continue  # the multiplier range binds first (e.g. the residual adds)
+            if name[0] == "m":
+                where, fmt = entries[f"{k}.{name}"].offset + 2 * o, "<h"
+            else:
+                where, fmt = at + 4 * OP_LAYOUTS[op.opcode].iparams.index(name), "<i"
+            for M, ok in ((m_max, True), (m_max + 1, False)):
+                b = bytearray(data)
+                struct.pack_into(fmt, b, where, M)
+                host, device = _verdicts(attention, _recrc(b))
+                assert device == host, (k, name)
+                assert (host is None) == ok, (k, name, host)
+            seen.add(op.kind)
+    assert {"embed", "res_attention", "res_ff"} <= seen
+
+
+def test_device_seq_kernel_table_documents_every_kernel(attention):
+    """attention_kernels.py's docstring table names every kernel of INT8 and FLOAT (the add
+    and the dense bias stride among them), and viper has every int8 kernel."""
+    import attention_kernels as k
+
+    doc = k.__doc__
+    for f in k.INT8:
+        assert f"\n  {f.__name__} " in doc, f.__name__
+    assert "bstride" in doc and "add    (x, y" in doc and "S_n" in doc
+    assert [f.__name__ for f in k.FLOAT] == [f.__name__ + "_f" for f in k.INT8]
