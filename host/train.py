@@ -1,9 +1,10 @@
 """Host (CPython): training loop and the `tinyattn train` subcommand.
 
 `fit` runs minibatch training (shuffled each epoch, last batch may be short) with Adam(W) or
-SGD+momentum and an optional cosine learning-rate decay; `train_split` standardizes on the train
-split, trains, evaluates and returns everything `docs/model-format.md` stores; `cross_validate`
-runs stratified k-fold cross-validation.
+SGD+momentum, optional label smoothing and cosine learning-rate decay; `train_split` fits the
+input scaling on the train split, trains, evaluates and returns everything
+`docs/model-format.md` stores; `cross_validate` runs repeated stratified k-fold
+cross-validation, float and int8 (`int8_predict`: the exporter's `quantize` + `run_int8`).
 
 Defaults and why. The source library's recipe (Xavier-uniform, zero biases, Adam lr 1e-3,
 100 epochs, batch 16, constant rate) reaches 90 % test accuracy on its Iris split. Ours keeps
@@ -19,23 +20,48 @@ the init, batch size and 100 epochs (800 steps, ~0.2 s) and changes the optimiza
   that has died shrink by `exp(-wd * sum(lr_t))` (here exp(-4)); with lr 0.03, or 300 epochs,
   at this decay they collapse to ~1e-6..1e-11 next to a non-zero bias — a useless unit with a
   degenerate per-channel int8 scale.
-How they were chosen: `python -m tools.tune_train` runs 5 x repeated stratified 5-fold
-cross-validation on the 120-row **train split only** over epochs {100, 200, 300} x lr {1e-3,
+How they were chosen (issue 2): `python -m tools.tune_train --flat` runs 5 x repeated
+stratified 5-fold CV on the 120-row train split of seed 0 over epochs {100, 200, 300} x lr {1e-3,
 3e-3, 1e-2, 3e-2} x weight decay {0, 0.1, 0.3, 1, 3} x {cosine, constant} and picks, among the
-configurations without a collapsed weight row (above), the lowest mean fold log-loss (fold
-accuracy is too coarse on 24 rows: most settings tie at 0.97 +- 0.01): this one, CV accuracy
-0.973. The test rows were not used to choose anything, and the seed is the fixed default 0,
-not searched.
-On that default split the result is 27/30 test rows (0.900): its test part holds four of the
-overlapping versicolor/virginica rows (70, 77, 106, 133). For scale, LDA fitted on the same
-train rows gets 28/30 there, while over 200 seeded splits it averages 29.4/30: seed 0's split
-is among the hardest ~11 %. `--cv 5` over all 150 rows (0.947) is the steadier estimate.
+configurations without a collapsed weight row (above), the lowest mean fold log-loss: this one.
+Issue 10 added two defaults, chosen by nested CV (`python -m tools.tune_train`: outer 2 x 5-fold,
+seeds 0-1; inner 2 x 5-fold on each outer fold's training rows only; 16 candidates, label
+smoothing {0, 0.1, 0.2, 0.3} x scaling {feature, center, shared, none}; ranked by inner int8
+accuracy among candidates keeping int8/float argmax agreement >= 149/150):
+- `label_smoothing = 0.2`: on Iris, mean inner accuracy with raw inputs 0.976 int8 / 0.978 float
+  (0.3: 0.976 / 0.977; 0: 0.971 / 0.970); on Wine smoothing neither helps nor hurts (0.972 for
+  0.2, 0.973 for 0). It keeps the logits from growing on rows already classified right.
+- `scaling = "auto"`: Iris's inner CV prefers raw centimetres, "none" (mean inner int8 0.976 vs
+  0.969 for per-feature standardization at the same smoothing, and chosen in 5 of 10 outer
+  folds, one shared scale in 5 more), Wine's prefers "feature" (0.972, vs 0.68 shared and 0.59
+  raw: proline's std is 312, hue's 0.23). "auto" is the rule that reproduces both: raw values if
+  every feature's std on the train rows is within 10x of the others' and |x| <= 10 (Iris: 3.9x,
+  7.9), else per-feature standardization. Raw inputs keep the features' natural weighting
+  (petal sizes vary most and separate the species), which standardization flattens.
+- The cost of raw inputs: one input scale for all four features gives narrow ones (sepal width)
+  a coarser int8 step, so int8/float argmax agreement falls to ~99.2 % (inner folds; 147/150
+  on the seed-0 model, where issue 3 asked >= 149/150).
+Nested estimate (outer folds, seeds 0-1, "tune then train"): 0.960 float / 0.957 int8 on Iris
+vs 0.943 / 0.947 for the issue-2 recipe on the same folds; 0.980 / 0.980 on Wine vs 0.978.
+No early stopping and no best checkpoint: the epoch count is fixed, and the per-epoch test
+accuracy in `history` is drawn in the report, never used to choose.
+
+Accuracy protocol (issue 10, `tinyattn train --cv 5 --repeats 10`): stratified 5-fold over all
+rows, repeated with split seeds 0-9 (`data.stratified_kfold`), each fold scaled, trained and
+int8-calibrated on its own training rows. With these defaults: iris-attn 0.967 float / 0.965
+int8 (issue-2 recipe: 0.959 / 0.958), iris-myattn 0.967 / 0.965, Wine (iris-attn) 0.973 /
+0.974. For scale, LDA gets 0.980 on the same Iris folds (`make bench-accuracy`). The fixed seed-0
+80/20 split stays the default for export and parity demos (28/30 test rows with these
+defaults), not a gate: its test part holds four of the overlapping versicolor/virginica rows
+(70, 77, 106, 133) and is among the hardest ~11 % of splits for every method.
 
 Seeds: the split and fold assignment use `seed`, the weight init uses `seed`, the minibatch
 order uses `[seed, 1]`; the same seed gives the same arrays (float64, deterministic NumPy ops).
 
 References: Loshchilov & Hutter (2017), "SGDR: Stochastic Gradient Descent with Warm Restarts"
-(cosine decay); (2019) "Decoupled Weight Decay Regularization" (AdamW).
+(cosine decay); (2019) "Decoupled Weight Decay Regularization" (AdamW); Szegedy et al. (2016),
+"Rethinking the Inception Architecture" (label smoothing); Varma & Simon (2006), "Bias in error
+estimation when using cross-validation for model selection" (nested CV).
 """
 
 from __future__ import annotations
@@ -46,7 +72,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +88,16 @@ from .data import (
     stratified_kfold,
     stratified_split,
 )
+from .floatref import NpzModel
+from .intref import quantize_input, run_int8
 from .losses import softmax_cross_entropy
 from .model import MODELS, Sequential, build_model, save_model
 from .optim import SGD, Adam
+from .quantize import quantize
+
+SCALINGS = ("auto", "feature", "center", "shared", "none")
+AUTO_STD_RATIO = 10.0  # auto: raw values if every feature's std is within this factor of the rest
+AUTO_MAX_ABS = 10.0  # ... and every |x| at most this (what a Xavier-initialized layer expects)
 
 
 @dataclass(frozen=True)
@@ -78,6 +111,8 @@ class TrainConfig:
     weight_decay: float = 1.0  # decoupled, on weight matrices only; lowest CV log-loss
     momentum: float = 0.9  # SGD only
     schedule: str = "cosine"  # "cosine" or "constant"
+    label_smoothing: float = 0.2  # target (1 - eps)·onehot + eps/C; chosen by nested CV
+    scaling: str = "auto"  # input scaling fitted on the train rows (`fit_scaling`); nested CV
     seed: int = 0  # split, init and shuffle; fixed, not searched
     test_fraction: float = 0.2  # 30 of Iris's 150 rows
     model: str = "iris-attn"
@@ -96,6 +131,57 @@ class TrainResult:
     metrics: dict[str, float]
     seconds: float
     config: TrainConfig = field(default_factory=TrainConfig)
+
+
+def resolve_scaling(X: np.ndarray, scaling: str) -> str:
+    """`scaling`, with "auto" resolved on the train rows `X`: "none" if the features already
+    share one scale (std ratio <= AUTO_STD_RATIO, |x| <= AUTO_MAX_ABS), else "feature"."""
+    if scaling != "auto":
+        return scaling
+    std = X.std(axis=0)  # (F,)
+    same_scale = std.min() > 0 and std.max() <= AUTO_STD_RATIO * std.min()
+    return "none" if same_scale and np.abs(X).max() <= AUTO_MAX_ABS else "feature"
+
+
+def fit_scaling(X: np.ndarray, scaling: str) -> tuple[np.ndarray, np.ndarray]:
+    """`(mean [F], std [F])` of the model input `(x - mean) / std`, fitted on train rows `X`.
+
+    feature: per-feature mean and std (standardization); center: per-feature mean, one std
+    over all centred values; shared: one mean and one std over all values; none: raw features;
+    auto: see `resolve_scaling`. The blob stores per-feature vectors either way, so the device
+    is unaffected.
+    """
+    F = X.shape[1]
+    scaling = resolve_scaling(X, scaling)
+    if scaling == "feature":
+        return fit_standardizer(X)
+    if scaling == "center":
+        mean = X.mean(axis=0)  # (F,)
+        return mean, np.full(F, fit_standardizer((X - mean).reshape(-1, 1))[1][0])
+    if scaling == "shared":
+        mean, std = fit_standardizer(X.reshape(-1, 1))  # (1,), (1,)
+        return np.full(F, mean[0]), np.full(F, std[0])
+    if scaling == "none":
+        return np.zeros(F), np.ones(F)
+    raise ValueError(f"unknown scaling {scaling!r}; choose one of {', '.join(SCALINGS)}")
+
+
+def smoothed_cross_entropy(
+    logits: np.ndarray, y: np.ndarray, eps: float
+) -> tuple[float, np.ndarray]:
+    """Cross-entropy against `(1 - eps)·onehot(y) + eps/C`: (loss, dlogits), from the plain one.
+
+    `-Σ_c t_c log p_c = (lse - z_y) + eps·(z_y - mean_c z)` and the gradient is `(p - t) / B`.
+    """
+    loss, dlogits = softmax_cross_entropy(logits, y)  # (B, C): (p - onehot) / B
+    if eps == 0.0:
+        return loss, dlogits
+    B, C = logits.shape
+    rows = np.arange(B)
+    loss += eps * float(np.mean(logits[rows, y] - logits.mean(axis=1)))
+    dlogits[rows, y] += eps / B
+    dlogits -= eps / (C * B)
+    return loss, dlogits
 
 
 def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
@@ -139,7 +225,7 @@ def fit(
         for start in range(0, N, bs):
             idx = order[start : start + bs]
             logits = model.forward(X[idx], training=True)  # (b, C)
-            loss, dlogits = softmax_cross_entropy(logits, y[idx])
+            loss, dlogits = smoothed_cross_entropy(logits, y[idx], config.label_smoothing)
             model.backward(dlogits)
             opt.step(learning_rate(config, step, total_steps))
             loss_sum += loss * len(idx)
@@ -158,38 +244,62 @@ def train_split(
     test_idx: np.ndarray,
     config: TrainConfig,
     progress: Callable[[float, float, float], None] | None = None,
+    history: bool = True,
 ) -> TrainResult:
-    """Standardize on `train_idx`, train, record per-epoch loss/accuracy; `progress(loss, acc,
-    test_acc)` is called once per epoch (e.g. to move a progress bar)."""
-    norm_mean, norm_std = fit_standardizer(data.X[train_idx])
+    """Fit the input scaling on `train_idx`, train, evaluate; `history` records per-epoch loss
+    and accuracy (for the curves only: nothing is chosen by them) and calls `progress(loss,
+    acc, test_acc)` once per epoch (e.g. to move a progress bar)."""
+    norm_mean, norm_std = fit_scaling(data.X[train_idx], config.scaling)
     X = standardize(data.X, norm_mean, norm_std)  # (N, F)
     X_train, y_train = X[train_idx], data.y[train_idx]
     X_eval = np.concatenate([X_train, X[test_idx]])  # one forward per epoch for both splits
     y_eval = np.concatenate([y_train, data.y[test_idx]])
     n_train = len(train_idx)
     model = build_model(config.model, data.n_features, data.n_classes, seed=config.seed)
-    history: dict[str, list[float]] = {"loss": [], "train_acc": [], "test_acc": []}
+    curves: dict[str, list[float]] = {"loss": [], "train_acc": [], "test_acc": []}
 
     def on_epoch(epoch: int, loss: float) -> None:
         hit = model.predict(X_eval) == y_eval
         train_acc = float(hit[:n_train].mean())
         test_acc = float(hit[n_train:].mean()) if len(test_idx) else float("nan")
-        history["loss"].append(loss)
-        history["train_acc"].append(train_acc)
-        history["test_acc"].append(test_acc)
+        curves["loss"].append(loss)
+        curves["train_acc"].append(train_acc)
+        curves["test_acc"].append(test_acc)
         if progress is not None:
             progress(loss, train_acc, test_acc)
 
     t0 = time.perf_counter()
-    fit(model, X_train, y_train, config, on_epoch)
+    fit(model, X_train, y_train, config, on_epoch if history else None)
     seconds = time.perf_counter() - t0
     metrics = {
         "train_accuracy": accuracy(model, X_train, y_train),
         "test_accuracy": accuracy(model, X[test_idx], data.y[test_idx]),
     }
     return TrainResult(
-        model, norm_mean, norm_std, train_idx, test_idx, history, metrics, seconds, config
+        model, norm_mean, norm_std, train_idx, test_idx, curves, metrics, seconds, config
     )
+
+
+def npz_model(data: Dataset, result: TrainResult) -> NpzModel:
+    """The trained model as `tinyattn export` reads it from the model file, without a file."""
+    meta = {"ops": result.model.ops, "class_names": list(data.class_names)}
+    return NpzModel(meta, result.model.state_dict(), result.norm_mean, result.norm_std)
+
+
+def int8_predict(data: Dataset, result: TrainResult, rows: np.ndarray) -> np.ndarray:
+    """Class indices of the int8 path as `tinyattn export` builds it — quantized and calibrated
+    on the model's own train rows (`quantize`), run by the integer reference (`run_int8`)."""
+    spec = quantize(npz_model(data, result), data.X[result.train_idx])
+    logits_q = run_int8(spec, quantize_input(spec, data.X[rows]))  # (n, C) int64
+    return np.argmax(logits_q, axis=1)
+
+
+def int8_accuracy(data: Dataset, result: TrainResult) -> float:
+    """Test accuracy of the int8 path (`int8_predict`) on the model's test rows."""
+    test_idx = result.test_idx
+    if not len(test_idx):
+        return float("nan")
+    return float(np.mean(int8_predict(data, result, test_idx) == data.y[test_idx]))
 
 
 def cross_validate(
@@ -197,25 +307,57 @@ def cross_validate(
     k: int,
     config: TrainConfig,
     rows: np.ndarray | None = None,
-    progress: Callable[[float, float, float], None] | None = None,
+    repeats: int = 1,
+    int8: bool = True,
+    on_fold: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Stratified k-fold over `rows` (default: all rows). Pass `rows=train_idx` to tune
-    hyperparameters without ever touching the test split."""
+    """Repeated stratified k-fold over `rows` (default: all rows): repeat r uses seed
+    `config.seed + r` for the folds (`data.stratified_kfold`), the init and the minibatch order.
+    Each fold fits its scaling on, trains on, and (with `int8`) calibrates the int8 path on its
+    own train rows only; `on_fold(fold)` is called after each. Pass `rows=train_idx` to tune
+    without ever touching the test split."""
     rows = np.arange(len(data.y)) if rows is None else np.asarray(rows)
     folds = []
-    for f, (tr, te) in enumerate(stratified_kfold(data.y[rows], k, config.seed)):
-        result = train_split(data, rows[tr], rows[te], config, progress)
-        folds.append(
-            {
+    for r in range(repeats):
+        cfg = replace(config, seed=config.seed + r)
+        for f, (tr, te) in enumerate(stratified_kfold(data.y[rows], k, cfg.seed)):
+            result = train_split(data, rows[tr], rows[te], cfg, history=False)
+            y_test = data.y[rows[te]]
+            x_test = standardize(data.X[rows[te]], result.norm_mean, result.norm_std)
+            pred = result.model.predict(x_test)  # (n_test,)
+            pred_q = int8_predict(data, result, rows[te]) if int8 else None
+            fold = {
+                "repeat": r,
+                "seed": cfg.seed,
                 "fold": f,
                 "n_train": len(tr),
                 "n_test": len(te),
                 "train_accuracy": result.metrics["train_accuracy"],
-                "test_accuracy": result.metrics["test_accuracy"],
+                "test_accuracy": float(np.mean(pred == y_test)),
+                "int8_test_accuracy": None if pred_q is None else float(np.mean(pred_q == y_test)),
+                "int8_float_agreement": None if pred_q is None else float(np.mean(pred_q == pred)),
                 "seconds": result.seconds,
             }
-        )
+            folds.append(fold)
+            if on_fold is not None:
+                on_fold(fold)
     return folds
+
+
+def cv_summary(folds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and std (over folds, ddof 0) of float and int8 test accuracy, and each repeat's
+    mean (whose spread says how much the split alone moves a k-fold estimate)."""
+    out: dict[str, Any] = {}
+    for key in ("test_accuracy", "int8_test_accuracy", "int8_float_agreement", "train_accuracy"):
+        acc = [f[key] for f in folds if f[key] is not None]
+        if not acc:
+            continue
+        repeats = sorted({f["repeat"] for f in folds})
+        per_repeat = [float(np.mean([f[key] for f in folds if f["repeat"] == r])) for r in repeats]
+        out[f"mean_{key}"] = float(np.mean(acc))
+        out[f"std_{key}"] = float(np.std(acc))
+        out[f"repeat_means_{key}"] = per_repeat
+    return out
 
 
 def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
@@ -228,6 +370,7 @@ def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
         "class_names": list(data.class_names),
         "train": {
             **asdict(c),
+            "scaling_resolved": resolve_scaling(data.X[result.train_idx], c.scaling),
             "train_idx": [int(i) for i in result.train_idx],
             "test_idx": [int(i) for i in result.test_idx],
         },
@@ -241,24 +384,34 @@ def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
+    parser.epilog = (
+        "examples:\n"
+        "  tinyattn train                                # seed-0 80/20 split -> build/model.npz\n"
+        "  tinyattn train --cv 5 --repeats 10 --json     # 10 x 5-fold CV, float and int8\n"
+        "  tinyattn train --dataset wine --cv 5          # one 5-fold CV on Wine"
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     data = parser.add_argument_group("data")
     data.add_argument(
-        "--dataset", choices=sorted(DATASETS), default="iris", help="vendored dataset (iris)"
-    )
+        "--dataset", choices=sorted(DATASETS), default="iris",
+        help="vendored dataset (default: iris)",
+    )  # fmt: skip
     data.add_argument(
         "--csv", type=Path, metavar="FILE", help="any numeric CSV with a header row instead"
     )
     data.add_argument("--target", metavar="COL", help="label column of --csv (default: last)")
     data.add_argument(
         "--test-fraction", type=float, default=d.test_fraction,
-        help=f"stratified test share (default: {d.test_fraction})",
+        help=f"stratified test share without --cv (default: {d.test_fraction})",
     )  # fmt: skip
     hp = parser.add_argument_group("training")
     hp.add_argument("--model", choices=MODELS, default=d.model, help="architecture")
-    hp.add_argument("--epochs", type=int, default=d.epochs, help=f"default: {d.epochs}")
+    hp.add_argument("--epochs", type=int, default=d.epochs, help=f"(default: {d.epochs})")
     hp.add_argument(
-        "--seed", type=int, default=d.seed, help=f"split/init/shuffle seed (default: {d.seed})"
-    )
+        "--seed", type=int, default=d.seed,
+        help=f"split, init and shuffle seed (default: {d.seed}); with --repeats R the seeds "
+        "are SEED .. SEED+R-1",
+    )  # fmt: skip
     hp.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate ({d.lr})")
     hp.add_argument("--batch-size", type=int, default=d.batch_size, help=f"({d.batch_size})")
     hp.add_argument(
@@ -274,17 +427,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--schedule", choices=("cosine", "constant"), default=d.schedule,
         help=f"learning-rate schedule (default: {d.schedule})",
     )  # fmt: skip
+    hp.add_argument(
+        "--label-smoothing", type=float, default=d.label_smoothing, metavar="EPS",
+        help=f"train towards (1-EPS)*onehot + EPS/classes (default: {d.label_smoothing})",
+    )  # fmt: skip
+    hp.add_argument(
+        "--scaling", choices=SCALINGS, default=d.scaling,
+        help="input scaling fitted on the train rows: feature = per-feature mean/std, center = "
+        "per-feature mean and one shared std, shared = one mean and std for all features, "
+        f"none = raw values (default: {d.scaling})",
+    )  # fmt: skip
+    ev = parser.add_argument_group("cross-validation")
+    ev.add_argument(
+        "--cv", type=int, metavar="K",
+        help="stratified K-fold CV over all rows instead of one split: float and int8 test "
+        "accuracy per fold, mean ± std; no model file is written",
+    )  # fmt: skip
+    ev.add_argument(
+        "--repeats", type=int, metavar="R",
+        help="with --cv: repeat it with R different fold assignments, seeds SEED .. SEED+R-1 "
+        "(default: 1); the issue-10 protocol is --cv 5 --repeats 10",
+    )  # fmt: skip
     out = parser.add_argument_group("output")
     out.add_argument(
         "--out", type=Path, default=Path("build/model.npz"),
         help="model file (default: build/model.npz); not written with --cv",
     )  # fmt: skip
     out.add_argument(
-        "--cv", type=int, metavar="K", help="stratified K-fold CV over all rows, each fold shown"
-    )
-    out.add_argument(
-        "--json", action="store_true", help="print one JSON object as the last stdout line"
-    )
+        "--json", action="store_true",
+        help="print one JSON object as the last stdout line (other output goes to stderr)",
+    )  # fmt: skip
     out.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -299,12 +471,20 @@ def _config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise CLIError(f"--lr {args.lr}: must be positive")
     if not 0.0 < args.test_fraction < 1.0:
         raise CLIError(f"--test-fraction {args.test_fraction}: must be between 0 and 1")
+    if not 0.0 <= args.label_smoothing < 1.0:
+        raise CLIError(f"--label-smoothing {args.label_smoothing}: must be in [0, 1), e.g. 0.1")
     if args.cv is not None and args.cv < 2:
         raise CLIError(f"--cv {args.cv}: needs at least 2 folds, e.g. --cv 5")
+    if args.repeats is not None:
+        if args.cv is None:
+            raise CLIError("--repeats needs --cv K, e.g. --cv 5 --repeats 10")
+        if args.repeats < 1:
+            raise CLIError(f"--repeats {args.repeats}: must be at least 1")
     return TrainConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, optimizer=args.optimizer,
         weight_decay=args.weight_decay, momentum=args.momentum, schedule=args.schedule,
-        seed=args.seed, test_fraction=args.test_fraction, model=args.model,
+        label_smoothing=args.label_smoothing, scaling=args.scaling, seed=args.seed,
+        test_fraction=args.test_fraction, model=args.model,
     )  # fmt: skip
 
 
@@ -321,21 +501,60 @@ def _load_data(args: argparse.Namespace) -> Dataset:
         raise CLIError(str(exc)) from None
 
 
-def _progress_bar(total: int, desc: str, quiet: bool):
+def _progress_bar(total: int, desc: str, quiet: bool, unit: str = "epoch"):
     from tqdm import tqdm
 
-    bar = tqdm(
-        total=total, desc=desc, unit="epoch", file=sys.stderr, leave=False,
+    return tqdm(
+        total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
         disable=quiet or not sys.stderr.isatty(),
     )  # fmt: skip
 
-    def progress(loss: float, acc: float, test_acc: float) -> None:
-        bar.set_postfix(
-            loss=f"{loss:.4f}", acc=f"{acc:.3f}", test=f"{test_acc:.3f}", refresh=False
-        )
+
+def _main_cv(args: argparse.Namespace, config: TrainConfig, data: Dataset, log) -> dict:
+    from .cli import CLIError
+
+    k, repeats = args.cv, args.repeats or 1
+    bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
+    acc: dict[str, list[float]] = {"float": [], "int8": []}
+
+    def on_fold(fold: dict[str, Any]) -> None:
+        acc["float"].append(fold["test_accuracy"])
+        acc["int8"].append(fold["int8_test_accuracy"])
+        bar.set_postfix(float=f"{np.mean(acc['float']):.3f}", int8=f"{np.mean(acc['int8']):.3f}",
+                        refresh=False)  # fmt: skip
         bar.update()
 
-    return bar, progress
+    t0 = time.perf_counter()
+    try:
+        folds = cross_validate(data, k, config, repeats=repeats, on_fold=on_fold)
+    except ValueError as exc:  # too few rows of a class for K folds, or an unquantizable fold
+        raise CLIError(f"{data.name}: {exc}") from None
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    for f in folds:
+        print(
+            f"seed {f['seed']} fold {f['fold']}: test float {f['test_accuracy']:.3f}, int8 "
+            f"{f['int8_test_accuracy']:.3f} ({f['n_test']} rows), train {f['train_accuracy']:.3f}",
+            file=log,
+        )
+    s = cv_summary(folds)
+    print(
+        f"{repeats} x {k}-fold CV, {config.model} on {data.name} ({len(data.y)} rows): test "
+        f"accuracy float {s['mean_test_accuracy']:.4f} ± {s['std_test_accuracy']:.3f}, int8 "
+        f"{s['mean_int8_test_accuracy']:.4f} ± {s['std_int8_test_accuracy']:.3f} (mean ± std "
+        f"over {len(folds)} folds; {seconds:.1f} s; no model file written with --cv)",
+        file=log,
+    )
+    return {
+        "model": config.model, "dataset": data.name, "seed": config.seed,
+        "seeds": [config.seed + r for r in range(repeats)], "cv": k, "repeats": repeats,
+        "config": asdict(config), **s, "test_accuracy": s["mean_test_accuracy"],
+        "int8_test_accuracy": s["mean_int8_test_accuracy"],
+        "train_accuracy": s["mean_train_accuracy"], "folds": folds, "seconds": seconds,
+        "epochs": config.epochs,
+        "params": build_model(config.model, data.n_features, data.n_classes).n_params,
+    }  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:
@@ -345,38 +564,20 @@ def main(args: argparse.Namespace) -> int:
     data = _load_data(args)
     log = sys.stderr if args.json else sys.stdout
     if args.cv is not None:
-        bar, progress = _progress_bar(args.cv * config.epochs, f"{args.cv}-fold cv", args.quiet)
-        t0 = time.perf_counter()
-        try:
-            folds = cross_validate(data, args.cv, config, progress=progress)
-        except ValueError as exc:
-            raise CLIError(str(exc)) from None
-        finally:
-            bar.close()
-        seconds = time.perf_counter() - t0
-        for f in folds:
-            print(
-                f"fold {f['fold']}: test {f['test_accuracy']:.3f} ({f['n_test']} rows), "
-                f"train {f['train_accuracy']:.3f}",
-                file=log,
-            )
-        mean_test = float(np.mean([f["test_accuracy"] for f in folds]))
-        mean_train = float(np.mean([f["train_accuracy"] for f in folds]))
-        print(f"{args.cv}-fold mean test accuracy {mean_test:.3f} ({seconds:.1f} s; no model "
-              "file written with --cv)", file=log)  # fmt: skip
-        summary = {
-            "model": config.model, "dataset": data.name, "seed": config.seed,
-            "epochs": config.epochs, "cv": args.cv, "folds": folds,
-            "mean_test_accuracy": mean_test, "test_accuracy": mean_test,
-            "train_accuracy": mean_train, "seconds": seconds,
-            "params": build_model(config.model, data.n_features, data.n_classes).n_params,
-        }  # fmt: skip
+        summary = _main_cv(args, config, data, log)
     else:
         try:
             train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
         except ValueError as exc:
             raise CLIError(f"{data.name}: {exc}") from None
-        bar, progress = _progress_bar(config.epochs, f"train {data.name}", args.quiet)
+        bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
+
+        def progress(loss: float, acc: float, test_acc: float) -> None:
+            bar.set_postfix(
+                loss=f"{loss:.4f}", acc=f"{acc:.3f}", test=f"{test_acc:.3f}", refresh=False
+            )
+            bar.update()
+
         try:
             result = train_split(data, train_idx, test_idx, config, progress)
         finally:
