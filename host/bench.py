@@ -8,6 +8,10 @@
 - blob: bytes of the reference blob (target ≤ 2048).
 - link: end-to-end samples/s of `batch` requests over the serial link to a virtual board
   (flash + parity); target ≥ 200.
+- accuracy: 10 x stratified 5-fold CV on Iris and Wine, ours (float and int8) next to LDA,
+  logistic regression, RBF-SVM and kNN on the same folds (tools/bench_accuracy.py; the peers
+  need the `peers` extra); targets are the issue-10 gates. `--accuracy --write FILE` replaces
+  only the accuracy section of FILE.
 Speed targets are met here, never in unit tests: shared machines are noisy. `--write` keeps
 the table in docs/benchmarks.md with the machine it ran on.
 """
@@ -26,6 +30,14 @@ from .cli import CLIError
 from .paths import BUILD_DIR, REPO_DIR
 
 TARGETS = {"train_ratio": 0.5, "device_speedup": 5.0, "blob_bytes": 2048, "link_samples_s": 200}
+# Issue-10 accuracy gates, (dataset, method, path) -> minimum mean 10 x 5-fold CV accuracy.
+ACCURACY_TARGETS = {
+    ("iris", "tinyattn iris-attn", "float"): 0.965,
+    ("iris", "tinyattn iris-attn", "int8"): 0.960,
+    ("wine", "tinyattn iris-attn", "int8"): 0.970,
+    ("iris", "tinyattn iris-myattn", "int8"): 0.960,
+}
+ACCURACY_TITLE = "Accuracy (repeated stratified CV, the same folds for every method)"
 
 
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
@@ -122,6 +134,15 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         add("server heap B/call float", lk["server_heap_bytes_per_call_float"], ".0f", "", None)
         add("parity 150/150 on the link", "PASS" if lk["passed"] else "FAIL", "s", "PASS",
             lk["passed"])  # fmt: skip
+    if "accuracy" in r:
+        acc = r["accuracy"]
+        for (name, method, path), target in ACCURACY_TARGETS.items():
+            found = [m for m in acc["datasets"].get(name, {}).get("methods", [])
+                     if m["method"] == method]  # fmt: skip
+            if found:
+                v = found[0][path]["mean"]
+                add(f"accuracy {name} {method[9:]} {path} ({acc['repeats']}x{acc['k']} CV)", v,
+                    ".4f", f"≥ {target}", v >= target)  # fmt: skip
     return rows
 
 
@@ -160,11 +181,32 @@ def write_doc(path: Path, result: dict[str, Any], sections: list[str], table: st
     path.write_text("\n".join(text) + "\n")
 
 
+def update_doc_section(path: Path, title: str, body: str) -> None:
+    """Replace the `## title` section of the Markdown file `path` (up to the next `## `
+    heading) with a code block of `body`, or append it; the rest of the file stays as it is."""
+    lines = path.read_text().splitlines() if path.is_file() else ["# Benchmarks"]
+    section = [f"## {title}", "```", body, "```"]
+    heading = f"## {title}"
+    if heading in lines:
+        begin = lines.index(heading)
+        end = next((i for i in range(begin + 1, len(lines)) if lines[i].startswith("## ")),
+                   len(lines))  # fmt: skip
+        lines[begin:end] = section + ([""] if end < len(lines) else [])
+    else:
+        lines += ["", *section]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="every benchmark (the default)")
     parser.add_argument("--train", action="store_true", help="training: NumPy vs PyTorch")
     parser.add_argument("--device", action="store_true", help="µs/inference under MicroPython")
     parser.add_argument("--link", action="store_true", help="serial link to a virtual board")
+    parser.add_argument(
+        "--accuracy", action="store_true",
+        help="10 x 5-fold CV accuracy on Iris and Wine, float and int8, next to scikit-learn "
+        "peers on the same folds (make install-peers)",
+    )  # fmt: skip
     parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
     parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
     parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
@@ -172,9 +214,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    chosen = {k for k in ("train", "device", "link") if getattr(args, k)}
+    chosen = {k for k in ("train", "device", "link", "accuracy") if getattr(args, k)}
     if args.all or not chosen:
-        chosen = {"train", "device", "link"}
+        chosen = {"train", "device", "link", "accuracy"}
         if args.write is None and args.all:
             args.write = REPO_DIR / "docs" / "benchmarks.md"
     needs_blob = chosen & {"device", "link"}
@@ -198,6 +240,14 @@ def main(args: argparse.Namespace) -> int:
         result["device"] = bench_device(args.blob)
         sections.append(("Device runtime (MicroPython unix port)", device_table(result["device"])))
         print(sections[-1][1], flush=True)
+    if "accuracy" in chosen:
+        from tools.bench_accuracy import bench_accuracy
+        from tools.bench_accuracy import format_table as accuracy_table
+
+        print("\n== accuracy: 10 x 5-fold CV, ours vs scikit-learn peers ...", flush=True)
+        result["accuracy"] = bench_accuracy(progress=lambda what: print(f"  {what}", flush=True))
+        sections.append((ACCURACY_TITLE, accuracy_table(result["accuracy"])))
+        print(sections[-1][1], flush=True)
     if needs_blob:
         result["blob_bytes"] = args.blob.stat().st_size
     if "link" in chosen:
@@ -205,7 +255,12 @@ def main(args: argparse.Namespace) -> int:
         result["link"] = bench_link(args.blob, args.model)
     table = format_table(summary_rows(result))
     print("\n== summary\n" + table)
-    if args.write:
+    if args.write and chosen == {"accuracy"}:
+        m = result["machine"]
+        body = f"{sections[-1][1]}\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
+        update_doc_section(args.write, ACCURACY_TITLE, body)
+        print(f"written: the accuracy section of {args.write}")
+    elif args.write:
         write_doc(args.write, result, sections, table)
         print(f"written: {args.write}")
     if args.json:
