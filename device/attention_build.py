@@ -5,8 +5,9 @@ activations, attention and myattn scratch), the input and the output buffer, and
 where a seq model's valid-token count goes (empty here). A myattn op is four steps: its query
 (myquery), the score projection Wa (dense), weights and applied values (myattn), the combine
 projection Wc (dense). int8: weights as stored (W array('b'), b array('i'), M array('h')),
-requantization parameters in p. float: weights dequantized into array('f')
-(`W_q[o,i]·s_w[o]`, `b_q[r,o]·s_in·s_w[o]`; a float32 blob's as stored). Kernel calling
+requantization parameters in p. float: the int8 weights as stored with their scales s_w
+(dense_f scales each dot product: `(x·W_q[o])·s_w[o] + b[r,o]`, `b = b_q·s_in·s_w`), so the
+float program holds no copy of the weights; a float32 blob's as stored (scales 1). Kernel calling
 conventions: attention_kernels.py. A seq model (op 0 embed) is built by
 attention_build_seq.build, imported only for one (a non-seq model's heap never holds it).
 
@@ -126,17 +127,15 @@ def dense_step(kernel, op, g, x, y, rows, lo, hi, int8, bstride=0):
         p = [rows, n_in, n_out, op.ip["shift_" + g if g else "shift"], lo, hi, bstride]
         return (kernel, x, y, w, b, op.t["m" + g].data, array.array("i", p))
     p = array.array("i", [rows, n_in, n_out, bstride])
-    if "s" + g not in op.t:  # float32 blob: the weights as stored
-        return (kernel, x, y, w, bias.data if bias else _zeros("f", n_out), None, p)
-    # dequantize: W[o,i] = W_q[o,i]·s_w[o], b[r,o] = b_q[r,o]·s_in·s_w[o]
+    if "s" + g not in op.t:  # float32 blob: the weights as stored, scales 1
+        b = bias.data if bias else _zeros("f", n_out)
+        return (kernel, x, y, w, b, array.array("f", [1.0] * n_out), p)
+    # an int8 blob: W_q as stored (shared with the int8 program) times s_w[o] in the kernel;
+    # b[r,o] = b_q[r,o]·s_in·s_w[o]
     s_w = op.t["s" + g].data
     s_in = op.fp[_S_IN.get(g, "s_in")]
-    wf = _zeros("f", n_out * n_in)
     bf = _zeros("f", len(bias.data) if bias else n_out)
-    for o in range(n_out):
-        for i in range(n_in):
-            wf[o * n_in + i] = w[o * n_in + i] * s_w[o]
     if bias:
         for j in range(len(bf)):
             bf[j] = bias.data[j] * s_in * s_w[j % n_out]
-    return (kernel, x, y, wf, bf, None, p)
+    return (kernel, x, y, w, bf, s_w, p)

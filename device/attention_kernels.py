@@ -28,7 +28,10 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
   add    (x, y, -, -, -, p)  p = n, M_x, M_y, shift: the residual add of two int8 tensors at
          two scales, in place: y[i] = clamp((x[i] M_x + y[i] M_y + 2**(shift-1)) >> shift,
          -128, 127) (one rounding of the exact sum)
-float (array('f') buffers, dequantized weights): the same shapes, p = rows, n_in, n_out,
+float (array('f') buffers): the same shapes; dense_f (x, y, W, b, s, p) computes
+y[r,o] = (sum_i x[r,i] W[o,i]) s[o] + b[r*bstride + o]: an int8 blob's W_q as stored (the
+int8 program's own array) with its scales s_w, so no float copy of the weights exists, and b
+dequantized (b_q s_in s_w); a float32 blob's W and b with s = 1. p = rows, n_in, n_out,
 bstride (dense), n (relu), S, E, H, D (attn), S, E (pool), n, q, dup (myquery: the mean),
 v1, v2, vo, q (myattn), n (add: y = x + y).
 
@@ -221,7 +224,7 @@ def add(x, y, _a, _b, _c, p):
         y[i] = v
 
 
-def dense_f(x, y, w, b, _m, p):
+def dense_f(x, y, w, b, s, p):
     rows = p[0]
     n_in = p[1]
     n_out = p[2]
@@ -232,11 +235,11 @@ def dense_f(x, y, w, b, _m, p):
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = b[bo + o]
+            acc = 0.0
             for i in range(xo, xo + n_in):
                 acc += x[i] * w[wi]
                 wi += 1
-            y[yo + o] = acc
+            y[yo + o] = acc * s[o] + b[bo + o]
         xo += n_in
         yo += n_out
         bo += bstride

@@ -197,7 +197,7 @@ def add(x, y, _a, _b, _c, p):
 
 
 @micropython.native
-def dense_f(x, y, w, b, _m, p):
+def dense_f(x, y, w, b, s, p):
     rows = p[0]
     n_in = p[1]
     n_out = p[2]
@@ -208,11 +208,11 @@ def dense_f(x, y, w, b, _m, p):
     for _ in range(rows):
         wi = 0
         for o in range(n_out):
-            acc = b[bo + o]
+            acc = 0.0
             for i in range(xo, xo + n_in):
                 acc += x[i] * w[wi]
                 wi += 1
-            y[yo + o] = acc
+            y[yo + o] = acc * s[o] + b[bo + o]
         xo += n_in
         yo += n_out
         bo += bstride
