@@ -1,10 +1,12 @@
 # Device (MicroPython; also runs under CPython): one case of the device benchmark.
 """Run by tools/bench_device.py in a fresh interpreter per case (clean heap figures):
 
-    micropython -X heapsize=64k tools/bench_device_run.py DEVICE_DIR BLOB CASE SAMPLES
+    micropython -X heapsize=64k tools/bench_device_run.py DEVICE_DIR BLOB CASE SAMPLES [MACS]
 
 CASE: naive | float-pure | float-native | int8-pure | int8-native | int8-viper.
-SAMPLES: feature vectors `a,b,c,d;e,f,g,h;...` cycled through by the timing loop.
+SAMPLES: feature vectors `a,b,c,d;e,f,g,h;...` cycled through by the timing loop, or `seq:K`
+for K full windows (T steps of C channels, mean + std * a pseudo-random N(0, 1) value per
+channel: a seq model's timing does not depend on the values) of a seq blob.
 Prints one JSON object: us (best µs per inference over 3 timed runs), iters, heap (bytes the
 loaded model and its buffers hold: gc.mem_alloc delta around loading, after gc.collect;
 heap_reload: the same for a second load, without the names the first load interned),
@@ -13,6 +15,10 @@ bytecode call's frame that MicroPython puts on the heap and frees on return), ne
 call left on the heap, gc disabled around 100 calls; int8 only) and for int8 cases
 quantize_us / quantize_alloc / quantize_net (into a reused array) / quantize_new_alloc.
 Heap figures are None under CPython. Timing loops live inside functions.
+int8 cases also give macs (MACS: multiply-accumulates of one inference, counted on the host by
+tools/bench_device.py); under MicroPython int8-viper adds bare_us, the best µs of a bare viper
+int8 dot-product loop doing the same number of MACs (tools/bench_device_bare.py), timed in the
+same process, and vs_bare = us / bare_us.
 """
 
 import gc
@@ -101,8 +107,11 @@ def net_per_call(fn, a, calls):
 
 def main():
     device_dir, blob, case, samples = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    macs = int(sys.argv[5]) if len(sys.argv) > 5 else None
     sys.path.insert(0, device_dir)
-    feats = [[float(v) for v in s.split(",")] for s in samples.split(";")]
+    feats = None
+    if not samples.startswith("seq:"):
+        feats = [[float(v) for v in s.split(",")] for s in samples.split(";")]
     res = {"case": case}
     if case == "naive":
         import naive
@@ -136,6 +145,10 @@ def main():
     res["heap_reload"] = h1 - h0 if _HAS_HEAP else None
     res["kernels"] = m.kernels
     res["float_kernels"] = m.float_kernels
+    if feats is None:
+        from bench_device_bare import windows  # imported only when needed: a 64k heap is tight
+
+        feats = windows(m, int(samples[4:]))
     if path == "float":
         out = [0.0] * m.n_classes
         res["us"], res["iters"] = timed(m.run_float, [(f, out) for f in feats])
@@ -144,13 +157,22 @@ def main():
         out = m.new_logits()
         xqs = [(m.quantize(f), out) for f in feats]
         res["us"], res["iters"] = timed(m.run_int8, xqs)
+        res["macs"] = macs
+        # the bare loop, in the same process, right after
+        if case == "int8-viper" and macs and sys.implementation.name == "micropython":
+            from bench_device_bare import bare_us
+
+            res["bare_us"] = bare_us(macs, timed)
+            res["vs_bare"] = res["us"] / res["bare_us"]
         res["alloc"] = alloc_per_call(m.run_int8, xqs[0], 100)
         res["net"] = net_per_call(m.run_int8, xqs[0], 100)
         xq = m.quantize(feats[0])  # a reusable int8 input buffer
+        # gc is off while net_per_call runs: a seq window's floats fill the heap in one call
+        calls = 10 if len(feats[0]) <= 64 else 1
         res["quantize_us"] = timed(m.quantize, [(f, xq) for f in feats])[0]
-        res["quantize_alloc"] = alloc_per_call(m.quantize, (feats[0], xq), 10)
-        res["quantize_net"] = net_per_call(m.quantize, (feats[0], xq), 10)
-        res["quantize_new_alloc"] = alloc_per_call(m.quantize, (feats[0],), 10)
+        res["quantize_alloc"] = alloc_per_call(m.quantize, (feats[0], xq), calls)
+        res["quantize_net"] = net_per_call(m.quantize, (feats[0], xq), calls)
+        res["quantize_new_alloc"] = alloc_per_call(m.quantize, (feats[0],), calls)
     print(json.dumps(res))
 
 
