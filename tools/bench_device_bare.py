@@ -43,12 +43,12 @@ def windows(m, k):
     out = []
     C = m.n_features
     for _ in range(k):
-        x = []
-        for i in range(m.steps * C):
+        x = [0.0] * (m.steps * C)
+        for i in range(len(x)):
             g = 0.0
             for _ in range(4):
-                state = (state * 1103515245 + 12345) & 0x7FFFFFFF
-                g += state / 2147483648.0
-            x.append(m._mean[i % C] + m._std[i % C] * (g - 2.0) * 1.7320508)
+                state = (state * 75 + 74) % 65537  # ZX81's LCG: small ints only
+                g += state / 65537.0
+            x[i] = m._mean[i % C] + m._std[i % C] * (g - 2.0) * 1.7320508
         out.append(x)
     return out
