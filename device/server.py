@@ -28,8 +28,6 @@ except ImportError:  # CPython
         return a - b
 
 
-from attention import Model
-
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
@@ -391,9 +389,12 @@ def handle_line(model, line):
         op = req.get("op")
         if op == "exit":
             return {"id": rid, "ok": True, "bye": True}, False
-        fn = _OPS.get(op) if isinstance(op, str) else None
+        fn = _OPS.get(op) if isinstance(op, str) and model is not None else None
+        if fn is None and isinstance(op, str) and op.startswith("train_"):
+            fn = __import__("server_train").handle  # on the first training op (docs/protocol.md)
         if fn is None:
-            raise RequestError("unknown op %r; ops: info infer batch bench exit" % (op,))
+            raise RequestError("unknown op %r; ops: info infer batch bench exit train_*%s" % (
+                op, "" if model else " (a training session: train_* only)"))  # fmt: skip
         rep = fn(model, req)
         rep["id"] = rid
         rep["ok"] = True
@@ -408,12 +409,17 @@ def handle_line(model, line):
 
 
 def run(model_path="model.bin", stdin=None, stdout=None):
-    """Serve until an `exit` request (or Ctrl-C). Prints a banner line first."""
+    """Serve until an `exit` request (or Ctrl-C). Prints a banner line first. `model_path`
+    None: a training session (server_train.run: train_* ops, no inference model loaded)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     _state["model"] = None  # free a previous run's model before loading
     gc.collect()
+    if model_path is None:
+        return __import__("server_train").run(stdin, stdout)
     try:
+        from attention import Model  # here, not at the top: a training session never needs it
+
         model = Model(model_path)
         gc.collect()
         # the line buffer after the model: loading is the heap's peak (the reader modules and
@@ -460,6 +466,11 @@ def run(model_path="model.bin", stdin=None, stdout=None):
             "blob_crc": _state["blob"]["blob_crc"],
         },
     )
+    serve(model, reader, stdout)
+
+
+def serve(model, reader, stdout):
+    """The request loop: one reply line per request line, until `exit` or EOF."""
     while True:
         line = reader.readline()
         if line is None:  # EOF (CPython pipes; boards never see it)

