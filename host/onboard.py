@@ -233,10 +233,11 @@ class BoardTrainer:
         self.start_epoch = 0  # where this command started (resumed runs: > 0)
 
     # -- session ----------------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, stop: bool = True) -> None:
+        """Close the port; `stop`: ask the server to exit first (not over a broken link)."""
         if self.link is not None:
             try:
-                if self.link.serial is not None:
+                if stop and self.link.serial is not None:
                     self.link.stop_server()
             except LinkError:
                 pass
@@ -393,6 +394,7 @@ class BoardTrainer:
                 if recoveries > MAX_RECOVERIES:
                     raise CLIError(self._gave_up(exc)) from None
                 self.log(f"{self.port}: {kind} ({exc}); resuming from the board's checkpoint")
+                self.close(stop=False)
             except _BoardError as exc:
                 raise CLIError(f"{exc}{self._where()}") from None
             except LinkError as exc:
