@@ -11,7 +11,8 @@ BLOB   ?= build/model.bin
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-peers test test-host train export flash \
-        parity demo board bench bench-train bench-device bench-accuracy report lint clean
+        parity demo board bench bench-train bench-device bench-accuracy report lint clean \
+        train-board
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -44,6 +45,9 @@ test-host: install  ## host-only tests (no MicroPython, no serial)
 
 train: install  ## train iris-attn -> build/model.npz
 	$(BIN)/tinyattn train --out $(MODEL)
+
+train-board: install  ## train iris-attn on the board (PORT, or a virtual board) -> build/model.npz; ARGS=… e.g. "--head-only --csv mine.csv"
+	$(BIN)/tinyattn train --on-board $(PORTARG) --out $(MODEL) $(ARGS)
 
 $(MODEL): | $(VENV)/.installed
 	$(BIN)/tinyattn train --out $(MODEL)

@@ -342,7 +342,8 @@ def test_onboard_link_down_stops_and_a_rerun_resumes(
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2 and lines[-1].startswith("tinyattn train: error: ")
         assert "Traceback" not in err
-        print(f"\nlink down after the 12th epoch request: {lines[-1]}")
+        with capsys.disabled():
+            print(f"\nlink down after the 12th epoch request: {lines[-1]}")
         assert "gave up after 3 restarts" in lines[-1] and "run the same command" in lines[-1]
         assert not out.exists()
         board = read_board(vb.fs_dir / "train_ckpt.tafm")
@@ -354,7 +355,8 @@ def test_onboard_link_down_stops_and_a_rerun_resumes(
         code = _train(vb.port, out, "--epochs", str(FAULT_EPOCHS))
     s = _summary(capsys)
     assert code == 0 and s["on_board"]["start_epoch"] == board.step // 8, s
-    print(f"rerun: {s['on_board']['events']}")
+    with capsys.disabled():
+        print(f"rerun: {s['on_board']['events']}")
     assert np.array_equal(load_model(out).model.theta, clean_run)
 
 
