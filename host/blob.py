@@ -24,13 +24,14 @@ from __future__ import annotations
 import math
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .atomic import atomic_open
 
 MAGIC = b"TATN"
 FORMAT_VERSION = 1
@@ -432,22 +433,8 @@ def write_blob(
     """
     data = blob_bytes(spec)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if before_rename is not None:
-            before_rename(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_open(path, "wb", fsync=True, before_rename=before_rename) as f:
+        f.write(data)
     try:  # make the rename itself durable (POSIX); not possible on every OS
         dir_fd = os.open(path.parent, os.O_RDONLY)
     except OSError:

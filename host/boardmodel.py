@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import write_atomic
 from .model import build_from_ops, load_model, read_npz, save_model
 
 MAGIC = b"TAFM"
@@ -128,16 +127,7 @@ def read_board(path: str | Path) -> BoardModel:
 
 
 def _write_atomic(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
+    return write_atomic(path, data)
 
 
 def write_board(

@@ -28,8 +28,6 @@ with `allow_pickle=False`.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import atomic_open
 from .layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
 from .myattn import AttnPool, MyAttnFlat
 
@@ -310,15 +309,8 @@ def save_model(
         "norm_std": np.asarray(norm_std, dtype=np.float64),
         **model.state_dict(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_open(path, "wb") as f:
+        np.savez(f, **arrays)
     return path
 
 

@@ -44,13 +44,12 @@ sktime's `load_from_tsfile` (same format, independent code).
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .atomic import atomic_open
 from .data import MAX_ABS_FEATURE
 from .paths import DATA_DIR
 
@@ -469,12 +468,6 @@ def write_ts(
         window = X[n, : lengths[n]]  # (T_n, C)
         channels = [",".join(_format_value(v) for v in window[:, c]) for c in range(C)]
         lines.append(":".join(channels) + ":" + class_names[y[n]])
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
     return path
