@@ -2,12 +2,22 @@
 
 Each subcommand lives in its own module exposing `add_arguments(parser)` and
 `main(args) -> int`; this file only wires them up, so `--help` lists them all.
+
+It is also the one place where every command's exits are decided: a CLIError is one line on
+stderr and status 2, Ctrl-C is status 130, and a stdout whose reader went away
+(`tinyattn export | head -1`) ends the command quietly with status 141 (128 + SIGPIPE), as a
+shell tool killed by SIGPIPE does, instead of a BrokenPipeError traceback. SIGPIPE itself stays
+ignored (Python's default): a signal would kill the process before it could stop a virtual
+board or remove a temp file.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
+import signal
 import sys
 
 # name -> (module, one-line help). Modules are imported when argparse is built; they must not
@@ -55,7 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe or socket whose reading end is closed (poll says POLLERR)."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no real file (captured), or closed
+        return False
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_main", None):
@@ -69,6 +90,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tinyattn {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:  # --help's SystemExit too: a closed pipe is seen here, not at exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe (a board's, a subprocess's): a real error
+        # Nobody reads stdout any more: send what is still buffered to /dev/null, so that the
+        # interpreter's final flush does not print "Exception ignored ... BrokenPipeError".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":
