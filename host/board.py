@@ -2,12 +2,12 @@
 """`tinyattn board [--fs DIR] [--heap 100k] [--baud N] [--reset-on-open] [--print-port-only]`.
 
 Starts tools/vboard.py's VirtualBoard (the MicroPython unix port on a pseudo-terminal, a
-folder as its flash) and keeps it running until Ctrl-C or SIGTERM, then stops it and its
-interpreter processes. `--baud N` paces its link like a UART at N baud (8N1: 10 bits a
-byte, at most N/10 bytes a second each way), so link figures are what a board behind a
-USB-UART at that rate gives; by default the link is unpaced, like USB-CDC. The first stdout
-line is `PORT=/dev/pts/N` (just the path with --print-port-only), flushed at once so scripts
-can read it from a pipe.
+folder as its flash: `--fs`, created with its parents if missing) and keeps it running
+until Ctrl-C or SIGTERM, then stops it and its interpreter processes. `--baud N` paces its
+link like a UART at N baud (8N1: 10 bits a byte, at most N/10 bytes a second each way), so
+link figures are what a board behind a USB-UART at that rate gives; by default the link is
+unpaced, like USB-CDC. The first stdout line is `PORT=/dev/pts/N` (just the path with
+--print-port-only), flushed at once so scripts can read it from a pipe.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from .paths import BUILD_DIR
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fs", type=Path, default=BUILD_DIR / "board",
-        help="folder that stands in for the board's flash filesystem (default: build/board)",
+        help="folder that stands in for the board's flash filesystem, created (with its "
+        "parents) if missing, as a board's flash is there before anything is copied to it; "
+        "a file there is an error (default: build/board)",
     )  # fmt: skip
     parser.add_argument(
         "--heap", default="100k",
@@ -46,6 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def check_fs(fs: Path) -> None:
+    """Make `fs` a folder the board can use: created if missing, CLIError (one line) if it is a
+    file, lies under a file, or cannot be created."""
+    if fs.exists() and not fs.is_dir():
+        raise CLIError(f"--fs {fs}: is a file, not a folder; give a folder (created if missing)")
+    try:
+        fs.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a parent of it is a file
+        raise CLIError(f"--fs {fs}: a parent is a file, not a folder; give a folder") from None
+    except OSError as exc:
+        raise CLIError(f"--fs {fs}: cannot create the folder ({exc.strerror})") from None
+
+
 def main(args: argparse.Namespace) -> int:
     from tools.vboard import VirtualBoard, VirtualBoardError, check_baud, parse_heap
 
@@ -57,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
         check_baud(args.baud)
     except ValueError as exc:
         raise CLIError(f"--baud: {exc}") from None
+    check_fs(args.fs)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
