@@ -5,6 +5,9 @@
 - `load_csv(path, target=None)` reads any numeric CSV with a header row: every column except
   the target is a float feature; the target column (default: the last one) holds class labels,
   and the class names come from the data (sorted, numerically when every label is a number).
+  A first row of numbers is data, not a header (`check_header`, shared with `tinyattn
+  predict`): refused with a one-line error saying to add a header row, never read as names.
+  Column names that are numbers (`400,410,...`) are refused too: name them (`nm400`).
 - `stratified_split` / `stratified_kfold` keep the class proportions, driven by a seeded
   `numpy.random.Generator` so a seed always gives the same indices.
 - `fit_standardizer` is fitted on the train split only (no test statistics leak into training)
@@ -64,6 +67,24 @@ def _label_key(labels: set[str]):
     return float
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_header(path: str | Path, header: list[str], n_features: int) -> None:
+    """ValueError when the first row of a CSV is data, not column names: at least as many of
+    its cells are numbers as the file has features (a label column may hold text)."""
+    if sum(_is_number(cell) for cell in header) >= min(n_features, len(header)):
+        raise ValueError(
+            f"{path}:1: the first row is numbers, not column names; add a header row "
+            "(the feature names, then the label column's)"
+        )
+
+
 def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Dataset:
     """Read a numeric CSV with a header row; `target` names the label column (default: last)."""
     path = Path(path)
@@ -75,6 +96,7 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     if len(rows) < 2:
         raise ValueError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
+    check_header(path, header, max(1, len(header) - 1))  # every column but the label's
     if target is None:
         target = header[-1]
     if target not in header:

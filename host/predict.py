@@ -32,7 +32,7 @@ from .paths import BUILD_DIR
 def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarray, list[str]]:
     """Features X [N, F] and their column names from a CSV with a header row; the messages
     are those of data.load_csv (what `parity --csv` says)."""
-    from .data import MAX_ABS_FEATURE
+    from .data import MAX_ABS_FEATURE, check_header
 
     try:
         with path.open(newline="") as f:
@@ -42,11 +42,10 @@ def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarr
     if len(rows) < 2:
         raise CLIError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
-    if sum(_is_number(cell) for cell in header) >= min(n_features, len(header)):
-        raise CLIError(
-            f"{path}:1: the first row is numbers, not column names; add a header row "
-            "(the feature names, as in the training CSV)"
-        )
+    try:
+        check_header(path, header, n_features)  # the rule and words of train/export/parity
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     if target is not None and target not in header:
         raise CLIError(
             f"{path}: no column named {target!r}; columns are {', '.join(header)} "
@@ -79,14 +78,6 @@ def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarr
                     f"(features must be finite, |x| <= {MAX_ABS_FEATURE:g}); fix or drop the row"
                 )
     return X, names
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def predict_host(blob, X: np.ndarray, path: str) -> np.ndarray:

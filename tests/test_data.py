@@ -108,3 +108,40 @@ def test_load_csv_errors_name_the_problem(tmp_path, text, target, message):
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         load_csv(path, target=target)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "5.1,3.5,1.4,0.2,setosa\n4.9,3.0,1.4,0.2,setosa\n6.3,3.3,6.0,2.5,virginica\n",
+        "1,2,0\n3,4,1\n5,6,0\n",  # numeric labels too
+    ],
+)
+def test_load_csv_without_a_header_row_is_refused_not_misread(tmp_path, text):
+    """Issue 12: a first row of numbers was read as column names (and lost as a sample)."""
+    path = tmp_path / "noheader.csv"
+    path.write_text(text)
+    with pytest.raises(
+        ValueError, match=r"noheader\.csv:1: the first row is numbers.*add a header"
+    ):
+        load_csv(path)
+
+
+def test_load_csv_and_predict_refuse_a_missing_header_in_the_same_words(tmp_path):
+    """One check (data.check_header) behind train/export/parity --csv and predict --csv."""
+    from tinyattn.cli import CLIError
+    from tinyattn.predict import read_rows
+
+    path = tmp_path / "noheader.csv"
+    path.write_text("5.1,3.5,1.4,0.2,setosa\n6.3,3.3,6.0,2.5,virginica\n")
+    with pytest.raises(ValueError) as from_data:
+        load_csv(path)
+    with pytest.raises(CLIError) as from_predict:
+        read_rows(path, 4, None)
+    assert str(from_data.value) == str(from_predict.value)
+
+
+def test_load_csv_header_with_some_numeric_names_is_still_a_header(tmp_path):
+    path = tmp_path / "mixed.csv"
+    path.write_text("a,2,y\n1,2,u\n3,4,v\n")
+    assert load_csv(path).feature_names == ["a", "2"]
