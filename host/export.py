@@ -81,11 +81,12 @@ def load_data(model: NpzModel, csv: str | None = None, target: str | None = None
     name = model.meta.get("dataset", "")
     try:
         if csv is not None:
-            ds = load_csv(csv, target=target)
+            ds, source = load_csv(csv, target=target), str(csv)
         elif model.meta.get("csv"):
-            ds = load_csv(model.meta["csv"], target=model.meta.get("target"))
+            source = str(model.meta["csv"])
+            ds = load_csv(source, target=model.meta.get("target"))
         elif name in DATASETS:
-            ds = load_dataset(name)
+            ds, source = load_dataset(name), f"dataset {name!r}"
         else:
             raise CLIError(
                 f"the model was trained on {name!r}, not a vendored dataset; pass the same CSV "
@@ -94,9 +95,12 @@ def load_data(model: NpzModel, csv: str | None = None, target: str | None = None
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if ds.class_names != model.class_names or ds.n_features != len(model.norm_mean):
+        # name the data that was read (the --csv file), and what the model was trained on
+        trained = f" (trained on {name!r})" if name else ""
         raise CLIError(
-            f"dataset {name!r} has classes {ds.class_names} and {ds.n_features} features, the "
-            f"model {model.class_names} and {len(model.norm_mean)}; re-train on this dataset"
+            f"{source} has classes {ds.class_names} and {ds.n_features} features, the model"
+            f"{trained} has {model.class_names} and {len(model.norm_mean)}; pass the data it was "
+            "trained on, or re-train on this data"
         )
     return ds.X, ds.y
 
