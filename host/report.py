@@ -13,6 +13,11 @@ Writes into `--out`:
   attention weights are skipped;
 - `report.html` and `report.md`, which embed the images under a summary table.
 
+The folder is built next to `--out` (`.NAME.XXXX.tmp`) and renamed to it at the end, so
+`--out` is never half a report: Ctrl-C or an error removes the new folder and leaves a
+previous report as it was. A previous `--out` is replaced as a whole, so it may hold only a
+report's files (`.png`, `.html`, `.md`); anything else there is refused before any work.
+
 The int8 figures use `--blob`; without it `build/model.bin` if it exists and was exported from
 this model, else a blob exported to a temporary file (`tinyattn.export.export_model`); when the
 model cannot be exported (an op the blob format lacks) they are skipped with a note. Samples
@@ -31,13 +36,18 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .atomic import current_umask
 from .blob import Blob, read_blob
 from .cli import CLIError
 from .floatref import NpzModel, dequantized, load_npz
@@ -480,6 +490,65 @@ def _default_samples(y: np.ndarray, test_idx: np.ndarray, n_classes: int) -> lis
     return samples
 
 
+REPORT_SUFFIXES = {".png", ".html", ".md"}  # what a report folder holds: replaced as a whole
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """CLIError unless out_dir is missing, or a folder holding only a report's files (it is
+    replaced as a whole at the end: nothing else in it may be lost)."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise CLIError(f"--out {out_dir}: is a file, not a folder; choose another --out")
+    other = sorted(p.name for p in out_dir.iterdir()
+                   if not (p.is_file() and p.suffix in REPORT_SUFFIXES))  # fmt: skip
+    if other:
+        raise CLIError(
+            f"--out {out_dir}: holds files a report does not write ({', '.join(other[:3])}"
+            f"{', …' if len(other) > 3 else ''}) and is replaced as a whole; choose another "
+            "--out or an empty folder"
+        )
+
+
+def new_report_dir(final: Path) -> Path:
+    """An empty folder next to `final` (same filesystem: the last step is a rename), with the
+    mode a plain mkdir would give it (mkdtemp makes it 0700)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    work.chmod(0o777 & ~current_umask())
+    return work
+
+
+@contextmanager
+def building(final: Path) -> Iterator[Path]:
+    """`with building(out_dir) as work:` write into `work`, a new folder next to out_dir; at
+    the end of the block it becomes out_dir. On any exception (Ctrl-C too) it is removed and
+    a previous report at out_dir stays as it was."""
+    work = new_report_dir(final)
+    try:
+        yield work
+        replace_dir(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def replace_dir(new: Path, final: Path) -> None:
+    """Put the finished folder `new` at `final`; a previous `final` is moved aside first and
+    removed after, so `final` is never half a report."""
+    if not final.exists():
+        os.rename(new, final)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
+    os.rename(final, old)  # onto an empty folder: allowed (POSIX rename)
+    try:
+        os.rename(new, final)
+    except BaseException:
+        os.rename(old, final)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_report(
     model_path: str | Path,
     blob_path: str | Path | None = None,
@@ -500,6 +569,7 @@ def write_report(
         mf: ModelFile = load_model(model_path)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    check_out_dir(out_dir)
     meta = mf.meta
     if csv is None and meta.get("csv"):
         csv, target = meta["csv"], target if target is not None else meta.get("target")
@@ -515,79 +585,88 @@ def write_report(
     if bad:
         raise CLIError(f"--samples {bad}: the dataset has rows 0..{N - 1}")
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    notes: list[str] = []
-    figures: list[tuple[str, Path]] = []  # (heading, png)
-    name = f"{meta.get('model', '?')} on {meta.get('dataset', '?')}"
+    final = out_dir
+    with building(final) as work:
+        notes: list[str] = []
+        figures: list[tuple[str, Path]] = []  # (heading, png)
+        name = f"{meta.get('model', '?')} on {meta.get('dataset', '?')}"
 
-    history = meta.get("history") or {}
-    if history.get("loss"):
-        path = out_dir / "curves.png"
-        plot_curves(mpl, history, f"{name}: training curves", path)
-        figures.append(("Training curves", path))
-    else:
-        notes.append("no training history in the model's meta: curves skipped")
+        history = meta.get("history") or {}
+        if history.get("loss"):
+            path = work / "curves.png"
+            plot_curves(mpl, history, f"{name}: training curves", path)
+            figures.append(("Training curves", path))
+        else:
+            notes.append("no training history in the model's meta: curves skipped")
 
-    pred_float = mf.predict(X)  # (N,) from the float64 model
-    logits_q, blob_info, int8_notes = int8_logits(model_path, npz, X, blob_path, csv, target)
-    notes += int8_notes
-    pred_q = None if logits_q is None else np.argmax(logits_q, axis=1)
-    for path_name, pred in (("float", pred_float), ("int8", pred_q)):
-        if pred is None:
-            continue
-        what = "float64 model" if path_name == "float" else "int8 integer reference (blob)"
-        panels = []
-        for split_name, idx in (("test split", test_idx), ("all samples", np.arange(N))):
-            if len(idx):
-                acc = float(np.mean(pred[idx] == y[idx]))
-                cm = confusion_matrix(y[idx], pred[idx], C)
-                panels.append((f"{split_name}: {len(idx)} samples, accuracy {acc:.3f}", cm))
-        path = out_dir / f"confusion_{path_name}.png"
-        plot_confusion(mpl, panels, class_names, f"{name}: confusion matrices, {what}", path)
-        figures.append((f"Confusion matrices, {what}", path))
+        pred_float = mf.predict(X)  # (N,) from the float64 model
+        logits_q, blob_info, int8_notes = int8_logits(model_path, npz, X, blob_path, csv, target)
+        notes += int8_notes
+        pred_q = None if logits_q is None else np.argmax(logits_q, axis=1)
+        for path_name, pred in (("float", pred_float), ("int8", pred_q)):
+            if pred is None:
+                continue
+            what = "float64 model" if path_name == "float" else "int8 integer reference (blob)"
+            panels = []
+            for split_name, idx in (("test split", test_idx), ("all samples", np.arange(N))):
+                if len(idx):
+                    acc = float(np.mean(pred[idx] == y[idx]))
+                    cm = confusion_matrix(y[idx], pred[idx], C)
+                    panels.append((f"{split_name}: {len(idx)} samples, accuracy {acc:.3f}", cm))
+            path = work / f"confusion_{path_name}.png"
+            plot_confusion(mpl, panels, class_names, f"{name}: confusion matrices, {what}", path)
+            figures.append((f"Confusion matrices, {what}", path))
 
-    x_norm = mf.normalize(X[samples])  # (len(samples), F)
-    maps = attention_maps(mf.model, x_norm)
-    attention_files = []
-    if maps:
-        labels = {
-            m.op_index: token_labels(mf.model.ops, m.op_index, feature_names, m.weights.shape[-1])
-            for m in maps
+        x_norm = mf.normalize(X[samples])  # (len(samples), F)
+        maps = attention_maps(mf.model, x_norm)
+        attention_files = []
+        if maps:
+            labels = {
+                m.op_index: token_labels(
+                    mf.model.ops, m.op_index, feature_names, m.weights.shape[-1]
+                )
+                for m in maps
+            }
+            for j, i in enumerate(samples):
+                one = [AttentionMap(m.op_index, m.kind, m.weights[j : j + 1]) for m in maps]
+                where = "test" if i in set(test_idx.tolist()) else "train"
+                heading = (
+                    f"sample {i} ({where} split): true {class_names[y[i]]}, "
+                    f"float predicts {class_names[pred_float[i]]}"
+                    + ("" if pred_q is None else f", int8 predicts {class_names[pred_q[i]]}")
+                )
+                path = work / f"attention_{i}.png"
+                plot_attention(mpl, one, mf.model.ops, labels.__getitem__, heading, path)
+                figures.append((f"Attention, {heading}", path))
+                attention_files.append(str(path))
+        else:
+            kinds = ", ".join(op["op"] for op in mf.model.ops)
+            notes.append(f"no attention or myattn op in the model ({kinds}): heatmaps skipped")
+
+        summary = {
+            "model": meta.get("model"),
+            "dataset": meta.get("dataset"),
+            "params": mf.model.n_params,
+            "n_samples": N,
+            "test_samples": len(test_idx),
+            "float_test_accuracy": _accuracy(pred_float, y, test_idx),
+            "int8_test_accuracy": None if pred_q is None else _accuracy(pred_q, y, test_idx),
+            "int8_float_agree_count": None
+            if pred_q is None
+            else int(np.sum(pred_q == pred_float)),
+            **blob_info,
         }
-        for j, i in enumerate(samples):
-            one = [AttentionMap(m.op_index, m.kind, m.weights[j : j + 1]) for m in maps]
-            where = "test" if i in set(test_idx.tolist()) else "train"
-            heading = (
-                f"sample {i} ({where} split): true {class_names[y[i]]}, "
-                f"float predicts {class_names[pred_float[i]]}"
-                + ("" if pred_q is None else f", int8 predicts {class_names[pred_q[i]]}")
-            )
-            path = out_dir / f"attention_{i}.png"
-            plot_attention(mpl, one, mf.model.ops, labels.__getitem__, heading, path)
-            figures.append((f"Attention, {heading}", path))
-            attention_files.append(str(path))
-    else:
-        kinds = ", ".join(op["op"] for op in mf.model.ops)
-        notes.append(f"no attention or myattn op in the model ({kinds}): heatmaps skipped")
+        html_path, md_path = write_pages(work, summary, figures, notes)
 
-    summary = {
-        "model": meta.get("model"),
-        "dataset": meta.get("dataset"),
-        "params": mf.model.n_params,
-        "n_samples": N,
-        "test_samples": len(test_idx),
-        "float_test_accuracy": _accuracy(pred_float, y, test_idx),
-        "int8_test_accuracy": None if pred_q is None else _accuracy(pred_q, y, test_idx),
-        "int8_float_agree_count": None if pred_q is None else int(np.sum(pred_q == pred_float)),
-        **blob_info,
-    }
-    html_path, md_path = write_pages(out_dir, summary, figures, notes)
+    def moved(path: Path) -> str:  # a path in work -> the same file in the final folder
+        return str(final / path.name)
+
     return {
-        "out_dir": str(out_dir),
-        "html": str(html_path),
-        "markdown": str(md_path),
-        "images": [str(p) for _, p in figures],
-        "attention_images": attention_files,
+        "out_dir": str(final),
+        "html": moved(html_path),
+        "markdown": moved(md_path),
+        "images": [moved(p) for _, p in figures],
+        "attention_images": [moved(Path(p)) for p in attention_files],
         "samples": samples,
         "summary": summary,
         "notes": notes,

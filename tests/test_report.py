@@ -246,7 +246,7 @@ def test_report_without_matplotlib_names_the_extra(trained, tmp_path, capsys, mo
 
 
 def test_report_myattn_pooling_weights_are_plotted(tmp_path):
-    myattn = pytest.importorskip("tinyattn.myattn", reason="needs the MyAttn layer (issue 7)")
+    from tinyattn import myattn
     from tinyattn.layers import ActivationLayer, Dense, Reshape
     from tinyattn.model import Sequential
     from tinyattn.report import _matplotlib, plot_attention
@@ -283,10 +283,6 @@ def test_report_myattn_pooling_weights_are_plotted(tmp_path):
 
 
 def test_report_on_an_iris_myattn_model(tmp_path, monkeypatch):
-    from tinyattn.model import MODELS
-
-    if "iris-myattn" not in MODELS:
-        pytest.skip("the iris-myattn model is not registered in tinyattn.model yet (issue 7)")
     npz = train(tmp_path / "myattn.npz", "--model", "iris-myattn")
     monkeypatch.chdir(tmp_path)  # no build/model.bin: the int8 figures use a temporary export
     result = write_report(npz, None, tmp_path / "out", samples=[0, 100])
@@ -296,3 +292,62 @@ def test_report_on_an_iris_myattn_model(tmp_path, monkeypatch):
     assert int8_ok or any("int8 figures skipped" in n for n in result["notes"])
     for path in result["images"]:
         check_png(Path(path))
+
+
+# -- Ctrl-C and the output folder (issue 12) ----------------------------------------------------
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_report_interrupted_leaves_no_partial_folder(trained, tmp_path, monkeypatch):
+    """Ctrl-C while the figures are drawn: no `out` folder, no temp folder next to it."""
+    import tinyattn.report as report_mod
+
+    npz, blob, _ = trained
+    monkeypatch.setattr(report_mod, "plot_attention", _interrupt)  # after curves, confusions
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        write_report(npz, blob, out)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_interrupted_keeps_the_previous_report(trained, tmp_path, monkeypatch):
+    import tinyattn.report as report_mod
+
+    npz, blob, _ = trained
+    out = tmp_path / "out"
+    first = write_report(npz, blob, out, samples=[0])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr(report_mod, "write_pages", _interrupt)  # the very last step
+    with pytest.raises(KeyboardInterrupt):
+        write_report(npz, blob, out, samples=[50, 100])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert Path(first["html"]).parent == out
+
+
+def test_report_rerun_replaces_the_folder_and_names_the_final_paths(trained, tmp_path):
+    npz, blob, _ = trained
+    out = tmp_path / "out"
+    write_report(npz, blob, out, samples=[0])
+    result = write_report(npz, blob, out, samples=[100])
+    names = {p.name for p in out.iterdir()}
+    assert "attention_100.png" in names and "attention_0.png" not in names
+    assert all(Path(p).parent == out and Path(p).is_file() for p in result["images"])
+    assert result["out_dir"] == str(out) and Path(result["html"]).is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_report_refuses_an_out_folder_holding_other_files(trained, tmp_path, capsys):
+    npz, blob, _ = trained
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    argv = ["report", "--model", str(npz), "--blob", str(blob), "--out", str(out)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "notes.txt" in err and "another --out" in err
+    assert (out / "notes.txt").read_text() == "keep me"
