@@ -52,7 +52,11 @@ train-board: install  ## train iris-attn on the board (PORT, or a virtual board)
 $(MODEL): | $(VENV)/.installed
 	$(BIN)/tinyattn train --out $(MODEL)
 
-export: $(MODEL)  ## quantize and write build/model.bin (trains first if needed)
+export: $(BLOB)  ## quantize and write build/model.bin (trains first if needed; only when the model changed)
+
+# A file target: flash, parity, demo, bench and report re-export (and print the export table)
+# only when the model is newer than the blob. 'make -B export' forces it.
+$(BLOB): $(MODEL)
 	$(BIN)/tinyattn export --model $(MODEL) --out $(BLOB)
 
 flash: export  ## copy device files (.mpy; MPY=0: .py) + blob to PORT (or the virtual board); ARGS=… passed on
@@ -68,7 +72,7 @@ board: install  ## run a virtual board in the foreground; prints its PORT (PACE=
 	$(BIN)/tinyattn board $(if $(PACE),--baud $(PACE),)
 
 bench: export  ## every benchmark in one table (also written to docs/benchmarks.md)
-	$(BIN)/tinyattn bench --all --blob $(BLOB)
+	$(BIN)/tinyattn bench --all --blob $(BLOB) --model $(MODEL) --write docs/benchmarks.md
 
 bench-train: install  ## training time: our NumPy vs PyTorch, same run
 	$(BIN)/tinyattn bench --train
