@@ -22,7 +22,6 @@ pytestmark = pytest.mark.host
 
 @pytest.fixture(scope="module")
 def trained_npz(tmp_path_factory):
-    pytest.importorskip("tinyattn.train", reason="needs the host-core training (issue 2)")
     path = tmp_path_factory.mktemp("trained") / "model.npz"
     assert cli.main(["train", "--out", str(path), "--quiet"]) == 0
     return path

@@ -329,8 +329,9 @@ def test_quantize_dequantized_float_reference_close_to_int8(iris_synth):
 
 def test_quantize_forward_matches_host_model_layers(tmp_path):
     """Our float64 forward (read straight from the npz) equals tinyattn.model's Sequential."""
-    model_mod = pytest.importorskip("tinyattn.model")
     from synth_models import save_npz
+
+    from tinyattn import model as model_mod
 
     model, X, _ = iris_synthetic(seed=4)
     path = save_npz(tmp_path / "m.npz", model)
