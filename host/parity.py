@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import atomic_open
 from .cli import CLIError
 from .link import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -436,10 +437,8 @@ def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_T
 def write_report(path: Path, report: dict) -> None:
     """Atomic write (temp file + rename): a crash never leaves half a report."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
+    with atomic_open(path, "w") as f:
         json.dump(report, f, indent=1)
-    os.replace(tmp, path)
 
 
 SHOW_FAILED = 20  # sample indices listed in the table (all are in the JSON report)
