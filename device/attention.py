@@ -128,20 +128,23 @@ def blob_error(source, problem, remedy=REMEDY):
     return BlobError("%s: %s; %s" % (source, problem, remedy))
 
 
-def read_blob(src, source="blob"):
+def read_blob(src, source="blob", lean=False):
     """Parse and check a blob (bytes-like, or a file path): every MUST of docs/blob-format.md.
     Returns a Blob; raises BlobError naming the problem. Three phases, each in its own module
     imported for the call only and dropped again unless imported before (on a small board
     the bytecode of one phase and the parsed tensors share the heap, never all of it):
     attention_blob (header, CRC, sections, op records), attention_tensors (tensor table and
     data), attention_ops (each op's tensors and parameters, shapes from F to C, the small-int
-    budget)."""
+    budget). Each op's `t` maps a role to a Tensor; `lean` (what Model loads): straight to the
+    tensor's data array, with `op.shape` (W role -> its shape), and no Tensor objects
+    or names left in the heap."""
     loaded = [name for name in _READER if name in sys.modules]
     try:
+        path = None
         if isinstance(src, str):
             _load("attention_blob")  # compile it (from .py) before the file takes heap
-            with open(src, "rb") as f:
-                src, source = f.read(), src
+            path = source = src
+            src = _read_file(path)
         mv = memoryview(src)
         src = None
         blob, ops, n_tensors, pos, end, tables = _call(
@@ -149,11 +152,19 @@ def read_blob(src, source="blob"):
         )
         _forget(loaded)
         _load("attention_ops")  # compiled while little is parsed
-        args = (mv, source, pos, end, n_tensors, tables[1])
-        tensors = _call("attention_tensors", "read_tensors", args)
-        mv = args = None
+        args = (mv, source, pos, end, n_tensors, tables[1], 0 if path else None)
+        table, crc = _call("attention_tensors", "read_tensors", args)
+        if path:  # the file's bytes go before the tensors' arrays come (read again)
+            mv = path
+        args = (mv, table, tables[1], source, crc)
+        mv = table = None
+        _forget(loaded + ["attention_ops", "attention_tensors"])
+        tensors = _call("attention_tensors", "read_data", args)
+        args = None
         _forget(loaded + ["attention_ops"])
-        blob.ops = _call("attention_ops", "check_ops", (blob, ops, tensors, tables, source))
+        args = (blob, ops, tensors, tables, source, lean)
+        ops = tensors = None
+        blob.ops = _call("attention_ops", "check_ops", args)
         return blob
     except (BlobError, MemoryError, OSError, ImportError):  # unreadable file, missing module
         raise
@@ -161,6 +172,23 @@ def read_blob(src, source="blob"):
         raise blob_error(source, "malformed blob (%r)" % (exc,)) from None
     finally:
         _forget(loaded)
+
+
+def _read_file(path):
+    # the file in one allocation of its exact size (read() grows its buffer step by step,
+    # leaving a trail of freed copies in a small heap)
+    with open(path, "rb") as f:
+        n = f.seek(0, 2)
+        f.seek(0)
+        buf = bytearray(n)
+        mv = memoryview(buf)
+        got = 0
+        while got < n:
+            k = f.readinto(mv[got:])
+            if not k:
+                return buf[:got]  # shrank while read: the size check names it
+            got += k
+    return buf
 
 
 def _load(name):
@@ -218,7 +246,7 @@ class Model:
     def __init__(self, src, kernels="auto"):
         if kernels != "auto" and kernels not in _MODULES:
             raise ValueError("kernels must be 'auto', 'pure', 'native' or 'viper'")
-        blob = read_blob(src)  # the reader is gone again: kernels now have its heap
+        blob = read_blob(src, lean=True)  # the reader is gone again: kernels have its heap
         if kernels == "auto":
             for kernels in _ORDER:
                 if _kernel_module(kernels) is not None:
@@ -251,17 +279,45 @@ class Model:
             self.input_len = S * self.patch * blob.n_features  # xq: the S patches of P*C
             build = mod.build
             mod = None
-            if blob.quantized:
-                self._prog8, self._x8, self._y8, self._rows8, self._pools8 = build(
-                    blob, _kernel_module(kernels).INT8, True
-                )
-                self._xq = _zeros("b", self.input_len)
-                self._out = _zeros("i", blob.n_classes)
-                if _MICROPYTHON:
-                    _gc.collect()
-            self._progf, self._xf, self._yf, self._rowsf, _ = build(
-                blob, _kernel_module(float_set).FLOAT, False
-            )
+            if _MICROPYTHON:
+                _gc.collect()
+            self._progf = None
+            if not blob.quantized:  # float32 weights: the float program is the model
+                self._float_program(blob, build)
+                return
+            # int8 seq model: the int8 program now, the float one when run_float first needs
+            # it (loading then holds one program's buffers, whose largest, the float window,
+            # a heap the reader has fragmented may not have room for); other models: both
+            ops = blob.ops[:] if self.seq else None
+            prog8, progf = build(blob, _kernel_module(kernels).INT8,
+                                 None if ops else _kernel_module(float_set).FLOAT)  # fmt: skip
+            if ops:
+                blob.ops = ops  # build emptied blob.ops as it went
+                self._blob = blob
+            else:
+                self._progf, self._xf, self._yf, self._rowsf, _ = progf
+            blob = ops = progf = None
+            self._prog8, self._x8, self._y8, self._rows8, self._pools8 = prog8
+            prog8 = None
+            if self.seq:  # its window goes into its int8 buffer with the load kernel
+                self._load = _kernel_module(kernels).INT8[8]
+                self._loadp = array.array("i", [0, 0])
+            self._xq = _zeros("b", self.input_len)
+            self._out = _zeros("i", self.n_classes)
+        finally:
+            build = None
+            _forget(loaded)
+
+    def _float_program(self, blob, build=None):
+        """Build the float program (at load for a float32 blob, else on run_float's first
+        call, from the ops kept for it; they go then)."""
+        loaded = [name for name in _READER if name in sys.modules]
+        try:
+            if build is None:
+                build = __import__("attention_build").build
+            prog = build(blob, None, _kernel_module(self.float_kernels).FLOAT)[1]
+            self._progf, self._xf, self._yf, self._rowsf, _ = prog
+            self._blob = None
         finally:
             build = None
             _forget(loaded)
@@ -360,10 +416,14 @@ class Model:
         for p, m in self._pools8:
             p[2] = m[S_n - 1]
         x = self._x8
-        for i in range(nf):
-            x[i] = xq[i]
-        for i in range(nf, S_n * self.patch * self.n_features):
-            x[i] = 0
+        if not self.seq:  # the n_features values
+            for i in range(nf):
+                x[i] = xq[i]
+        else:  # the window, zeros to the end of its last patch
+            p = self._loadp
+            p[0] = nf
+            p[1] = S_n * self.patch * self.n_features
+            self._load(xq, x, None, None, None, p)
         for st in prog:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])
         y = self._y8
@@ -379,6 +439,8 @@ class Model:
         seq model a window of n*C, 1 <= n <= T) -> float logits in `out` (array('f') or list
         of n_classes). Returns the argmax. Allocates (floats)."""
         n = self.window_steps(features)
+        if self._progf is None:
+            self._float_program(self._blob)
         nf = n * self.n_features
         x = self._xf
         mean = self._mean

@@ -32,20 +32,25 @@ _MIN_FILE = const(36)  # header + CRC
 _FLAG_QUANTIZED = const(1)
 _FLAG_FLOAT32 = const(2)
 
-# opcode -> name, iparams, fparams, shift iparams (1..30), multiplier iparams (0..32767)
+# opcode -> name, iparams, fparams, shift iparams (1..30), multiplier iparams (0..32767); the
+# names as tuples of literals: interned strings, where split() would put a copy of each name
+# in every op's dicts on the heap
 OPS = {
-    1: ("dense", "in out has_bias shift act_min act_max", "s_in s_out", "shift", ""),
-    2: ("relu", "", "", "", ""),
-    3: ("reshape", "S E", "", "", ""),
+    1: ("dense", ("in", "out", "has_bias", "shift", "act_min", "act_max"), ("s_in", "s_out"),
+        ("shift",), ()),
+    2: ("relu", (), (), (), ()),
+    3: ("reshape", ("S", "E"), (), (), ()),
     4: ("attention",
-        "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx",
-        "s_in s_q s_k s_v s_ctx s_out",
-        "shift_q shift_k shift_v shift_o shift_sm shift_ctx", "M_sm M_ctx"),
-    5: ("avgpool", "S E M shift", "", "shift", "M"),
+        ("S", "E", "H", "has_bias", "shift_q", "shift_k", "shift_v", "shift_o", "M_sm",
+         "shift_sm", "M_ctx", "shift_ctx"),
+        ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"),
+        ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx"), ("M_sm", "M_ctx")),
+    5: ("avgpool", ("S", "E", "M", "shift"), (), ("shift",), ("M",)),
     6: ("myattn",
-        "mode q k v1 v2 out has_bias M_q shift_q shift_a M_sm shift_sm M_ap shift_ap shift_c",
-        "s_in s_qk s_sc s_qa s_out",
-        "shift_q shift_a shift_sm shift_ap shift_c", "M_q M_sm M_ap"),
+        ("mode", "q", "k", "v1", "v2", "out", "has_bias", "M_q", "shift_q", "shift_a", "M_sm",
+         "shift_sm", "M_ap", "shift_ap", "shift_c"),
+        ("s_in", "s_qk", "s_sc", "s_qa", "s_out"),
+        ("shift_q", "shift_a", "shift_sm", "shift_ap", "shift_c"), ("M_q", "M_sm", "M_ap")),
 }  # fmt: skip
 # 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS,
 # added to OPS when a blob has an opcode >= 7 (a non-seq blob never loads that module)
@@ -191,7 +196,7 @@ def read_records(mv, source):
             OPS.update(__import__("attention_ops_seq").OPS)
         if code not in OPS:
             raise fail("unknown opcode %d in op %d" % (code, k))
-        name, inames, fnames = OPS[code][0], OPS[code][1].split(), OPS[code][2].split()
+        name, inames, fnames = OPS[code][0], OPS[code][1], OPS[code][2]
         if ni != len(inames) or nf != len(fnames):
             raise fail(
                 "op %d (%s) has %d iparams and %d fparams, expected %d and %d"

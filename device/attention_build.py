@@ -1,14 +1,16 @@
 # Device (MicroPython; also runs unchanged under CPython): compiling a blob's ops into steps.
-"""Turn a checked Blob into the runtime's programs: `build(blob, kernels, int8)` returns a
-tuple of steps `(kernel, a, b, c, d, e, p)` over array buffers allocated here once (ping-pong
-activations, attention and myattn scratch), the input and the output buffer, and the places
-where a seq model's valid-token count goes (empty here). A myattn op is four steps: its query
-(myquery), the score projection Wa (dense), weights and applied values (myattn), the combine
-projection Wc (dense). int8: weights as stored (W array('b'), b array('i'), M array('h')),
-requantization parameters in p. float: the int8 weights as stored with their scales s_w
-(dense_f scales each dot product: `(x·W_q[o])·s_w[o] + b[r,o]`, `b = b_q·s_in·s_w`), so the
-float program holds no copy of the weights; a float32 blob's as stored (scales 1). Kernel calling
-conventions: attention_kernels.py. A seq model (op 0 embed) is built by
+"""Turn a checked Blob into the runtime's programs: `build(blob, int8_kernels, float_kernels)`
+returns the int8 and the float program, each a tuple of steps `(kernel, a, b, c, d, e, p)`
+over array buffers allocated here once (ping-pong activations, attention and myattn scratch),
+the input and the output buffer, and the places where a seq model's valid-token count goes
+(empty here). A myattn op is four steps: its query (myquery), the score projection Wa
+(dense), weights and applied values (myattn), the combine projection Wc (dense). int8:
+weights as stored (W array('b'), b array('i'), M array('h')), requantization parameters in
+p. float: the int8 weights as stored with their scales s_w (dense_f scales each dot product:
+`(x·W_q[o])·s_w[o] + b[r,o]`, `b = b_q·s_in·s_w`), so the float program holds no copy of the
+weights; a float32 blob's as stored (scales 1). Kernel calling conventions:
+attention_kernels.py. The blob is read lean (attention.read_blob): op.t maps a role to its
+data array, op.shape a W role to its shape. A seq model (op 0 embed) is built by
 attention_build_seq.build, imported only for one (a non-seq model's heap never holds it).
 
 Load-time only: attention.Model imports it to build and drops it again, like the reader.
@@ -29,17 +31,20 @@ def window(blob):
     return ip["T"], ip["P"], -(-ip["T"] // ip["P"])
 
 
-def build(blob, kernels, int8):
-    """Compile the op list into steps `(kernel, a, b, c, d, e, p)` over buffers allocated
-    here once. Returns (steps, input buffer, output buffer, rows, pools): the last two are
-    the token-count parameters of a seq model (attention_build_seq.build, which this calls
-    for one), empty tuples for any other."""
+def build(blob, kernels, float_kernels):
+    """Compile the op list into both programs in one pass: (int8 program, or None when the
+    int8 kernel tuple `kernels` is None, float program). A program is (steps, input buffer,
+    output buffer, rows, pools); rows and pools are the token-count parameters of a seq model
+    (attention_build_seq.build, which this calls for one), empty tuples for any other.
+
+    Heap: every buffer of both programs is allocated first, while the heap has its largest
+    free spans; then each op's steps, after which the op leaves blob.ops (its dicts, and the
+    tensors no step holds, are garbage from then on)."""
     if blob.ops[0].code == 7:  # a seq model (op 0 embed)
-        return __import__("attention_build_seq").build(blob, kernels, int8)
-    dense, relu, attn, pool, myquery, myattn, _ = kernels
-    tc = "i" if int8 else "f"
-    size = width = blob.n_features  # elements of the current / the widest activation
-    att = seq = 0
+        return __import__("attention_build_seq").build(blob, kernels, float_kernels)
+    size = blob.n_features  # elements of the current activation
+    width = [size, 0]  # of the ping-pong buffers: the input is in buffer 0
+    cur = att = seq = 0
     n_qk = n_sc = n_qa = 0  # myattn scratch: Q ‖ K (pool), scores + weights, Q ‖ applied
     for op in blob.ops:
         ip = op.ip
@@ -55,60 +60,80 @@ def build(blob, kernels, int8):
             n_sc = max(n_sc, 2 * ip["v1"])
             n_qa = max(n_qa, ip["q"] + ip["v2"])
             size = ip["out"]
-        width = max(width, size)
-    bufs = (_zeros(tc, width), _zeros(tc, width))  # ping-pong activations
-    if att:  # attention scratch: q, k, v, ctx [S*E] and scores/probabilities [2S]
-        q, k, v, ctx, sc = (_zeros(tc, att), _zeros(tc, att), _zeros(tc, att), _zeros(tc, att),
-                            _zeros(tc, 2 * seq))  # fmt: skip
-    if n_sc:
-        qk, msc, qa = _zeros(tc, n_qk), _zeros(tc, n_sc), _zeros(tc, n_qa)
+        if op.code in (1, 4, 5, 6):  # the output goes to the other buffer
+            cur = 1 - cur
+            width[cur] = max(width[cur], size)
+    progs = []
+    for ks, tc in ((kernels, "i"), (float_kernels, "f")):
+        if ks is None:
+            continue
+        bufs = (_zeros(tc, width[0]), _zeros(tc, width[1]))  # ping-pong activations
+        # attention scratch: q, k, v, ctx [S*E] and scores/probabilities [2S]; myattn's
+        sc = [None] * 8
+        if att:
+            sc[:5] = [_zeros(tc, att) for _ in range(4)] + [_zeros(tc, 2 * seq)]
+        if n_sc:
+            sc[5:] = [_zeros(tc, n_qk), _zeros(tc, n_sc), _zeros(tc, n_qa)]
+        progs.append((ks, tc == "i", bufs, sc, []))
     cur = 0
     size = blob.n_features
-    steps = []
-    for op in blob.ops:
+    ops = blob.ops
+    for j in range(len(ops)):
+        op = ops[j]
         ip = op.ip
-        x, y = bufs[cur], bufs[1 - cur]
-        if op.code == 1:  # dense
-            rows = size // ip["in"]
-            steps.append(dense_step(dense, op, "", x, y, rows, ip["act_min"], ip["act_max"], int8))
-            size = rows * ip["out"]
-            cur = 1 - cur
-        elif op.code == 2:  # relu, in place
-            steps.append((relu, x, None, None, None, None, array.array("i", [size])))
-        elif op.code == 4:  # attention: q, k, v projections, heads, output projection
-            S, E, H = ip["S"], ip["E"], ip["H"]
-            for g, dst in (("q", q), ("k", k), ("v", v)):
-                steps.append(dense_step(dense, op, g, x, dst, S, -128, 127, int8))
-            p = [S, E, H, E // H]
-            if int8:
-                p += [ip["M_sm"], ip["shift_sm"], ip["M_ctx"], ip["shift_ctx"]]
-                p += list(op.t["lut"].data)  # EXP_HI[16], EXP_LO[16]
-            steps.append((attn, q, k, v, ctx, sc, array.array("i", p)))
-            steps.append(dense_step(dense, op, "o", ctx, y, S, -128, 127, int8))
-            cur = 1 - cur
-        elif op.code == 5:  # avgpool
-            p = [ip["S"], ip["E"]] + ([ip["M"], ip["shift"]] if int8 else [])
-            steps.append((pool, x, y, None, None, None, array.array("i", p)))
+        for ks, int8, bufs, sc, steps in progs:
+            dense, relu, attn, pool, myquery, myattn, _ = ks[:7]
+            q, k, v, ctx, scores, qk, msc, qa = sc
+            x, y = bufs[cur], bufs[1 - cur]
+            if op.code == 1:  # dense
+                rows = size // ip["in"]
+                steps.append(dense_step(dense, op, "", x, y, rows, ip["act_min"], ip["act_max"],
+                                        int8))  # fmt: skip
+            elif op.code == 2:  # relu, in place
+                steps.append((relu, x, None, None, None, None, array.array("i", [size])))
+            elif op.code == 4:  # attention: q, k, v projections, heads, output projection
+                S, E, H = ip["S"], ip["E"], ip["H"]
+                for g, dst in (("q", q), ("k", k), ("v", v)):
+                    steps.append(dense_step(dense, op, g, x, dst, S, -128, 127, int8))
+                p = [S, E, H, E // H]
+                if int8:
+                    p += [ip["M_sm"], ip["shift_sm"], ip["M_ctx"], ip["shift_ctx"]]
+                    p += list(op.t["lut"])  # EXP_HI[16], EXP_LO[16]
+                steps.append((attn, q, k, v, ctx, scores, array.array("i", p)))
+                steps.append(dense_step(dense, op, "o", ctx, y, S, -128, 127, int8))
+            elif op.code == 5:  # avgpool
+                p = [ip["S"], ip["E"]] + ([ip["M"], ip["shift"]] if int8 else [])
+                steps.append((pool, x, y, None, None, None, array.array("i", p)))
+            elif op.code == 6:  # myattn: query, scores = attn(Q ‖ K), weights, applied, combine
+                pool_mode = ip["mode"] == 1
+                n = ip["v1"] if pool_mode else 1  # rows summed into Q: the S tokens, or Q
+                p = [n, ip["q"], 1 if pool_mode else 0]
+                if int8:
+                    p += [ip["M_q"], ip["shift_q"]]
+                steps.append((myquery, x, qa, qk, None, None, array.array("i", p)))
+                qk_in = qk if pool_mode else x  # explicit: Q ‖ K are the input's first q + k
+                steps.append(dense_step(dense, op, "a", qk_in, msc, 1, -128, 127, int8))
+                vo = 0 if pool_mode else ip["q"] + ip["k"]  # where V starts in the input
+                p = [ip["v1"], ip["v2"], vo, ip["q"]]
+                if int8:
+                    p += [ip["M_sm"], ip["shift_sm"], ip["M_ap"], ip["shift_ap"]]
+                    p += list(op.t["lut"])  # EXP_HI[16], EXP_LO[16]
+                steps.append((myattn, x, msc, qa, None, None, array.array("i", p)))
+                steps.append(dense_step(dense, op, "c", qa, y, 1, -128, 127, int8))
+            # 3 reshape: nothing to do, a flat row-major buffer is already [S, E].
+        if op.code == 1:
+            size = size // ip["in"] * ip["out"]
+        elif op.code == 5:
             size = ip["E"]
-            cur = 1 - cur
-        elif op.code == 6:  # myattn: query, scores = attn(Q ‖ K), weights and applied, combine
-            pool_mode = ip["mode"] == 1
-            n = ip["v1"] if pool_mode else 1  # rows summed into Q: the S tokens, or Q itself
-            p = [n, ip["q"], 1 if pool_mode else 0] + ([ip["M_q"], ip["shift_q"]] if int8 else [])
-            steps.append((myquery, x, qa, qk, None, None, array.array("i", p)))
-            qk_in = qk if pool_mode else x  # explicit: Q ‖ K are the input's first q + k values
-            steps.append(dense_step(dense, op, "a", qk_in, msc, 1, -128, 127, int8))
-            vo = 0 if pool_mode else ip["q"] + ip["k"]  # where V starts in the input
-            p = [ip["v1"], ip["v2"], vo, ip["q"]]
-            if int8:
-                p += [ip["M_sm"], ip["shift_sm"], ip["M_ap"], ip["shift_ap"]]
-                p += list(op.t["lut"].data)  # EXP_HI[16], EXP_LO[16]
-            steps.append((myattn, x, msc, qa, None, None, array.array("i", p)))
-            steps.append(dense_step(dense, op, "c", qa, y, 1, -128, 127, int8))
+        elif op.code == 6:
             size = ip["out"]
+        if op.code in (1, 4, 5, 6):
             cur = 1 - cur
-        # 3 reshape: nothing to do, a flat row-major buffer is already [S, E].
-    return tuple(steps), bufs[0], bufs[cur], (), ()
+        ops[j] = op = ip = None
+    out = [None, None]
+    for _, int8, bufs, _, steps in progs:
+        out[0 if int8 else 1] = (tuple(steps), bufs[0], bufs[cur], (), ())
+    return out[0], out[1]
 
 
 # input scale of a projection, if not s_in: attention's o, myattn's a and c, res_ff's Dense2
@@ -119,23 +144,23 @@ def dense_step(kernel, op, g, x, y, rows, lo, hi, int8, bstride=0):
     """The step of one dense layer of `op` (tensor roles W+g, b+g, s+g, m+g; g is "" for a
     dense op and embed, q/k/v/o in attention, a/c in myattn, 1/2 in res_ff). `bstride`: 0
     for one bias row, n_out for embed's per-token bias [S, n_out]."""
-    n_out, n_in = op.t["W" + g].shape
-    w = op.t["W" + g].data
+    w = op.t["W" + g]
+    n_out, n_in = op.shape["W" + g]
     bias = op.t.get("b" + g)
     if int8:
-        b = bias.data if bias else _zeros("i", n_out)
+        b = bias if bias else _zeros("i", n_out)
         p = [rows, n_in, n_out, op.ip["shift_" + g if g else "shift"], lo, hi, bstride]
-        return (kernel, x, y, w, b, op.t["m" + g].data, array.array("i", p))
+        return (kernel, x, y, w, b, op.t["m" + g], array.array("i", p))
     p = array.array("i", [rows, n_in, n_out, bstride])
     if "s" + g not in op.t:  # float32 blob: the weights as stored, scales 1
-        b = bias.data if bias else _zeros("f", n_out)
+        b = bias if bias else _zeros("f", n_out)
         return (kernel, x, y, w, b, array.array("f", [1.0] * n_out), p)
     # an int8 blob: W_q as stored (shared with the int8 program) times s_w[o] in the kernel;
     # b[r,o] = b_q[r,o]·s_in·s_w[o]
-    s_w = op.t["s" + g].data
+    s_w = op.t["s" + g]
     s_in = op.fp[_S_IN.get(g, "s_in")]
-    bf = _zeros("f", len(bias.data) if bias else n_out)
+    bf = _zeros("f", len(bias) if bias else n_out)
     if bias:
         for j in range(len(bf)):
-            bf[j] = bias.data[j] * s_in * s_w[j % n_out]
+            bf[j] = bias[j] * s_in * s_w[j % n_out]
     return (kernel, x, y, w, bf, s_w, p)

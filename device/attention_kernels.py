@@ -28,6 +28,10 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
   add    (x, y, -, -, -, p)  p = n, M_x, M_y, shift: the residual add of two int8 tensors at
          two scales, in place: y[i] = clamp((x[i] M_x + y[i] M_y + 2**(shift-1)) >> shift,
          -128, 127) (one rounding of the exact sum)
+  load   (xq, x, -, -, -, p)  p = n, end: x[i] = xq[i] for i < n, 0 for n <= i < end: a seq
+         model's window into its input buffer (array('b'), S*P*C), the last patch's tail zeroed
+  INT8 ends with embed (dense on an int8 input buffer: here dense itself, any array will do;
+  viper has its own) and load; FLOAT has the first seven's float versions.
 float (array('f') buffers): the same shapes; dense_f (x, y, W, b, s, p) computes
 y[r,o] = (sum_i x[r,i] W[o,i]) s[o] + b[r*bstride + o]: an int8 blob's W_q as stored (the
 int8 program's own array) with its scales s_w, so no float copy of the weights exists, and b
@@ -224,6 +228,14 @@ def add(x, y, _a, _b, _c, p):
         y[i] = v
 
 
+def load(xq, x, _a, _b, _c, p):
+    n = p[0]
+    for i in range(n):
+        x[i] = xq[i]
+    for i in range(n, p[1]):
+        x[i] = 0
+
+
 def dense_f(x, y, w, b, s, p):
     rows = p[0]
     n_in = p[1]
@@ -350,5 +362,5 @@ def add_f(x, y, _a, _b, _c, p):
         y[i] = x[i] + y[i]
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add)
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, dense, load)  # 8th: embed
 FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f, add_f)

@@ -197,6 +197,15 @@ def add(x, y, _a, _b, _c, p):
 
 
 @micropython.native
+def load(xq, x, _a, _b, _c, p):
+    n = p[0]
+    for i in range(n):
+        x[i] = xq[i]
+    for i in range(n, p[1]):
+        x[i] = 0
+
+
+@micropython.native
 def dense_f(x, y, w, b, s, p):
     rows = p[0]
     n_in = p[1]
@@ -329,5 +338,5 @@ def add_f(x, y, _a, _b, _c, p):
         y[i] = x[i] + y[i]
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add)
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, dense, load)  # 8th: embed
 FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f, add_f)

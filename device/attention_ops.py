@@ -12,17 +12,19 @@ The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py, import
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """
 
-from attention import REMEDY, blob_error
+from attention import REMEDY, Tensor, blob_error
 
 
 def _finite(v):
     return v == v and v - v == 0.0
 
 
-def check_ops(blob, ops, tensors, tables, source):
+def check_ops(blob, ops, tensors, tables, source, lean=False):
     """Bind each op's tensors by role after checking count, dtype and shape; check params and
-    that shapes chain from [F] to [C]. `ops`: [(Op, tensor indices)]; `tables`: (OPS, DTYPES)
-    of attention_blob. Returns [Op]."""
+    that shapes chain from [F] to [C]. `ops`: [(Op, tensor indices)]; `tensors`: [(dtype
+    code, shape, name, data)] of attention_tensors; `tables`: (OPS, DTYPES) of
+    attention_blob. Returns [Op], each op's `t` mapping a role to a Tensor, or with `lean`
+    to its data array (and `op.shape`: W role -> its shape), the Tensor objects never made."""
 
     def fail(problem, remedy=REMEDY):
         return blob_error(source, problem, remedy)
@@ -43,14 +45,14 @@ def check_ops(blob, ops, tensors, tables, source):
             )
         for i in range(len(slots)):
             role, dtype, want = slots[i]
-            x = tensors[refs[i]]
-            if x.dtype != dtype or x.shape != want:
+            code, have, name, data = tensors[refs[i]]
+            if code != dtype or have != want:
                 raise fail(
                     "shape mismatch in op %d (%s): tensor %d (%s) is %s %r, expected %s %s %r"
-                    % (k, op.name, refs[i], x.name, DTYPES[x.dtype][0], list(x.shape), role,
+                    % (k, op.name, refs[i], name, DTYPES[code][0], list(have), role,
                        DTYPES[dtype][0], list(want))
                 )  # fmt: skip
-            op.t[role] = x
+            op.t[role] = data  # while checking: the data arrays
         shape = _check_op(k, op, OPS[op.code], shape, quantized, k == n_ops - 1, fail, seq)
         out.append(op)
     if shape != (C,):
@@ -58,6 +60,18 @@ def check_ops(blob, ops, tensors, tables, source):
     if quantized:
         for k in range(n_ops):
             _check_budget(k, out[k], fail)
+    for k in range(n_ops):  # checked: the tensors as the caller asked
+        op, refs = ops[k]
+        slots = _slots(op, quantized, k, fail)
+        if lean:
+            op.shape = {}
+        for i in range(len(refs)):
+            code, have, name, data = tensors[refs[i]]
+            role = slots[i][0]
+            if not lean:
+                op.t[role] = Tensor(code, have, name, data)
+            elif role[0] == "W":
+                op.shape[role] = have
     return out
 
 
@@ -103,31 +117,30 @@ def _slots(op, quantized, k, fail):
 
 def _check_op(k, op, layout, shape, quantized, last, fail, seq):
     """Check an op's parameters against its input shape; returns its output shape. `seq`:
-    op 0 is embed (a seq model, whose ops run on the valid tokens only)."""
+    op 0 is embed (a seq model, whose ops run on the valid tokens only). op.t maps roles to
+    data arrays here."""
     ip, name = op.ip, op.name
-    for role in sorted(op.t):  # scales and float32 weights: finite only
-        t = op.t[role]
-        if t.dtype == 4:
-            for v in t.data:
-                if v - v != 0:  # inf - inf and nan - nan are nan
-                    raise fail(
-                        "op %d (%s): tensor %s has a non-finite value (inf or NaN)"
-                        % (k, name, role)
-                    )
-    shifts, multipliers = layout[3].split(), layout[4].split()
+    floats = [s[0] for s in _slots(op, quantized, k, fail) if s[1] == 4]
+    for role in sorted(floats):  # scales and float32 weights: finite only
+        for v in op.t[role]:
+            if v - v != 0:  # inf - inf and nan - nan are nan
+                raise fail(
+                    "op %d (%s): tensor %s has a non-finite value (inf or NaN)" % (k, name, role)
+                )
+    shifts, multipliers = layout[3], layout[4]
     if quantized:
         for p in shifts:
             if not 1 <= ip[p] <= 30:
                 raise fail("op %d (%s): %s = %d out of range 1..30" % (k, name, p, ip[p]))
         # tensors by sorted role, as the host: a MicroPython dict has no insertion order
-        for p in multipliers + sorted(role for role in op.t if role[0] == "m"):
-            for m in op.t[p].data if p in op.t else (ip[p],):
+        for p in list(multipliers) + sorted(role for role in op.t if role[0] == "m"):
+            for m in op.t[p] if p in op.t else (ip[p],):
                 if not 0 <= m < 32768:
                     raise fail(
                         "op %d (%s): multiplier %s = %d out of range 0..32767" % (k, name, p, m)
                     )
         if "lut" in op.t:  # EXP_HI, EXP_LO start at 2**14 and never increase
-            lut = op.t["lut"].data
+            lut = op.t["lut"]
             for r in (0, 16):
                 bad = lut[r] != 16384
                 for i in range(r, r + 15):
@@ -143,7 +156,7 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                     "op %d (%s): scale %s = %r must be finite and > 0" % (k, name, p, op.fp[p])
                 )
     else:
-        bad = [p for p in shifts + multipliers + ["act_min", "act_max"] if ip.get(p, 0) != 0]
+        bad = [p for p in shifts + multipliers + ("act_min", "act_max") if ip.get(p, 0) != 0]
         bad += [p for p in op.fp if op.fp[p] != 1.0]
         if bad:
             raise fail(
@@ -249,9 +262,9 @@ def _check_budget(k, op, fail):
 def _dense_budget(k, op, g, shift, fail):
     """max|acc| = 128 * sum_i |W[o, i]| + max_r |b[r, o]| per output channel o (one bias row,
     or embed's S rows)."""
-    w = op.t["W" + g].data
-    m = op.t["m" + g].data
-    b = op.t["b" + g].data if ("b" + g) in op.t else None
+    w = op.t["W" + g]
+    m = op.t["m" + g]
+    b = op.t.get("b" + g)
     n_out = len(m)
     n_in = len(w) // n_out
     wi = 0

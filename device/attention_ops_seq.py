@@ -14,15 +14,16 @@ non-seq blob never loads it) and dropped with the reader by attention.read_blob.
 
 # a seq model: op 0 is embed; every op runs on the S_n = ceil(n/P) valid tokens
 OPS = {
-    7: ("embed", "T C P E shift", "s_in s_out", "shift", ""),
+    7: ("embed", ("T", "C", "P", "E", "shift"), ("s_in", "s_out"), ("shift",), ()),
     8: ("res_attention",
-        "S E H has_bias shift_q shift_k shift_v shift_o M_sm shift_sm M_ctx shift_ctx "
-        "M_x M_a shift_add",
-        "s_in s_q s_k s_v s_ctx s_out s_y",
-        "shift_q shift_k shift_v shift_o shift_sm shift_ctx shift_add", "M_sm M_ctx M_x M_a"),
-    9: ("res_ff", "E F has_bias shift_1 shift_2 M_x M_f shift_add", "s_in s_h s_f s_y",
-        "shift_1 shift_2 shift_add", "M_x M_f"),
-    10: ("masked_pool", "S E shift", "", "shift", ""),
+        ("S", "E", "H", "has_bias", "shift_q", "shift_k", "shift_v", "shift_o", "M_sm",
+         "shift_sm", "M_ctx", "shift_ctx", "M_x", "M_a", "shift_add"),
+        ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out", "s_y"),
+        ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx", "shift_add"),
+        ("M_sm", "M_ctx", "M_x", "M_a")),
+    9: ("res_ff", ("E", "F", "has_bias", "shift_1", "shift_2", "M_x", "M_f", "shift_add"),
+        ("s_in", "s_h", "s_f", "s_y"), ("shift_1", "shift_2", "shift_add"), ("M_x", "M_f")),
+    10: ("masked_pool", ("S", "E", "shift"), (), ("shift",), ()),
 }  # fmt: skip
 
 
@@ -72,7 +73,7 @@ def budget(k, op, fail, dense_budget, site):
     masked_pool (10), with attention_ops' `_dense_budget` and `_site`."""
     ip = op.ip
     if op.code == 10:  # masked_pool: m[k-1] for k valid tokens, a sum of k int8 values
-        m = op.t["m"].data
+        m = op.t["m"]
         for i in range(ip["S"]):
             site(k, op, "m[%d]" % i, 128 * (i + 1), m[i], ip["shift"], fail)
         return

@@ -2,23 +2,28 @@
 """The tensor table and the data section of `model.bin` (docs/blob-format.md), after
 attention_blob.read_records has checked the header, the sections and the op records.
 
-`read_tensors(mv, source, pos, end, n_tensors, dtypes)`: every tensor record (dtype, ndim,
-name, reserved byte, padding, empty shapes), every tensor's data (4-aligned, inside the data
-section, no overlaps, all other bytes zero), with the host reader's messages. Returns the
-tensors with their data as flat arrays ('b' int8, 'h' int16, 'i' int32, 'f' float32,
-'H' uint16). Imported and dropped by attention.read_blob, like the other reader phases.
+`read_tensors(mv, source, pos, end, n_tensors, dtypes, crc)`: every tensor record (dtype,
+ndim, name, reserved byte, padding, empty shapes), every tensor's data (4-aligned, inside the
+data section, no overlaps, all other bytes zero), with the host reader's messages; returns
+the table. `read_data(src, table, dtypes, source, crc)`: each tensor's data as a flat array
+('b' int8, 'h' int16, 'i' int32, 'f' float32, 'H' uint16), from the blob's bytes or, for a
+file, read again from the file after attention.read_blob has dropped its bytes; rows become
+(dtype code, shape, name, data), which attention_ops.check_ops binds to the ops. Imported and
+dropped by attention.read_blob, like the other reader phases.
 """
 
 import array
 import struct
 
-from attention import REMEDY, Tensor, blob_error
+from attention import _MICROPYTHON, REMEDY, blob_error, crc32
 
 _BIG_ENDIAN = struct.pack("@H", 1) == b"\x00\x01"  # CPython on a big-endian host only
 
 
-def read_tensors(mv, source, pos, end, n_tensors, dtypes):
-    """Check the tensor table at `pos` and the data section up to `end`; returns [Tensor]."""
+def read_tensors(mv, source, pos, end, n_tensors, dtypes, crc=None):
+    """Check the tensor table at `pos` and the data section up to `end`; returns the table
+    [(dtype code, shape, name, offset, nbytes)] and, with `crc` (0), the CRC-32 of the tensors'
+    bytes in table order (read_data reading them from the file again checks it)."""
 
     def fail(problem, remedy=REMEDY):
         return blob_error(source, problem, remedy)
@@ -93,10 +98,50 @@ def read_tensors(mv, source, pos, end, n_tensors, dtypes):
                 raise fail("non-zero padding in the data section within [%d, %d)" % (pos, b))
         pos = max(pos, e)
     spans = None
-    tensors = []
-    for code, shape, name, offset, nbytes in table:
-        data = array.array(dtypes[code][1], bytes(mv[offset : offset + nbytes]))
-        if _BIG_ENDIAN and dtypes[code][2] > 1:
-            data.byteswap()
-        tensors.append(Tensor(code, shape, name, data))
-    return tensors
+    if crc is not None:
+        for row in table:
+            crc = crc32(mv[row[3] : row[3] + row[4]], crc)
+    return table, crc
+
+
+def read_data(src, table, dtypes, source, crc):
+    """Each tensor's data as an array, in place of its offset and size in `table` (rows
+    (dtype code, shape, name, data) after it). `src`: the blob's memoryview, or its file's path
+    (attention.read_blob has dropped the file's bytes then: a small heap gets the tensors
+    without the whole file beside them), read again at each tensor's offset; `crc` (from
+    read_tensors) must match what this second read gives."""
+    f = None
+    if isinstance(src, str):
+        f = open(src, "rb")
+        big = 0
+        for row in table:
+            big = max(big, row[4])
+        raw = memoryview(bytearray(big))  # one buffer for every tensor's bytes
+        check = 0
+    try:
+        for t in range(len(table)):
+            code, shape, name, offset, nbytes = table[t]
+            if f:
+                f.seek(offset)
+                got = f.readinto(raw[:nbytes])
+                check = crc32(raw[:nbytes], check)
+                if got != nbytes:
+                    check = None
+                data = raw[:nbytes]
+            else:
+                data = src[offset : offset + nbytes]
+            if _MICROPYTHON:  # extend copies the raw bytes of any buffer (an extension to
+                a = array.array(dtypes[code][1])  # CPython): one allocation of the exact
+                a.extend(data)  # size, no temporary copy whose hole would split a small heap
+            else:
+                a = array.array(dtypes[code][1], bytes(data))
+                if _BIG_ENDIAN and dtypes[code][2] > 1:
+                    a.byteswap()
+            table[t] = (code, shape, name, a)
+    finally:
+        if f:
+            f.close()
+    if f and check != crc:
+        raise blob_error(source, "changed while it was read (its tensor data differ from "
+                         "the first read)", "copy it again and reload")  # fmt: skip
+    return table

@@ -54,6 +54,49 @@ def dense(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
 
 
 @micropython.viper
+def embed(x: ptr8, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
+    # dense over an int8 input buffer (a seq model's window, array('b'))
+    one = 1
+    sg = one << 31
+    rows = p[0]
+    n_in = p[1]
+    n_out = p[2]
+    shift = p[3]
+    lo = (p[4] ^ sg) - sg
+    hi = (p[5] ^ sg) - sg
+    bstride = p[6]
+    rnd = one << (shift - 1)
+    xo = 0
+    yo = 0
+    bo = 0
+    for _ in range(rows):
+        wi = 0
+        for o in range(n_out):
+            acc = (b[bo + o] ^ sg) - sg
+            for i in range(xo, xo + n_in):
+                acc += ((x[i] ^ 0x80) - 0x80) * ((w[wi] ^ 0x80) - 0x80)
+                wi += 1
+            v = (acc * m[o] + rnd) >> shift
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            y[yo + o] = v
+        xo += n_in
+        yo += n_out
+        bo += bstride
+
+
+@micropython.viper
+def load(xq: ptr8, x: ptr8, _a, _b, _c, p: ptr32):
+    n = p[0]
+    for i in range(n):
+        x[i] = xq[i]
+    for i in range(n, p[1]):
+        x[i] = 0
+
+
+@micropython.viper
 def relu(y: ptr32, _a, _b, _c, _d, p: ptr32):
     one = 1
     sg = one << 31
@@ -227,4 +270,4 @@ def add(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
         y[i] = v
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add)
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load)

@@ -295,4 +295,4 @@ def test_device_seq_kernel_table_documents_every_kernel(attention):
     for f in k.INT8:
         assert f"\n  {f.__name__} " in doc, f.__name__
     assert "bstride" in doc and "add    (x, y" in doc and "S_n" in doc
-    assert [f.__name__ for f in k.FLOAT] == [f.__name__ + "_f" for f in k.INT8]
+    assert [f.__name__ for f in k.FLOAT] == [f.__name__ + "_f" for f in k.INT8[:7]]
