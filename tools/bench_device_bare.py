@@ -6,7 +6,7 @@ room to spare for code a case does not run):
   over rows of 256 (int32 activations times int8 weights, with the sign fix-ups of
   attention_viper.dense's inner loop and nothing else): the yardstick of issue 11, Must show
   6; `bare_us(macs, timed)` is its best µs for `macs` MACs.
-- `windows(m, k)`: k full windows of a seq model for the timing loop.
+- `windows(m, k)`: k full windows of a seq model for the timing loop (array('f') each).
 """
 
 import array
@@ -36,15 +36,18 @@ def bare_us(macs, timed):
 
 
 def windows(m, k):
-    """k full windows of seq model `m` (m.steps steps of m.n_features channels):
-    mean[c] + std[c] * g, g ~ N(0, 1) (a sum of 4 uniforms of a fixed LCG, rescaled; no
-    `random` module needed). A seq model's time does not depend on the values."""
+    """k full windows of seq model `m` (m.steps steps of m.n_features channels), each an
+    array('f'): mean[c] + std[c] * g, g ~ N(0, 1) (a sum of 4 uniforms of a fixed LCG,
+    rescaled; no `random` module needed). A seq model's time does not depend on the values.
+    Not lists: a list of 600 floats is 600 heap objects (~14 KB on the 64-bit unix port), and
+    three of them next to the model do not fit the 100k heap of the seq cases."""
     state = 12345
     out = []
     C = m.n_features
+    n = m.steps * C
     for _ in range(k):
-        x = [0.0] * (m.steps * C)
-        for i in range(len(x)):
+        x = array.array("f", bytes(4 * n))
+        for i in range(n):
             g = 0.0
             for _ in range(4):
                 state = (state * 75 + 74) % 65537  # ZX81's LCG: small ints only

@@ -171,7 +171,9 @@ def main():
         calls = 10 if len(feats[0]) <= 64 else 1
         res["quantize_us"] = timed(m.quantize, [(f, xq) for f in feats])[0]
         res["quantize_alloc"] = alloc_per_call(m.quantize, (feats[0], xq), calls)
-        res["quantize_net"] = net_per_call(m.quantize, (feats[0], xq), calls)
+        # gc off: a seq window's ~40 KB of transient floats per call would fill the heap
+        short = len(feats[0]) <= 64
+        res["quantize_net"] = net_per_call(m.quantize, (feats[0], xq), calls) if short else None
         res["quantize_new_alloc"] = alloc_per_call(m.quantize, (feats[0],), calls)
     print(json.dumps(res))
 
