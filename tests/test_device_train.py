@@ -407,7 +407,8 @@ def test_device_train_epochs_follow_host_fit(at):
     net = at.Net(iris_attn_ops(4, 3), 4, config.batch_size, array("f", theta0.tobytes()))
     opt = at.optimizer(net, "adam", config.lr, config.weight_decay)
     trainer = at.Trainer(net, opt, array("f", X.tobytes()), bytes(y.astype(np.uint8)),
-                         config.epochs, config.lr)  # fmt: skip
+                         config.epochs, config.lr,
+                         label_smoothing=config.label_smoothing)  # fmt: skip
     rng = np.random.default_rng([config.seed, 1])  # host fit's minibatch order
     for _ in range(config.epochs):
         trainer.epoch([int(i) for i in rng.permutation(len(X))])
