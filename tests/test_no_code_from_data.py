@@ -15,8 +15,9 @@ what a parser does), so the main tests are behavioural:
   and pickle/marshal loads are replaced by tripwires: none may fire, no exception may escape.
 The cheap extra: an AST scan of the host reader, the link, parity and device/*.py for calls
 of eval/exec/compile, pickle/marshal loads, np.load without allow_pickle=False, and
-`__import__` outside the known load-time helpers of device/attention.py (whose arguments are
-module names from its own tables).
+`__import__` of a computed name outside the known load-time helpers of device/attention.py
+(whose arguments are module names from its own tables); `__import__("server_b64")` and the
+like, one string literal, name their module in the code and are allowed anywhere.
 """
 
 from __future__ import annotations
@@ -207,7 +208,8 @@ def server(reference_model):
     sys.path.insert(0, str(DEVICE_DIR))
     try:
         srv = importlib.import_module("server")
-        model = srv.Model(reference_model["blob"].read_bytes())
+        # server.run imports Model when it loads a model (a training session never does)
+        model = importlib.import_module("attention").Model(reference_model["blob"].read_bytes())
         srv._state["model"], srv._state["out"] = model, model.new_logits()
         yield srv, model
     finally:
@@ -341,6 +343,17 @@ IMPORT_HELPERS = {  # (file, function) that call __import__ with module names fr
 }
 
 
+def _literal_module(call: ast.Call) -> bool:
+    """`__import__("name")`: one string literal, a module chosen in the code, not by data
+    (the lazily imported modules: server_b64, server_train, attention_build, ...)."""
+    return (
+        len(call.args) == 1
+        and not call.keywords
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    )
+
+
 def _calls(path: Path) -> list[tuple[str, ast.Call]]:
     """(innermost enclosing function or "<module>", call) for every call in the file."""
     out: list[tuple[str, ast.Call]] = []
@@ -385,6 +398,8 @@ def test_no_code_from_data_scan_finds_no_eval_exec_pickle():
                 )
                 if not ok:
                     found.append(f"{where}: np.load without allow_pickle=False")
-            if name == "__import__" and (path.name, owner) not in IMPORT_HELPERS:
-                found.append(f"{where}: __import__ outside the known load-time helpers")
+            if name == "__import__" and not _literal_module(call):
+                if (path.name, owner) not in IMPORT_HELPERS:
+                    found.append(f"{where}: __import__ of a computed name outside the known "
+                                 "load-time helpers")  # fmt: skip
     assert found == []
