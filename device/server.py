@@ -382,6 +382,8 @@ def handle_line(model, line):
             raise RequestError("request is not valid JSON") from None
         if not isinstance(req, dict):
             raise RequestError("request must be a JSON object")
+        if "crc" in req:  # a CRC field unframe did not see: its ',' or ':' lost on the link
+            raise RequestError("bad crc field")  # (MicroPython's json parses on without them)
         rid = req.get("id")
         if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
             rid = None

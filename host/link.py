@@ -20,6 +20,8 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Lines that mean the board rebooted (soft or hard reset, ESP32 ROM boot, a REPL prompt).
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
+# the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
+BANNER_FIELDS = ("protocol", "format_version", "n_features", "n_classes", "blob_crc")
 TRACEBACK = b"Traceback (most recent call last)"
 # Errors the server gives a request that arrived damaged (docs/protocol.md): resend at once.
 CORRUPTED = ("crc mismatch", "request is not valid JSON", "bad crc field")
@@ -298,8 +300,32 @@ class BoardLink:
                     raise _NoModel(f"{self.port}: {err}{fix}")
                 self.banner = obj
                 return obj
-            if damaged_reply(line) or any(m in line for m in RESET_MARKERS):
-                raise LinkError(f"{self.port}: the server's banner did not arrive intact")
+            if any(m in line for m in RESET_MARKERS):
+                raise LinkError(f"{self.port}: the board reset while the server started")
+            if damaged_reply(line):
+                return self._banner_from_info()
+
+    def _banner_from_info(self) -> dict:
+        """The banner arrived damaged (a noisy link) but the server may well be up: it
+        answers `info` (CRC-framed and resent like any request), which carries every banner
+        field. A server that printed an error banner has exited, and the raw REPL's end
+        markers follow the banner: then, as when `info` gets no intact reply, LinkError, and
+        start_server starts it again."""
+        self.stats["damaged_replies"] += 1
+        damaged = LinkError(f"{self.port}: the server's banner did not arrive intact")
+        rest = self.drain(quiet=0.2, limit=2.0)
+        if b"\x04" in rest or any(m in rest for m in RESET_MARKERS):
+            raise damaged
+        try:
+            info = self.request("info")
+        except LinkError:  # LinkTimeout or BoardReset: not a serving server
+            raise damaged from None
+        if not info.get("ok"):
+            raise damaged
+        banner = {"banner": "tinyattn-server", "ok": True}
+        banner.update({k: info.get(k) for k in BANNER_FIELDS})
+        self.banner = banner
+        return banner
 
     def stop_server(self) -> None:
         """Ask the server to exit and leave the board at the friendly REPL."""
