@@ -29,7 +29,7 @@ import pytest
 from tinyattn import cli
 from tinyattn.data import load_dataset
 from tinyattn.flash import flash
-from tinyattn.link import BoardLink
+from tinyattn.link import BoardLink, unframe
 from tinyattn.parity import MAX_RESTARTS, parity
 from tools.vboard import FaultConfig, VirtualBoard, find_micropython
 
@@ -104,8 +104,17 @@ def _after_batches(monkeypatch: pytest.MonkeyPatch, at: set[int], action: Callab
     return seen
 
 
-def _run_parity(port: str, blob: Path, iris) -> dict:
-    return parity(port, blob, iris.X, iris.y, timeout=TIMEOUT, bench_n=20, progress=False)
+# Batches per encoding for Iris's 150 samples: 16 JSON samples a batch (10 batches), 64 base64
+# samples (the default since compact payloads: 64, 64, 22). A fault "mid-run" comes after the
+# batch `MID[enc]`, and the batches before it hold `KEPT[enc]` samples.
+ENCODINGS = ("b64", "json")
+BATCHES = {"b64": 3, "json": 10}
+MID = {"b64": 2, "json": 4}
+KEPT = {"b64": 64, "json": 48}
+
+
+def _run_parity(port: str, blob: Path, iris, enc: str = "b64") -> dict:
+    return parity(port, blob, iris.X, iris.y, timeout=TIMEOUT, bench_n=20, progress=False, enc=enc)
 
 
 def _assert_resynced(report: dict) -> dict:
@@ -148,13 +157,15 @@ def test_link_faults_corrupted_bytes_resync(vb, reference_model, iris, seed):
     print(f"\ncorrupt 1e-3 seed {seed}: {seconds:.1f} s, {s['split_batches']} splits, {link}")
 
 
+@pytest.mark.parametrize("enc", ENCODINGS)
 def test_link_faults_garbage_lines_and_forged_replies_are_skipped(
-    vb, reference_model, iris, monkeypatch
+    vb, reference_model, iris, monkeypatch, enc
 ):
     """Random garbage lines from the board, plus, after each batch request, lines made to look
     like its reply: its id without a CRC field, its id with a wrong CRC, binary noise. None may
     be taken for the reply (a forged `pred` would fail the parity check); the wrong-CRC line
-    looks like a reply damaged on the way, so the request is sent again."""
+    looks like a reply damaged on the way, so the request is sent again. Every batch request
+    of the run is forged once (10 JSON batches, 3 base64 ones)."""
     vb.set_fault(FaultConfig(garbage=0.3, direction="from_board", seed=3))
     forged: set[int] = set()
 
@@ -169,26 +180,58 @@ def test_link_faults_garbage_lines_and_forged_replies_are_skipped(
         vb.inject(b"\xff\xfe\x00 line noise \x1b[0m\r\n")
 
     _after_batches(monkeypatch, set(range(1, 1000)), forge)
-    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris))
+    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris, enc))
     s = _assert_resynced(report)
     link = s["link"]
-    assert len(forged) >= 10
+    assert len(forged) >= BATCHES[enc]
     assert link["damaged_replies"] >= len(forged), link  # the wrong-CRC forgeries
     assert link["garbage_lines"] >= len(forged), link  # the others: skipped as noise
-    print(f"\ngarbage 0.3/line + {3 * len(forged)} forged lines: {seconds:.1f} s, {link}")
+    print(f"\n{enc}: garbage 0.3/line + {3 * len(forged)} forged lines: {seconds:.1f} s, {link}")
 
 
-def test_link_faults_board_reset_mid_run_restarts_server(vb, reference_model, iris, monkeypatch):
-    """The board resets (ROM noise, banner, REPL) right after the 4th batch request: the tool
-    sees the reset, starts the server again, resends, and completes."""
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_link_faults_board_reset_mid_run_restarts_server(
+    vb, reference_model, iris, monkeypatch, enc
+):
+    """The board resets (ROM noise, banner, REPL) right after a batch request mid-run (the
+    4th of 10 JSON batches, the 2nd of 3 base64 ones): the tool sees the reset, starts the
+    server again, resends, and completes."""
     resets = vb.hard_resets
-    _after_batches(monkeypatch, {4}, lambda link, data: vb.reset(noise=ROM_NOISE, wait=False))
-    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris))
+    seen = _after_batches(
+        monkeypatch, {MID[enc]}, lambda link, data: vb.reset(noise=ROM_NOISE, wait=False)
+    )
+    report, seconds = _bounded(lambda: _run_parity(vb.port, reference_model["blob"], iris, enc))
     s = _assert_resynced(report)
     assert vb.hard_resets == resets + 1
     assert s["board_restarts"] == 1 and s["link"]["resets"] == 1, s
     assert s["link"]["server_starts"] >= 2
-    print(f"\nreset after batch 4: {seconds:.1f} s, link {s['link']}")
+    assert len(seen) > MID[enc]  # the batch lost with the reset was sent again
+    print(f"\n{enc}: reset after batch {MID[enc]}: {seconds:.1f} s, link {s['link']}")
+
+
+def test_link_faults_crc_field_missing_a_separator_is_refused(vb, reference_model):
+    """MicroPython's json reads on past a lost `,` or `:`, so a request whose `,"crc":` lost
+    one still parses, with a `crc` key, and unframe never saw a CRC to check: the rest of the
+    line may be damaged too (a lost byte in a base64 field did that). The server refuses it
+    as `bad crc field`, which the host resends, and runs the intact request."""
+    good = b'{"id":9,"op":"infer","features":[5.1,3.5,1.4,0.2]'
+    with BoardLink(vb.port, timeout=TIMEOUT) as link:
+        link.start_server()
+        for rid, line in (
+            (7, b'{"id":7,"op":"infer","features":[5.1,3.5,1.4,0.2]"crc":1}\n'),
+            (8, b'{"id":8,"op":"infer","features":[5.1,3.5,1.4,0.2],"crc"1}\n'),
+            (9, good + b"}\n"),  # no CRC field at all: accepted as typed by hand
+        ):
+            link._write(line)
+            deadline = time.monotonic() + 5.0
+            while (reply := unframe(link._read_line(deadline) or b"{}")) is None:
+                pass
+            assert reply.get("id") == rid, reply
+            if rid < 9:
+                assert reply["ok"] is False and reply["error"] == "bad crc field", reply
+            else:
+                assert reply["ok"] and reply["class"] == "setosa", reply
+        link.stop_server()
 
 
 # -- faults the link cannot survive: a clear message, the partial report kept ------------------
@@ -212,22 +255,25 @@ def test_link_faults_resets_beyond_limit_keep_partial_report(
     s = report["summary"]
     assert not s["complete"] and not s["passed"] and s["board_restarts"] == MAX_RESTARTS + 1
     answered = [r for r in report["rows"] if r["answered"]]
-    assert 32 <= s["answered"] == len(answered) < 150  # two batches of 16 got through
+    assert 2 * 64 <= s["answered"] == len(answered) < 150  # two batches of 64 got through
     assert all(r["int8_exact"] and r["argmax_agree"] for r in answered)
     assert len(report["rows"]) == 150
     print(f"\nreset on every batch >= 3: {seconds:.1f} s, kept {s['answered']} rows: {line}")
 
 
+@pytest.mark.parametrize("enc", ENCODINGS)
 def test_link_faults_board_goes_silent_mid_run(
-    vb, reference_model, iris, monkeypatch, capsys, tmp_path
+    vb, reference_model, iris, monkeypatch, capsys, tmp_path, enc
 ):
-    """The board stops answering after the 4th batch request: the tool gives up after its
-    resends, within (retries + 1) × timeout plus the stop sequence, says so in one line, and
-    the report keeps the 3 batches answered before (the 4th was lost with the silence)."""
-    _after_batches(monkeypatch, {4}, lambda link, data: vb.set_silent(True))
+    """The board stops answering after a batch request mid-run (the 4th of 10 JSON batches,
+    the 2nd of 3 base64 ones): the tool gives up after its resends, within (retries + 1) ×
+    timeout plus the stop sequence, says so in one line, and the report keeps the batches
+    answered before (48 or 64 samples; the one sent last was lost with the silence)."""
+    _after_batches(monkeypatch, {MID[enc]}, lambda link, data: vb.set_silent(True))
     out = tmp_path / "parity.json"
     args = ["parity", "--port", vb.port, "--blob", str(reference_model["blob"]), "--report",
-            str(out), "--timeout", str(TIMEOUT), "--bench", "0", "--quiet"]  # fmt: skip
+            str(out), "--timeout", str(TIMEOUT), "--bench", "0", "--quiet",
+            "--enc", enc]  # fmt: skip
     code, seconds = _bounded(lambda: cli.main(args))
     assert code == 2
     line = _one_line_error(capsys.readouterr().err)
@@ -236,9 +282,9 @@ def test_link_faults_board_goes_silent_mid_run(
     assert seconds <= (RETRIES + 1) * (TIMEOUT + 0.5) + 2 + 4 + 3, seconds
     report = json.loads(out.read_text())
     s = report["summary"]
-    assert not s["complete"] and s["answered"] == 48, s
+    assert not s["complete"] and s["answered"] == KEPT[enc], s
     assert all(r["int8_exact"] for r in report["rows"] if r["answered"])
-    print(f"\nsilent after batch 4: {seconds:.1f} s, kept {s['answered']} rows: {line}")
+    print(f"\n{enc}: silent after batch {MID[enc]}: {seconds:.1f} s, kept {s['answered']} rows")
 
 
 def test_link_faults_silent_board_from_the_start(vb, reference_model, capsys, tmp_path):
@@ -265,7 +311,9 @@ def test_link_faults_board_that_resets_when_the_port_opens(vboard_factory, refer
 
     board = vboard_factory(reset_on_open=True)
     summary = flash(board.port, reference_model["blob"], progress=False)
-    assert set(summary["files"]) >= {"attention.py", "server.py", "model.bin"}
+    # the runtime precompiled for the board's arch (flash's default since .mpy deployment)
+    assert summary["format"] == "mpy"
+    assert set(summary["files"]) >= {"attention.mpy", "server.mpy", "model.bin"}
     data = load_dataset("iris")
     s = run_parity(board.port, reference_model["blob"], data.X, data.y, bench_n=0,
                    progress=False)["summary"]  # fmt: skip
