@@ -1,7 +1,7 @@
 # Host (CPython): issue 7's models deployed and checked over a serial link, with the real tools.
 """Serial tests of issue 7: train -> export -> flash (mpremote) -> parity (pyserial) on a fresh
-virtual board each (the MicroPython unix port on a pseudo-terminal, 100 KiB heap, .py
-sources), so the session board that tests/test_serial_parity.py flashes keeps its blob.
+virtual board each (the MicroPython unix port on a pseudo-terminal, 100 KiB heap), so the
+session board that tests/test_serial_parity.py flashes keeps its blob.
 
 - `iris-myattn` (MyAttn pooling head): all 150 Iris samples, int8 exact, float within 1e-4,
   argmax agreement 150/150.
@@ -9,9 +9,10 @@ sources), so the session board that tests/test_serial_parity.py flashes keeps it
   cultivar [--model iris-myattn]`, `tinyattn export`, `tinyattn flash`, `tinyattn parity` —
   export and parity find the CSV from the model's meta; all 178 samples must pass.
   (`--dataset wine` trains the same model, byte for byte: tests/test_myattn_op.py.) The
-  `iris-attn` model of 13 tokens is flashed with `--mpy`: loaded from .py sources, whose
-  compilation takes transient heap, it does not fit the 100 KiB board (MemoryError while
-  building its float path); `iris-myattn` fits either way.
+  `iris-attn` model of 13 tokens is flashed with `--mpy` (flash's default): loaded from .py
+  sources, whose compilation takes transient heap, it does not fit the 100 KiB board
+  (MemoryError while building its float path); `iris-myattn` fits either way, so it is
+  flashed with `--py` and shows that.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tinyattn.flash import flash
 from tinyattn.parity import FLOAT_TOL, parity
 from tinyattn.paths import REPO_DIR
 
-# in an empty working directory: `flash --mpy` compiles into build/mpy/ there, not the checkout
+# in an empty working directory: flash (.mpy) compiles into build/mpy/ there, not the checkout
 pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]
 
 
@@ -55,7 +56,7 @@ def test_serial_iris_myattn_parity_all_150_samples(vboard, tmp_path, capsys):
     ("model", "flash_args"),
     [
         ("iris-attn", ["--mpy"]),  # 13 tokens of 8: from .py sources it outgrows 100 KiB
-        ("iris-myattn", []),
+        ("iris-myattn", ["--py"]),  # fits from .py sources too
     ],
 )
 def test_serial_wine_csv_train_export_flash_parity_all_178_samples(
@@ -73,6 +74,11 @@ def test_serial_wine_csv_train_export_flash_parity_all_178_samples(
     assert cli.main(args) == 0
     capsys.readouterr()
     assert (tmp_path / "build" / "mpy").is_dir() == ("--mpy" in flash_args)  # not the checkout
+    ext = "mpy" if "--mpy" in flash_args else "py"
+    on_board = {p.name for p in vboard.fs_dir.iterdir()}
+    assert {f"attention.{ext}", f"server.{ext}"} <= on_board, on_board
+    twin = "attention.py" if ext == "mpy" else "attention.mpy"  # would shadow or be shadowed
+    assert twin not in on_board, on_board
     s = _cli_json(capsys, "parity", "--port", vboard.port, "--model", str(npz), "--blob",
                   str(blob), "--report", str(tmp_path / "parity.json"), "--bench", "0",
                   "--quiet", "--json")  # fmt: skip
