@@ -11,7 +11,8 @@ so each check of the verdict gets a test that breaks exactly that check.
 - End to end: a virtual board whose server is the real device/server.py wrapped by a stub that
   spoils one sample's answer in its batch replies (the stub reads which sample and how from
   `sabotage.json` on the board's flash), behind the real link (pyserial, CRC framing), through
-  `tinyattn parity` as a user runs it: the same faults, the same FAIL, exit 1, sample named.
+  `tinyattn parity` as a user runs it: the same faults, the same FAIL, exit 1, sample named —
+  with compact base64 batches (parity's default) and with JSON batches (`--enc json`).
 
 Each check's removal was shown to fail these tests by mutating host/parity.py (in a copy of
 the repository) one check at a time: int8 logits compared by length only or not at all, xq
@@ -239,12 +240,19 @@ def test_parity_verdict_names_every_failed_sample(capsys, tmp_path):
 
 # device/server.py runs as server_real; this server.py spoils one sample's answer in each batch
 # reply it gives, as sabotage.json says ({"features": [...], "fault": "..."}), re-read per batch.
+# A compact (base64) batch is spoiled the same way in its flat arrays (no per-sample lists: the
+# board's heap has no room for them next to a 64-sample batch); its sample is found among the
+# float32 features sent.
 SABOTAGE_SERVER = """\
 # Device (MicroPython), test stub: device/server.py with one sample's answer spoiled.
+import array
 import json
+from binascii import a2b_base64, b2a_base64
+
 import server_real
 
 _batch = server_real._OPS["batch"]
+_TYPES = {"xq": "b", "logits_q": "i", "logits": "f"}  # a base64 reply's arrays
 
 
 def _spoiled_batch(model, req):
@@ -254,6 +262,14 @@ def _spoiled_batch(model, req):
             cfg = json.load(f)
     except OSError:
         return rep
+    if req.get("enc") == "b64":
+        _spoil_b64(model, req, rep, cfg)
+    else:
+        _spoil_json(model, req, rep, cfg)
+    return rep
+
+
+def _spoil_json(model, req, rep, cfg):
     fault = cfg["fault"]
     for k, s in enumerate(req["samples"]):
         if s != cfg["features"]:
@@ -270,13 +286,43 @@ def _spoiled_batch(model, req):
             for key in ("pred", "xq", "logits_q", "logits"):
                 if key in rep:
                     rep[key].pop(k)
-    return rep
+
+
+def _spoil_b64(model, req, rep, cfg):
+    n, nf, nc = req["n"], model.n_features, model.n_classes
+    x = array.array("f", a2b_base64(req["f32"]))
+    want = array.array("f", cfg["features"])
+    fault = cfg["fault"]
+    for k in range(n - 1, -1, -1):  # from the end: a row removed leaves k's before in place
+        if any(x[k * nf + i] != want[i] for i in range(nf)):
+            continue
+        arrays = {}
+        for key in _TYPES:
+            if key in rep:
+                arrays[key] = array.array(_TYPES[key], a2b_base64(rep[key]))
+        if fault == "int8_logit":
+            arrays["logits_q"][k * nc + 1] += 1
+        elif fault == "xq":
+            arrays["xq"][k * nf + 3] -= 1
+        elif fault == "float_logit":
+            arrays["logits"][k * nc + 1] += cfg["delta"]
+        elif fault == "argmax":
+            rep["pred"][k] = (rep["pred"][k] + 1) % len(model.class_names)
+        elif fault == "missing_row":
+            rep["pred"].pop(k)
+            for key in arrays:
+                w = len(arrays[key]) // n
+                arrays[key] = arrays[key][: k * w] + arrays[key][(k + 1) * w :]
+        for key in arrays:
+            rep[key] = b2a_base64(arrays[key]).decode().rstrip()
 
 
 server_real._OPS["batch"] = _spoiled_batch
 run = server_real.run
 """
-E2E_SAMPLE = 77  # an Iris row that occurs once, in the 5th batch of 16
+E2E_SAMPLE = 77  # an Iris row that occurs once, in the 5th JSON batch of 16, 2nd b64 one of 64
+# batch halvings until the sample left out of a reply is alone: 16 -> 1, 64 -> 1
+SPLITS = {"json": 4, "b64": 6}
 
 
 @pytest.fixture(scope="module")
@@ -297,11 +343,14 @@ def stub_board(tmp_path_factory: pytest.TempPathFactory, reference_model: dict[s
         yield vb
 
 
-def _cli_parity(board, reference_model, tmp_path, capsys, path: str) -> tuple[int, str, dict]:
+def _cli_parity(
+    board, reference_model, tmp_path, capsys, path: str, enc: str
+) -> tuple[int, str, dict]:
     out = tmp_path / "parity.json"
     code = cli.main(["parity", "--port", board.port, "--blob", str(reference_model["blob"]),
                      "--model", str(reference_model["npz"]), "--path", path, "--report",
-                     str(out), "--bench", "0", "--timeout", "3", "--quiet"])  # fmt: skip
+                     str(out), "--bench", "0", "--timeout", "3", "--quiet",
+                     "--enc", enc])  # fmt: skip
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err, captured.err
     return code, captured.out, json.loads(out.read_text())
@@ -309,12 +358,13 @@ def _cli_parity(board, reference_model, tmp_path, capsys, path: str) -> tuple[in
 
 @pytest.mark.serial
 @pytest.mark.usefixtures("tmp_cwd")
+@pytest.mark.parametrize("enc", ["b64", "json"])
 @pytest.mark.parametrize(
     ("fault", "path"),
     [("none", "both"), *[(fault, "both") for fault in FAULTS], ("argmax", "float")],
 )
 def test_parity_verdict_end_to_end_stub_board(
-    stub_board, reference_model, tmp_path, capsys, fault, path
+    stub_board, reference_model, tmp_path, capsys, fault, path, enc
 ):
     from tinyattn.data import load_dataset
 
@@ -322,8 +372,9 @@ def test_parity_verdict_end_to_end_stub_board(
     assert sum(np.array_equal(x, X[E2E_SAMPLE]) for x in X) == 1  # the stub finds only it
     cfg = {"fault": fault, "features": X[E2E_SAMPLE].tolist(), "delta": 2 * FLOAT_TOL}
     (stub_board.fs_dir / "sabotage.json").write_text(json.dumps(cfg))
-    code, table, report = _cli_parity(stub_board, reference_model, tmp_path, capsys, path)
+    code, table, report = _cli_parity(stub_board, reference_model, tmp_path, capsys, path, enc)
     s = report["summary"]
+    assert s["enc"] == enc
     if fault == "none":  # the stub itself changes nothing
         assert code == 0 and s["passed"] and s["answered"] == 150, table
         return
@@ -332,7 +383,8 @@ def test_parity_verdict_end_to_end_stub_board(
     if fault == "missing_row":
         # the reply's lists were one short: the host halved that batch until the sample left
         # out was alone, and reports it (and why) as not answered
-        assert s["split_batches"] == 4 and "sample 77 had per-sample lists" in table, table
+        assert s["split_batches"] == SPLITS[enc], s
+        assert "sample 77 had per-sample lists" in table, table
         assert s["answered"] == 149 and not report["rows"][E2E_SAMPLE]["answered"], s
     else:
         assert s["answered"] == 150, s
