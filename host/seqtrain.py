@@ -1,0 +1,227 @@
+"""Host (CPython): training and evaluation of `seq-attn` on windows of unequal length.
+
+`fit_seq` is `train.fit` with lengths: the same shuffled minibatches (order from `[seed, 1]`),
+AdamW on weight matrices only (`train.make_optimizer`), cosine learning rate
+(`train.learning_rate`) and label-smoothed cross-entropy (`train.smoothed_cross_entropy`), plus
+optional data augmentation of each minibatch (`Augment`). `train_seq` fits the per-channel
+standardization on the training windows, builds the model for the TRAIN split's T
+(`seqmodel.default_max_steps`) and trains it; `evaluate_seq` gives float and int8 accuracy of a
+trained model on other windows, the int8 path exactly as `tinyattn export` builds it
+(calibrated on the training windows, `quantize` + `intref.run_int8`).
+
+Augmentation (training only; a fresh draw per minibatch from the shuffle's generator):
+- `shift`: each window's valid steps are rotated by a random `-shift..shift` steps (a circular
+  shift within its own length, so padding stays padding). A periodic motion (BasicMotions' IMU)
+  looks the same from any starting point; a spoken vowel does not.
+- `scale`: each window and channel is multiplied by `exp(N(0, scale²))` (amplitude jitter) on
+  the standardized values.
+- `stretch`: each window's valid steps are linearly resampled to `n·exp(U(-stretch, stretch))`
+  steps (at most T): a faster or slower rendition (speaking rate). Applied first.
+- `noise`: Gaussian jitter `N(0, noise²)` added at every valid step (last).
+The per-dataset defaults and how they were chosen are in `seqdefaults.py`.
+
+References: Um et al. (2017), "Data augmentation of wearable sensor data for Parkinson's disease
+monitoring using convolutional neural networks" (time shift, scaling); Iwana & Uchida (2021),
+"An empirical survey of data augmentation for time series classification with neural networks".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .floatref import NpzModel, truncate_windows
+from .intref import quantize_input, run_int8
+from .quantize import quantize
+from .seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
+from .train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
+from .tsdata import fit_channel_standardizer, standardize_windows
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Minibatch augmentation of standardized windows (see the module docstring)."""
+
+    shift: int = 0  # rotate each window's valid steps by up to ±shift steps (0: off)
+    scale: float = 0.0  # per window and channel amplitude factor exp(N(0, scale²)) (0: off)
+    stretch: float = 0.0  # resample each window to n·exp(U(-stretch, stretch)) steps (0: off)
+    noise: float = 0.0  # add N(0, noise²) at every valid step (0: off)
+
+    @property
+    def active(self) -> bool:
+        return self.shift > 0 or self.scale > 0.0 or self.stretch > 0.0 or self.noise > 0.0
+
+
+def stretch_windows(x: np.ndarray, lengths: np.ndarray, new_lengths: np.ndarray) -> np.ndarray:
+    """Each window's `lengths[b]` valid steps linearly resampled to `new_lengths[b]` steps
+    (first and last step kept), 0 after; `[B, T, C]` in and out (`new_lengths <= T`)."""
+    B, T, C = x.shape
+    t = np.arange(T)[None, :]  # (1, T)
+    n, m = lengths[:, None], new_lengths[:, None]  # (B, 1)
+    src = t * ((n - 1) / np.maximum(m - 1, 1))  # (B, T) position in the source window
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)  # (B, T)
+    i1 = np.minimum(i0 + 1, n - 1)
+    w = (src - i0)[:, :, None]  # (B, T, 1)
+    x0 = np.take_along_axis(x, i0[:, :, None], axis=1)
+    x1 = np.take_along_axis(x, i1[:, :, None], axis=1)
+    out = (1.0 - w) * x0 + w * x1  # (B, T, C)
+    return np.where((t < m)[:, :, None], out, 0.0).astype(x.dtype, copy=False)
+
+
+def augment_batch(
+    x: np.ndarray, lengths: np.ndarray, aug: Augment, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """`(x', lengths')`: a new `[B, T, C]` batch — `x` stretched, rotated within each window's
+    length, scaled and jittered (`aug`) — and its lengths; padded steps stay 0."""
+    B, T, C = x.shape
+    out = x
+    if aug.stretch > 0.0:
+        factor = np.exp(rng.uniform(-aug.stretch, aug.stretch, size=B))  # (B,)
+        new = np.clip(np.rint(lengths * factor).astype(np.int64), 1, T)
+        out, lengths = stretch_windows(out, lengths, new), new
+    if aug.shift > 0:
+        k = rng.integers(-aug.shift, aug.shift + 1, size=B)  # (B,)
+        t = np.arange(T)[None, :]  # (1, T)
+        src = (t - k[:, None]) % lengths[:, None]  # (B, T): valid steps rotate among themselves
+        src = np.where(t < lengths[:, None], src, t)  # padding reads itself (0)
+        out = np.take_along_axis(out, src[:, :, None], axis=1)
+    if aug.scale > 0.0:
+        out = out * np.exp(rng.normal(0.0, aug.scale, size=(B, 1, C)))
+    if aug.noise > 0.0:
+        valid = np.arange(T)[None, :, None] < lengths[:, None, None]  # (B, T, 1)
+        out = out + np.where(valid, rng.normal(0.0, aug.noise, size=out.shape), 0.0)
+    return out, lengths
+
+
+def fit_seq(
+    model: SeqModel,
+    x: np.ndarray,
+    lengths: np.ndarray,
+    y: np.ndarray,
+    config: TrainConfig,
+    augment: Augment | None = None,
+    on_epoch: Callable[[int, float], None] | None = None,
+) -> None:
+    """Minibatch training on standardized windows `x [N, T, C]` (0 past `lengths [N]`), labels
+    `y [N]`; `on_epoch(epoch, loss)`. The loop of `train.fit`, with lengths and augmentation."""
+    rng = np.random.default_rng([config.seed, 1])  # minibatch order, then augmentation draws
+    opt = make_optimizer(model, config)
+    N, bs = len(x), config.batch_size
+    total_steps = config.epochs * -(-N // bs)
+    aug = augment if augment is not None and augment.active else None
+    step = 0
+    for epoch in range(config.epochs):
+        order = rng.permutation(N)
+        loss_sum = 0.0
+        for start in range(0, N, bs):
+            idx = order[start : start + bs]
+            xb, nb = x[idx], lengths[idx]  # (b, T, C), (b,)
+            if aug is not None:
+                xb, nb = augment_batch(xb, nb, aug, rng)
+            logits = model.forward(xb, training=True, lengths=nb)  # (b, classes)
+            loss, dlogits = smoothed_cross_entropy(logits, y[idx], config.label_smoothing)
+            model.backward(dlogits)
+            opt.step(learning_rate(config, step, total_steps))
+            loss_sum += loss * len(idx)
+            step += 1
+        if on_epoch is not None:
+            on_epoch(epoch, loss_sum / N)
+
+
+@dataclass
+class SeqTrainResult:
+    """A trained seq model, its input standardization and the training wall time."""
+
+    model: SeqModel
+    norm_mean: np.ndarray  # (C,)
+    norm_std: np.ndarray  # (C,)
+    seconds: float
+
+    @property
+    def max_steps(self) -> int:
+        return int(self.model.ops[0]["steps"])
+
+    def normalize(self, X: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Raw windows -> `(standardized [B, min(T', T), C], lengths cut to T)`; windows longer
+        than the model's T are cut to their first T steps (as export does, explicitly)."""
+        X, n, _ = truncate_windows(X, lengths, self.max_steps)
+        return standardize_windows(X, n, self.norm_mean, self.norm_std), n
+
+
+def train_seq(
+    X: np.ndarray,
+    lengths: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    arch: SeqAttnConfig | None = None,
+    config: TrainConfig | None = None,
+    augment: Augment | None = None,
+    max_steps: int | None = None,
+    dtype=np.float64,
+) -> SeqTrainResult:
+    """A `seq-attn` model trained on raw windows `X [N, T', C]` with `lengths [N]`, labels `y`.
+
+    The per-channel standardization is fitted on these windows; the model's T is `max_steps`
+    (default: the longest window rounded up to a multiple of P). `config.seed` seeds the init,
+    the minibatch order and the augmentation; `config.model`/`scaling`/`test_fraction` are
+    not used here.
+    """
+    arch = arch if arch is not None else SeqAttnConfig()
+    config = config if config is not None else TrainConfig()
+    lengths = np.asarray(lengths, np.int64)
+    mean, std = fit_channel_standardizer(X, lengths)
+    T = max_steps if max_steps is not None else default_max_steps(lengths, arch.patch)
+    X, n, _ = truncate_windows(X, lengths, T)
+    x = standardize_windows(X, n, mean, std).astype(dtype)  # (N, T', C), 0 at padding
+    if x.shape[1] < T:  # every window shorter than T: pad the array (not the model) to T
+        x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
+    model = build_seq_model(T, X.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
+    t0 = time.perf_counter()
+    fit_seq(model, x, n, np.asarray(y), config, augment)
+    return SeqTrainResult(model, mean, std, time.perf_counter() - t0)
+
+
+def npz_model(result: SeqTrainResult, class_names: list[str]) -> NpzModel:
+    """The trained model as `tinyattn export` reads it from a model file, without a file."""
+    meta = {"model": "seq-attn", "ops": result.model.ops, "class_names": list(class_names)}
+    params = {k: np.asarray(v, np.float64) for k, v in result.model.state_dict().items()}
+    return NpzModel(meta, params, result.norm_mean, result.norm_std)
+
+
+def evaluate_seq(
+    result: SeqTrainResult,
+    X_calib: np.ndarray,
+    len_calib: np.ndarray,
+    X: np.ndarray,
+    lengths: np.ndarray,
+    y: np.ndarray,
+    int8: bool = True,
+) -> dict[str, Any]:
+    """Float and int8 accuracy on windows `X`, `lengths`, labels `y`; the int8 path calibrated
+    on `X_calib`/`len_calib` (the training windows, as export). Windows longer than the model's
+    T are cut to T and counted (`truncated`)."""
+    xn, n = result.normalize(X, lengths)
+    pred = result.model.predict(xn, n)  # (N,)
+    out: dict[str, Any] = {
+        "float_accuracy": float(np.mean(pred == y)),
+        "truncated": int(np.sum(np.asarray(lengths) > result.max_steps)),
+        "int8_accuracy": None,
+        "int8_float_agreement": None,
+    }
+    if int8:
+        names = [str(i) for i in range(result.model.layers[-1].n_out)]
+        Xc, nc, _ = truncate_windows(X_calib, len_calib, result.max_steps)
+        spec = quantize(npz_model(result, names), Xc, nc)
+        Xt, nt, _ = truncate_windows(X, lengths, result.max_steps)
+        pred_q = np.argmax(run_int8(spec, quantize_input(spec, Xt, nt), nt), axis=1)
+        out["int8_accuracy"] = float(np.mean(pred_q == y))
+        out["int8_float_agreement"] = float(np.mean(pred_q == pred))
+    return out
+
+
+def with_seed(config: TrainConfig, seed: int) -> TrainConfig:
+    return replace(config, seed=seed)
