@@ -8,7 +8,8 @@
 - The whole model's cross-entropy loss and its gradient with respect to the input and every
   parameter equal `SeqAttnTorch`, an `nn.Module` twin built from the same torch modules, with
   padding (garbage in the padded steps, which neither side may read).
-`SeqAttnTorch` is also a PyTorch reference for timing (issue 11, must-show 7).
+`SeqAttnTorch` and the torch mask helpers live in tools/torch_twins.py (shared with
+`tools/bench_train.py`, which times the twin's training: issue 11, must-show 7).
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ import pytest
 
 from tinyattn.losses import softmax_cross_entropy
 from tinyattn.seqlayers import FeedForward, MaskedAvgPool, PatchEmbed, ResidualAttention, SeqMask
-from tinyattn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model
+from tinyattn.seqmodel import SeqAttnConfig, build_seq_model
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed; run 'make install-oracle'")
+from tools.torch_twins import (  # noqa: E402 (needs torch, skipped above without it)
+    SeqAttnTorch,
+    torch_masked_mean,
+    torch_masks,
+    torch_patches,
+)
 
 pytestmark = pytest.mark.oracle
 
@@ -32,94 +39,6 @@ F = torch.nn.functional
 
 def _t(a: np.ndarray, grad: bool = False):
     return torch.tensor(a, dtype=torch.float64, requires_grad=grad)
-
-
-def torch_masks(lengths, T: int, P: int):
-    """`(step_ok [B, T], token_ok [B, S])` as torch bools, the definitions of seqlayers.py."""
-    lengths = torch.as_tensor(lengths)
-    S = -(-T // P)
-    step_ok = torch.arange(T)[None, :] < lengths[:, None]
-    token_ok = torch.arange(S)[None, :] * P < lengths[:, None]
-    return step_ok, token_ok
-
-
-def torch_patches(x, step_ok, P: int):
-    """`[B, T, C] -> [B, S, P·C]`: padded steps zeroed (selected), zero-filled to S·P steps."""
-    B, T, C = x.shape
-    S = -(-T // P)
-    x = torch.where(step_ok[:, :, None], x, torch.zeros((), dtype=x.dtype))
-    return F.pad(x, (0, 0, 0, S * P - T)).reshape(B, S, P * C)
-
-
-def torch_masked_mean(h, token_ok):
-    w = token_ok.to(h.dtype)  # (B, S)
-    return (h * w[:, :, None]).sum(dim=1) / w.sum(dim=1, keepdim=True)
-
-
-class SeqAttnTorch(torch.nn.Module):
-    """`seq-attn` in PyTorch modules, holding a copy of a `SeqModel`'s weights (float64)."""
-
-    def __init__(self, model: SeqModel) -> None:
-        super().__init__()
-        embed, pos, *blocks, _, head = model.layers
-        kw = {"dtype": torch.float64}
-        self.patch = embed.patch
-        self.embed = torch.nn.Linear(embed.n_in, embed.n_out, **kw)
-        self.pos = torch.nn.Parameter(torch.tensor(pos.pos, **kw))
-        self.attn = torch.nn.ModuleList()
-        self.ff = torch.nn.ModuleList()
-        for attn, ff in zip(blocks[::2], blocks[1::2], strict=True):
-            self.attn.append(
-                torch.nn.MultiheadAttention(attn.embed_dim, attn.num_heads, batch_first=True, **kw)
-            )
-            self.ff.append(
-                torch.nn.Sequential(
-                    torch.nn.Linear(ff.embed_dim, ff.hidden, **kw),
-                    torch.nn.ReLU(),
-                    torch.nn.Linear(ff.hidden, ff.embed_dim, **kw),
-                )
-            )
-        self.head = torch.nn.Linear(head.n_in, head.n_out, **kw)
-        pairs = [(self.embed.weight, embed.W), (self.embed.bias, embed.b)]
-        for t_attn, t_ff, attn, ff in zip(
-            self.attn, self.ff, blocks[::2], blocks[1::2], strict=True
-        ):
-            pairs += [
-                (t_attn.in_proj_weight, attn.Wqkv), (t_attn.in_proj_bias, attn.bqkv),
-                (t_attn.out_proj.weight, attn.Wo), (t_attn.out_proj.bias, attn.bo),
-                (t_ff[0].weight, ff.W1), (t_ff[0].bias, ff.b1),
-                (t_ff[2].weight, ff.W2), (t_ff[2].bias, ff.b2),
-            ]  # fmt: skip
-        pairs += [(self.head.weight, head.W), (self.head.bias, head.b)]
-        with torch.no_grad():
-            for dst, src in pairs:
-                dst.copy_(torch.from_numpy(np.asarray(src, dtype=np.float64)))
-
-    def forward(self, x, lengths):
-        B, T, _ = x.shape
-        step_ok, token_ok = torch_masks(lengths, T, self.patch)
-        h = self.embed(torch_patches(x, step_ok, self.patch)) + self.pos[: token_ok.shape[1]]
-        for attn, ff in zip(self.attn, self.ff, strict=True):
-            a, _ = attn(h, h, h, key_padding_mask=~token_ok, need_weights=False)
-            h = h + a
-            h = h + ff(h)
-        return self.head(torch_masked_mean(h, token_ok))  # (B, classes)
-
-    def named_grads(self) -> dict[str, np.ndarray]:
-        """Gradients under `SeqModel.named_parameters()` names."""
-        out = {"embed.W": self.embed.weight.grad, "embed.b": self.embed.bias.grad,
-               "pos": self.pos.grad}  # fmt: skip
-        for j, (attn, ff) in enumerate(zip(self.attn, self.ff, strict=True)):
-            E = attn.embed_dim
-            for i, n in enumerate("qkv"):
-                out[f"block{j}.attn.W{n}"] = attn.in_proj_weight.grad[i * E : (i + 1) * E]
-                out[f"block{j}.attn.b{n}"] = attn.in_proj_bias.grad[i * E : (i + 1) * E]
-            out[f"block{j}.attn.Wo"] = attn.out_proj.weight.grad
-            out[f"block{j}.attn.bo"] = attn.out_proj.bias.grad
-            out[f"block{j}.ff.W1"], out[f"block{j}.ff.b1"] = ff[0].weight.grad, ff[0].bias.grad
-            out[f"block{j}.ff.W2"], out[f"block{j}.ff.b2"] = ff[2].weight.grad, ff[2].bias.grad
-        out["head.W"], out["head.b"] = self.head.weight.grad, self.head.bias.grad
-        return {k: v.numpy() for k, v in out.items()}
 
 
 def _maxdiff(a: np.ndarray, b) -> float:
