@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -221,7 +221,3 @@ def evaluate_seq(
         out["int8_accuracy"] = float(np.mean(pred_q == y))
         out["int8_float_agreement"] = float(np.mean(pred_q == pred))
     return out
-
-
-def with_seed(config: TrainConfig, seed: int) -> TrainConfig:
-    return replace(config, seed=seed)

@@ -1,0 +1,278 @@
+"""Host (CPython): the search that chose the `seq-attn` defaults (`tinyattn.seqdefaults`).
+
+Cross-validation on the TRAIN file only — the TEST file is never read here. A candidate is an
+architecture (`SeqAttnConfig`), a training recipe (`TrainConfig`: epochs, lr, weight decay,
+batch size, label smoothing) and an augmentation (`seqtrain.Augment`). Its score is repeated
+stratified k-fold on the TRAIN windows (`data.stratified_kfold`, split seeds 0..repeats-1; the
+model seed is the repeat's): each fold fits its own standardization, trains, calibrates the
+int8 path on its own training windows and predicts its held-out windows. Reported per
+candidate: mean held-out int8 and float accuracy, float log-loss, int8/float argmax agreement,
+MACs, blob bytes and the mean training seconds of a fold.
+
+Ranking: candidates over budget (blob > 32 KiB or > 150k MACs) are dropped; then highest mean
+int8 accuracy, then float accuracy, then lowest log-loss (BasicMotions' 40 windows saturate
+accuracy, and log-loss separates confident from lucky), then fewer MACs. The pick (`choose`):
+among rows tying the best on both accuracies and within 0.01 nats of its log-loss (smaller
+differences are fold noise), the simplest — no augmentation, else the stage's starting point,
+else fewer epochs and MACs. Label smoothing raises log-loss by construction, so log-loss never
+compares two smoothing values: the accuracies do.
+
+The search is staged (coordinate-wise, each stage starting from the previous winner):
+    arch   patch / embed / heads / blocks / ff at a base recipe
+    train  epochs x lr x weight decay x label smoothing (x batch size) for the chosen arch
+    smoothing  label smoothing 0..0.3 for the chosen arch and recipe
+    batch  batch size 8 / 16 / 32
+    aug    time shift / amplitude scaling for the chosen arch and recipe
+    lr     lr 1.5e-3 / 3e-3 x epochs 1x / 2x
+    round2 one change at a time around the pick: time stretch, jitter, scaling, wider FF,
+           more decay, twice the epochs
+`--nested` adds the honest estimate of "tune then train" for the last stage's candidates:
+outer stratified k-fold on TRAIN; in each outer fold the candidates are ranked by inner CV on
+the outer fold's training windows only, the winner is trained on them and scored on the outer
+held-out windows.
+
+    nice -n 10 .venv/bin/python -m tools.tune_seq --dataset basicmotions --stage arch
+    nice -n 10 .venv/bin/python -m tools.tune_seq --dataset japanesevowels --stage train --json
+
+Keep a run within minutes on two shared cores: `--k`, `--repeats` and `--stage` bound it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from tinyattn.blob import blob_bytes
+from tinyattn.data import stratified_kfold
+from tinyattn.losses import softmax
+from tinyattn.quantize import quantize
+from tinyattn.seqdefaults import SeqDefaults, seq_defaults
+from tinyattn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
+from tinyattn.seqtrain import Augment, evaluate_seq, npz_model, train_seq
+from tinyattn.tsdata import TSDataset, load_ts_dataset
+
+MAX_BYTES = 32 * 1024  # issue 11, must-show 3
+MAX_MACS = 150_000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    arch: SeqAttnConfig
+    train: Any  # TrainConfig
+    augment: Augment
+
+    def label(self) -> str:
+        a, t, g = self.arch, self.train, self.augment
+        return (
+            f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim} | "
+            f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} "
+            f"bs{t.batch_size} | shift{g.shift} scale{g.scale:g} stretch{g.stretch:g} "
+            f"noise{g.noise:g}"
+        )
+
+
+def budget(ds: TSDataset, arch: SeqAttnConfig) -> tuple[int, int]:
+    """`(macs, blob bytes)` of `arch` on `ds`'s TRAIN T (shapes only: an untrained model)."""
+    from tinyattn.seqtrain import SeqTrainResult
+
+    T = default_max_steps(ds.lengths, arch.patch)
+    model = build_seq_model(T, ds.n_channels, ds.n_classes, arch)
+    res = SeqTrainResult(model, np.zeros(ds.n_channels), np.ones(ds.n_channels), 0.0)
+    spec = quantize(npz_model(res, ds.class_names), ds.X[:, :T], np.minimum(ds.lengths, T))
+    return macs(model.ops), len(blob_bytes(spec))
+
+
+def cv_score(
+    ds: TSDataset, rows: np.ndarray, cand: Candidate, k: int, repeats: int, int8: bool = True
+) -> dict[str, float]:
+    """Repeated stratified k-fold over `rows` of the TRAIN windows `ds` (see the docstring)."""
+    f_acc, q_acc, agree, loss, secs = [], [], [], [], []
+    for r in range(repeats):
+        cfg = replace(cand.train, seed=r)
+        for tr, te in stratified_kfold(ds.y[rows], k, seed=r):
+            tr, te = rows[tr], rows[te]
+            res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, cand.arch, cfg,
+                            cand.augment)  # fmt: skip
+            ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te],
+                              int8=int8)  # fmt: skip
+            xn, n = res.normalize(ds.X[te], ds.lengths[te])
+            p = softmax(res.model.forward(xn, lengths=n))  # (n_te, classes)
+            loss.append(float(-np.mean(np.log(p[np.arange(len(te)), ds.y[te]] + 1e-12))))
+            f_acc.append(ev["float_accuracy"])
+            if int8:
+                q_acc.append(ev["int8_accuracy"])
+                agree.append(ev["int8_float_agreement"])
+            secs.append(res.seconds)
+    return {
+        "float": float(np.mean(f_acc)),
+        "int8": float(np.mean(q_acc)) if int8 else float("nan"),
+        "agree": float(np.mean(agree)) if int8 else float("nan"),
+        "logloss": float(np.mean(loss)),
+        "seconds": float(np.mean(secs)),
+    }
+
+
+def rank_key(row: dict[str, Any]) -> tuple:
+    return (-row["int8"], -row["float"], row["logloss"], row["macs"])
+
+
+LOGLOSS_TOL = 0.01  # nats: log-loss differences below this are fold noise, not a preference
+
+
+def choose(table: list[dict[str, Any]], start: Candidate) -> dict[str, Any]:
+    """The stage's pick: among rows tying the best on int8 and float accuracy and within
+    `LOGLOSS_TOL` of its log-loss, the simplest — no augmentation first, then the stage's
+    starting point, then the fewest epochs and MACs."""
+    best = table[0]
+    tied = [
+        r for r in table
+        if abs(r["int8"] - best["int8"]) < 1e-9 and abs(r["float"] - best["float"]) < 1e-9
+        and r["logloss"] <= best["logloss"] + LOGLOSS_TOL
+    ]  # fmt: skip
+    return min(tied, key=lambda r: (r["cand"].augment.active, r["cand"] != start,
+                                    r["cand"].train.epochs, r["macs"], r["logloss"]))  # fmt: skip
+
+
+def stage_candidates(name: str, stage: str, base: SeqDefaults) -> list[Candidate]:
+    """The candidates of one stage around `base` (the previous stages' winner)."""
+    a0, t0, g0 = base.arch, base.train, base.augment
+    out: list[Candidate] = []
+    if stage == "arch":
+        patches = (5, 10, 20) if name == "basicmotions" else (1, 2, 3)
+        for P, E, H, L in product(patches, (16, 24, 32), (2, 4), (1, 2)):
+            arch = SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=2 * E)
+            out.append(Candidate(arch, t0, g0))
+    elif stage == "train":
+        epochs = (150, 400) if name == "basicmotions" else (100, 200)  # BM: 2-3 steps an epoch
+        for ep, lr, wd, ls in product(epochs, (3e-3, 1e-2), (0.01, 0.1, 0.5), (0.0, 0.1)):
+            out.append(Candidate(a0, replace(t0, epochs=ep, lr=lr, weight_decay=wd,
+                                             label_smoothing=ls), g0))  # fmt: skip
+    elif stage == "smoothing":
+        for ls in (0.0, 0.05, 0.1, 0.2, 0.3):
+            out.append(Candidate(a0, replace(t0, label_smoothing=ls), g0))
+    elif stage == "batch":
+        for bs in (8, 16, 32):
+            out.append(Candidate(a0, replace(t0, batch_size=bs), g0))
+    elif stage == "aug":
+        shifts = (0, 10, 50) if name == "basicmotions" else (0, 2)
+        for shift, scale in product(shifts, (0.0, 0.1, 0.2)):
+            out.append(Candidate(a0, t0, Augment(shift=shift, scale=scale)))
+    elif stage == "lr":  # lower rates, longer (the train stage's grid stopped at 3e-3)
+        for lr, ep in product((1.5e-3, 3e-3), (t0.epochs, 2 * t0.epochs)):
+            out.append(Candidate(a0, replace(t0, lr=lr, epochs=ep), g0))
+    elif stage == "round2":  # one change at a time around the pick (see seqdefaults)
+        out.append(Candidate(a0, t0, g0))
+        for aug in (dict(stretch=0.1), dict(stretch=0.2), dict(stretch=0.3), dict(noise=0.05),
+                    dict(noise=0.1), dict(scale=0.2)):  # fmt: skip
+            out.append(Candidate(a0, t0, replace(g0, **aug)))
+        out.append(Candidate(replace(a0, ff_dim=2 * a0.ff_dim), t0, g0))
+        out.append(Candidate(a0, replace(t0, weight_decay=0.3), g0))
+        out.append(Candidate(a0, replace(t0, epochs=2 * t0.epochs), g0))
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+    return out
+
+
+def run_stage(
+    ds: TSDataset, cands: list[Candidate], k: int, repeats: int, log=print
+) -> list[dict[str, Any]]:
+    rows_all = np.arange(len(ds.y))
+    table = []
+    budgets: dict[SeqAttnConfig, tuple[int, int]] = {}
+    for i, cand in enumerate(cands):
+        if cand.arch not in budgets:
+            budgets[cand.arch] = budget(ds, cand.arch)
+        m, nbytes = budgets[cand.arch]
+        row: dict[str, Any] = {"candidate": cand.label(), "macs": m, "bytes": nbytes}
+        if m > MAX_MACS or nbytes > MAX_BYTES:
+            row["skipped"] = "over budget"
+            log(f"[{i + 1}/{len(cands)}] {cand.label()}: over budget ({m} MACs, {nbytes} B)")
+            continue
+        t0 = time.perf_counter()
+        row |= cv_score(ds, rows_all, cand, k, repeats)
+        row["cand"] = cand
+        table.append(row)
+        log(
+            f"[{i + 1}/{len(cands)}] {cand.label()}: int8 {row['int8']:.4f} float "
+            f"{row['float']:.4f} logloss {row['logloss']:.4f} agree {row['agree']:.4f} "
+            f"{m} MACs {nbytes} B ({time.perf_counter() - t0:.0f} s)"
+        )
+        sys.stdout.flush()
+    table.sort(key=rank_key)
+    return table
+
+
+def nested(
+    ds: TSDataset, cands: list[Candidate], k_out: int, k_in: int, repeats_in: int, log=print
+) -> dict[str, Any]:
+    """Outer k-fold estimate of "rank `cands` by inner CV, train the winner" (TRAIN only)."""
+    f_acc, q_acc, chosen = [], [], []
+    for f, (tr, te) in enumerate(stratified_kfold(ds.y, k_out, seed=100)):
+        inner = [(cv_score(ds, tr, c, k_in, repeats_in), c) for c in cands]
+        inner = [dict(s, macs=0, cand=c) for s, c in inner]
+        best = choose(sorted(inner, key=rank_key), cands[0])["cand"]
+        res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, best.arch,
+                        replace(best.train, seed=0), best.augment)  # fmt: skip
+        ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
+        f_acc.append(ev["float_accuracy"])
+        q_acc.append(ev["int8_accuracy"])
+        chosen.append(best.label())
+        log(f"outer fold {f}: chose {best.label()}; held-out int8 {ev['int8_accuracy']:.4f} "
+            f"float {ev['float_accuracy']:.4f}")  # fmt: skip
+    return {"float": float(np.mean(f_acc)), "int8": float(np.mean(q_acc)), "chosen": chosen}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="CV search of the seq-attn defaults (TRAIN only)")
+    parser.add_argument("--dataset", choices=("basicmotions", "japanesevowels"), required=True)
+    stages = ("arch", "train", "smoothing", "batch", "aug", "round2", "lr", "final")
+    parser.add_argument("--stage", choices=stages, default="final",
+                        help="final: score the chosen defaults only")  # fmt: skip
+    parser.add_argument("--k", type=int, default=5, help="folds (default 5)")
+    parser.add_argument("--repeats", type=int, default=2, help="repeated k-fold (default 2)")
+    parser.add_argument("--base", choices=("defaults", "placeholder"), default="defaults",
+                        help="stage start: the chosen defaults or the placeholders")  # fmt: skip
+    parser.add_argument("--nested", action="store_true", help="outer k-fold estimate too")
+    parser.add_argument("--top", type=int, default=10, help="rows of the ranked table")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+
+    ds = load_ts_dataset(args.dataset, "train")  # TRAIN only, never TEST
+    base = seq_defaults(args.dataset) if args.base == "defaults" else SeqDefaults.placeholder()
+    cands = (
+        [Candidate(base.arch, base.train, base.augment)]
+        if args.stage == "final"
+        else stage_candidates(args.dataset, args.stage, base)
+    )
+    print(f"{args.dataset} TRAIN ({len(ds.y)} windows), stage {args.stage}: {len(cands)} "
+          f"candidates, {args.repeats} x {args.k}-fold")  # fmt: skip
+    table = run_stage(ds, cands, args.k, args.repeats)
+    print(f"\nranked (int8, float, log-loss, MACs), top {args.top}:")
+    for row in table[: args.top]:
+        print(f"  int8 {row['int8']:.4f} float {row['float']:.4f} logloss {row['logloss']:.4f} "
+              f"{row['macs']:>6} MACs {row['bytes']:>6} B  {row['candidate']}")  # fmt: skip
+    rows = [{key: v for key, v in r.items() if key != "cand"} for r in table]
+    start = Candidate(base.arch, base.train, base.augment)
+    pick = choose(table, start)
+    print(f"chosen: {pick['candidate']}")
+    out: dict[str, Any] = {"dataset": args.dataset, "stage": args.stage, "k": args.k,
+                           "repeats": args.repeats, "chosen": pick["candidate"],
+                           "table": rows}  # fmt: skip
+    if args.nested:
+        out["nested"] = nested(ds, cands, args.k, args.k, 1)
+        print(f"nested estimate: int8 {out['nested']['int8']:.4f} float "
+              f"{out['nested']['float']:.4f}")  # fmt: skip
+    if args.json:
+        print(json.dumps(out, indent=1, default=lambda o: asdict(o)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
