@@ -26,6 +26,9 @@ The search is staged (coordinate-wise, each stage starting from the previous win
     lr     lr 1.5e-3 / 3e-3 x epochs 1x / 2x
     round2 one change at a time around the pick: time stretch, jitter, scaling, wider FF,
            more decay, twice the epochs
+A stage starts from `--base` (default: today's `seqdefaults`), so re-running an early stage
+now scores its candidates with the final recipe, not the one it ran with when the defaults were
+chosen (host/seqdefaults.py gives each stage's starting point and figures).
 `--nested` adds the honest estimate of "tune then train" for the last stage's candidates:
 outer stratified k-fold on TRAIN; in each outer fold the candidates are ranked by inner CV on
 the outer fold's training windows only, the winner is trained on them and scored on the outer
