@@ -10,9 +10,18 @@ runs are compared (they agree to rounding).
 The PyTorch twin uses `torch.nn.Linear` and `torch.nn.MultiheadAttention(batch_first=True)`,
 with our `Wqkv` as its `in_proj_weight` and `Wo` as `out_proj.weight`.
 
-    .venv/bin/python -m tools.bench_train [--epochs N] [--batch-size B] [--repeats R]
+`bench_train_seq()` does the same for the BasicMotions `seq-attn` model (issue 11, must-show 7;
+target NumPy <= 1x PyTorch): its defaults (`tinyattn.seqdefaults`: architecture, epochs, batch
+size, AdamW, cosine rate, label smoothing, augmentation) on the 40 standardized TRAIN windows,
+ours `seqtrain.fit_seq` against the twin `tools.torch_twins.SeqAttnTorch` in the same loop
+(minibatch order and augmented batches drawn by the same NumPy generator, outside neither
+side's timing: both loops include them), float64 on both sides.
 
-`tinyattn bench --train` calls `bench_train()` and prints the same table.
+    .venv/bin/python -m tools.bench_train [--epochs N] [--batch-size B] [--repeats R]
+    .venv/bin/python -m tools.bench_train --seq    # the BasicMotions seq-attn model too
+
+`tinyattn bench --train` calls `bench_train()` and prints the same table; `bench_train_seq()`
+gives the seq row in the same format.
 """
 
 from __future__ import annotations
@@ -175,7 +184,128 @@ def bench_train(
     return result
 
 
-def format_table(r: dict[str, Any]) -> str:
+def _fit_torch_seq(twin, x: np.ndarray, lengths: np.ndarray, y: np.ndarray, config, augment):
+    """`seqtrain.fit_seq` in PyTorch: the same minibatches, augmentation draws (NumPy, same
+    generator), AdamW groups (no decay on biases and the positional embedding) and rates."""
+    import torch
+
+    from tinyattn.seqtrain import augment_batch
+
+    decay = [p for n, p in twin.named_parameters() if p.ndim == 2 and n != "pos"]
+    no_decay = [p for n, p in twin.named_parameters() if p.ndim != 2 or n == "pos"]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )  # fmt: skip
+    rng = np.random.default_rng([config.seed, 1])
+    N, bs = len(x), config.batch_size
+    total_steps = config.epochs * -(-N // bs)
+    yt = torch.from_numpy(y)
+    aug = augment if augment is not None and augment.active else None
+    step = 0
+    twin.train()
+    for _ in range(config.epochs):
+        order = rng.permutation(N)
+        for start in range(0, N, bs):
+            idx = order[start : start + bs]
+            xb, nb = x[idx], lengths[idx]
+            if aug is not None:
+                xb, nb = augment_batch(xb, nb, aug, rng)
+            logits = twin(torch.from_numpy(xb), torch.from_numpy(nb))
+            loss = torch.nn.functional.cross_entropy(
+                logits, yt[idx], label_smoothing=config.label_smoothing
+            )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            lr = learning_rate(config, step, total_steps)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            opt.step()
+            step += 1
+
+
+def bench_train_seq(
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    repeats: int = 3,
+    torch_threads: int | None = 1,
+    dataset: str = "basicmotions",
+) -> dict[str, Any]:
+    """`bench_train` for the `seq-attn` model of `dataset` with its defaults (same fields)."""
+    from tinyattn.seqdefaults import seq_defaults
+    from tinyattn.seqmodel import build_seq_model, default_max_steps
+    from tinyattn.seqtrain import fit_seq
+    from tinyattn.tsdata import fit_channel_standardizer, load_ts_dataset, standardize_windows
+
+    d = seq_defaults(dataset)
+    config = replace(
+        d.train,
+        epochs=d.train.epochs if epochs is None else epochs,
+        batch_size=d.train.batch_size if batch_size is None else batch_size,
+    )
+    ds = load_ts_dataset(dataset, "train")
+    T = default_max_steps(ds.lengths, d.arch.patch)
+    n = np.minimum(ds.lengths, T)
+    mean, std = fit_channel_standardizer(ds.X, ds.lengths)
+    x = standardize_windows(ds.X[:, :T], n, mean, std)  # (N, T, C)
+    y = ds.y
+
+    def build():
+        return build_seq_model(T, ds.n_channels, ds.n_classes, d.arch, seed=config.seed)
+
+    result: dict[str, Any] = {
+        "model": f"seq-attn {dataset}", "epochs": config.epochs,
+        "batch_size": config.batch_size, "steps": config.epochs * -(-len(y) // config.batch_size),
+        "repeats": repeats, "optimizer": "AdamW", "dtype": "float64",
+        "numpy_version": np.__version__,
+    }  # fmt: skip
+    ours_s = []
+    for _ in range(repeats):
+        model = build()
+        t0 = time.perf_counter()
+        fit_seq(model, x, n, y, config, d.augment)
+        ours_s.append(time.perf_counter() - t0)
+    result["numpy_seconds"] = statistics.median(ours_s)
+    result["numpy_train_accuracy"] = float(np.mean(model.predict(x, n) == y))
+    ours = {k: v.copy() for k, (v, _) in model.named_parameters().items()}
+
+    try:
+        import torch
+
+        from tools.torch_twins import SeqAttnTorch
+    except ImportError:
+        result.update(torch_seconds=None, ratio=None, torch_version=None,
+                      note="PyTorch not installed; run 'make install-oracle'")  # fmt: skip
+        return result
+    torch_s, threads_before = [], torch.get_num_threads()
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    try:
+        for _ in range(repeats):
+            twin = SeqAttnTorch(build())
+            t0 = time.perf_counter()
+            _fit_torch_seq(twin, x, n, y, config, d.augment)
+            torch_s.append(time.perf_counter() - t0)
+        threads_used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads_before)
+    twin.eval()
+    with torch.no_grad():
+        torch_pred = twin(torch.from_numpy(x), torch.from_numpy(n)).argmax(dim=1).numpy()
+    theirs = twin.named_tensors()
+    result.update(
+        torch_seconds=statistics.median(torch_s),
+        torch_version=torch.__version__,
+        torch_threads=threads_used,
+        torch_train_accuracy=float(np.mean(torch_pred == y)),
+        max_param_diff=max(float(np.abs(ours[k] - theirs[k]).max()) for k in ours),
+    )
+    result["ratio"] = result["numpy_seconds"] / result["torch_seconds"]
+    return result
+
+
+def format_table(r: dict[str, Any], target: float = 0.5) -> str:
     """A small text table of a `bench_train` result."""
     head = (
         f"train {r['model']}: {r['epochs']} epochs, batch {r['batch_size']}, {r['steps']} "
@@ -195,7 +325,7 @@ def format_table(r: dict[str, Any]) -> str:
         f"{1e3 * r['torch_seconds'] / r['steps']:9.3f}{r['torch_train_accuracy']:11.3f}"
     )
     lines.append(
-        f"ratio NumPy/PyTorch = {r['ratio']:.2f} (target <= 0.5); "
+        f"ratio NumPy/PyTorch = {r['ratio']:.2f} (target <= {target:g}); "
         f"final weights differ by at most {r['max_param_diff']:.1e}"
     )
     return "\n".join(lines)
@@ -209,9 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--torch-threads", type=int, default=1, help="PyTorch threads (1, its fastest; 0 = own)"
     )
+    parser.add_argument(
+        "--seq", action="store_true", help="also the BasicMotions seq-attn model (its defaults)"
+    )
     args = parser.parse_args(argv)
     threads = args.torch_threads or None
     print(format_table(bench_train(args.epochs, args.batch_size, args.repeats, threads)))
+    if args.seq:
+        r = bench_train_seq(args.epochs, args.batch_size, args.repeats, threads)
+        print()
+        print(format_table(r, target=1.0))
     return 0
 
 
