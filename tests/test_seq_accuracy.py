@@ -1,0 +1,56 @@
+# Host (CPython): the issue-11 accuracy gates on the archive's official TEST splits.
+"""Trained with the defaults (`tinyattn.seqdefaults`, seed 0, as `tinyattn train` and export
+build them), the int8 path calibrated on TRAIN and run by the integer reference:
+
+- BasicMotions: 40/40 TEST windows in float and in int8 (must-show 1);
+- JapaneseVowels: int8 TEST accuracy >= 0.985, float within 0.005 of it (must-show 2);
+- both within the budgets: blob <= 32 KiB, <= 150k MACs an inference (must-show 3).
+The figures over several seeds, and the peers', are `python -m tools.bench_seq --seeds 5`.
+The JapaneseVowels gate is a strict xfail while the defaults miss it (seed 0: 0.984): it turns
+into a failure (XPASS) the day they reach it, so the marker cannot outlive the shortfall.
+Each test trains one model: ~0.3 s (BasicMotions) and ~2 s (JapaneseVowels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyattn.blob import blob_bytes
+from tinyattn.quantize import quantize
+from tinyattn.seqdefaults import seq_defaults
+from tinyattn.seqmodel import macs
+from tinyattn.seqtrain import evaluate_seq, npz_model, train_seq
+from tinyattn.tsdata import load_ts_dataset
+
+pytestmark = [pytest.mark.host, pytest.mark.slow]
+
+
+def _train_and_score(name: str):
+    train, test = load_ts_dataset(name, "train"), load_ts_dataset(name, "test")
+    d = seq_defaults(name)
+    res = train_seq(train.X, train.lengths, train.y, train.n_classes, d.arch, d.train, d.augment)
+    ev = evaluate_seq(res, train.X, train.lengths, test.X, test.lengths, test.y)
+    T = res.max_steps
+    spec = quantize(npz_model(res, train.class_names), train.X[:, :T],
+                    np.minimum(train.lengths, T))  # fmt: skip
+    return res, ev, len(blob_bytes(spec))
+
+
+def test_seq_accuracy_basicmotions_40_of_40_float_and_int8():
+    res, ev, nbytes = _train_and_score("basicmotions")
+    assert ev["float_accuracy"] == 1.0, ev
+    assert ev["int8_accuracy"] == 1.0, ev
+    assert nbytes <= 32 * 1024 and macs(res.model.ops) <= 150_000
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 11 gate not met yet: JapaneseVowels int8 0.984 at seed 0 (364/370, needs 365), "
+    "mean 0.980 over seeds 0-4; see host/seqdefaults.py",
+)
+def test_seq_accuracy_japanesevowels_int8_at_least_0985_float_within_0005():
+    res, ev, nbytes = _train_and_score("japanesevowels")
+    assert ev["int8_accuracy"] >= 0.985, ev
+    assert abs(ev["float_accuracy"] - ev["int8_accuracy"]) <= 0.005, ev
+    assert nbytes <= 32 * 1024 and macs(res.model.ops) <= 150_000
