@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.data import fit_standardizer, load_dataset, standardize, stratified_split
+from tinyattn.data import load_dataset, standardize, stratified_split
 from tinyattn.model import Sequential, build_model
-from tinyattn.train import TrainConfig, fit, learning_rate
+from tinyattn.train import TrainConfig, fit, fit_scaling, learning_rate
 
 
 def _torch_twin(model: Sequential):
@@ -102,7 +102,9 @@ def _fit_torch(twin, X: np.ndarray, y: np.ndarray, config: TrainConfig) -> None:
         order = torch.from_numpy(rng.permutation(N))
         for start in range(0, N, bs):
             idx = order[start : start + bs]
-            loss = torch.nn.functional.cross_entropy(twin(Xt[idx]), yt[idx])
+            loss = torch.nn.functional.cross_entropy(
+                twin(Xt[idx]), yt[idx], label_smoothing=config.label_smoothing
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             lr = learning_rate(config, step, total_steps)
@@ -133,7 +135,7 @@ def bench_train(
     )
     data = load_dataset("iris")
     train_idx, _ = stratified_split(data.y, config.test_fraction, config.seed)
-    mean, std = fit_standardizer(data.X[train_idx])
+    mean, std = fit_scaling(data.X[train_idx], config.scaling)  # as `tinyattn train`
     X, y = standardize(data.X[train_idx], mean, std), data.y[train_idx]
     result: dict[str, Any] = {
         "model": config.model, "epochs": config.epochs, "batch_size": config.batch_size,
