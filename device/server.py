@@ -7,6 +7,7 @@ bad request gets `{"ok": false, "error": "..."}` and the loop goes on. Only `exi
 returns to the REPL. The protocol is specified in docs/protocol.md.
 """
 
+import array
 import gc
 import json
 import sys
@@ -64,19 +65,46 @@ def _platform():
 
 
 def _features(model, value):
-    """Validate one feature vector: a list of n_features finite numbers (bool is not a number)."""
-    if not isinstance(value, list):
-        raise RequestError("features must be a list of %d numbers" % model.n_features)
-    if len(value) != model.n_features:
-        raise RequestError(
-            "features: expected %d numbers, got %d" % (model.n_features, len(value))
-        )
+    """Validate one input: a list of n_features finite numbers (bool is not a number); for a
+    sequence model a window of n steps, n*C numbers row-major [n, C] with 1 <= n <= T."""
+    if getattr(model, "seq", False):
+        C, T = model.n_features, model.steps
+        if not isinstance(value, list):
+            raise RequestError("features must be a list of n*%d numbers (a window)" % C)
+        if len(value) % C or not 1 <= len(value) // C <= T:
+            raise RequestError(
+                "features: a window is n*%d numbers with 1 <= n <= %d steps, got %d numbers"
+                % (C, T, len(value))
+            )
+    else:
+        if not isinstance(value, list):
+            raise RequestError("features must be a list of %d numbers" % model.n_features)
+        if len(value) != model.n_features:
+            raise RequestError(
+                "features: expected %d numbers, got %d" % (model.n_features, len(value))
+            )
     for f in value:
         if isinstance(f, bool) or not isinstance(f, (int, float)):
             raise RequestError("features must be numbers, got %s" % type(f).__name__)
         if not (f == f) or f > _BIG or f < -_BIG:
             raise RequestError("features must be finite numbers (got NaN, inf or > 1e30)")
     return value
+
+
+def _steps(model, features):
+    """Steps n of a validated input: len // C for a sequence model, None (run_int8's default)
+    for any other."""
+    return len(features) // model.n_features if getattr(model, "seq", False) else None
+
+
+def _xq_buffer(model, state=None):
+    """The int8 input buffer of quantize/run_int8 (the model's input_len), allocated once."""
+    state = _state if state is None else state
+    n = getattr(model, "input_len", model.n_features)
+    xq = state["xq"]
+    if xq is None or len(xq) != n:
+        xq = state["xq"] = array.array("b", bytes(n))
+    return xq
 
 
 def _path(req):
@@ -88,7 +116,7 @@ def _path(req):
     return path
 
 
-_state = {"model": None, "out": None, "blob": None}
+_state = {"model": None, "out": None, "blob": None, "xq": None, "f32": None}
 
 
 def _blob_identity(path):
@@ -117,14 +145,15 @@ def _runtime_kind():
 
 
 def _infer_one(model, features, path):
-    """-> (pred, xq list or None, int8 logits list or None, float logits list or None)."""
+    """-> (pred, xq list or None, int8 logits list or None, float logits list or None).
+    A window's xq is its n*C valid values (the rest of the buffer is padding)."""
     xq = logits_q = logits_f = None
     pred = -1
     if path != "float":
-        q = model.quantize(features)
+        q = model.quantize(features, _xq_buffer(model))
         out = _state["out"]
-        pred = model.run_int8(q, out)
-        xq = list(q)
+        pred = model.run_int8(q, out, _steps(model, features))
+        xq = [q[i] for i in range(len(features))]
         logits_q = list(out)
     if path != "int8":
         logits_f = list(model.logits(features, path="float"))
@@ -157,6 +186,9 @@ def _op_info(model, req):
         "runtime": _runtime_kind(),
         "kernels": getattr(model, "kernels", None),
         "float_kernels": getattr(model, "float_kernels", None),
+        "seq": getattr(model, "seq", False),
+        "steps": getattr(model, "steps", 1),
+        "patch": getattr(model, "patch", 1),
     }
     info.update(_state["blob"] or {})
     info.update(_platform())
@@ -176,7 +208,8 @@ def _op_infer(model, req):
 
 def _op_batch(model, req):
     if req.get("enc") == "b64":  # imported on first use: not resident while the model loads
-        return __import__("server_b64").batch(model, req, _state, _path, RequestError)
+        return __import__("server_b64").batch(model, req, _state, _path, _xq_buffer,
+                                              RequestError)  # fmt: skip
     if req.get("enc", "json") != "json":
         raise RequestError("enc must be 'json' or 'b64'")
     samples = req.get("samples")
@@ -213,7 +246,12 @@ def _op_bench(model, req):
     if path not in ("int8", "float"):
         raise RequestError("bench path must be 'int8' or 'float'")
     features = req.get("features")
-    features = _features(model, features) if features is not None else [0.0] * model.n_features
+    if features is not None:
+        features = _features(model, features)
+    elif getattr(model, "seq", False):  # a full window of T steps, zeros (no boxed floats)
+        features = array.array("f", bytes(4 * model.steps * model.n_features))
+    else:
+        features = [0.0] * model.n_features
     return _bench(model, features, path, n)
 
 
@@ -222,9 +260,10 @@ def _bench(model, features, path, n):
     it (allocations counted whether or not the GC frees them), else from gc.mem_alloc() with
     the GC off for the int8 path (which allocates nothing, so the heap cannot fill)."""
     out = _state["out"]
-    xq = model.quantize(features)
+    steps = _steps(model, features)
     if path == "int8":
-        model.run_int8(xq, out)
+        xq = model.quantize(features, _xq_buffer(model))
+        model.run_int8(xq, out, steps)
     else:
         model.logits(features, path="float")
     mem_total = getattr(micropython, "mem_total", None) if micropython else None
@@ -236,7 +275,7 @@ def _bench(model, features, path, n):
     t0 = ticks_us()
     if path == "int8":
         for _ in range(n):
-            model.run_int8(xq, out)
+            model.run_int8(xq, out, steps)
     else:
         for _ in range(n):
             model.logits(features, path="float")
@@ -255,19 +294,34 @@ _OPS = {"info": _op_info, "infer": _op_infer, "batch": _op_batch, "bench": _op_b
 _CRC_TAG = ',"crc":'
 
 
+def _covered(line, at):
+    """The bytes of line[:at], without a copy where the port allows (MicroPython: a str has
+    the buffer protocol; for an ASCII line char and byte offsets agree)."""
+    try:
+        view = memoryview(line)
+    except TypeError:  # CPython
+        return line[:at].encode()
+    return view[:at] if len(view) == len(line) else line[:at].encode()
+
+
 def unframe(line):
-    """Check and strip the optional integrity field: `{...,"crc":N}` where N is the CRC-32 of
-    the line up to (not including) `,"crc":`. A corrupted request is refused, not computed."""
+    """Check the optional integrity field: `{...,"crc":N}` where N is the CRC-32 of the line
+    up to (not including) `,"crc":`. A corrupted request is refused, not computed. Returns
+    whether the line carries the field: it is then the object's last member, which
+    handle_line drops after parsing (the line is parsed as it came: a 3 KB window's line is
+    not copied again)."""
     at = line.rfind(_CRC_TAG)
     if at < 0 or not line.endswith("}"):
-        return line
+        return False
     try:
         want = int(line[at + len(_CRC_TAG) : -1])
     except ValueError:
         raise RequestError("bad crc field") from None
-    if crc32(line[:at].encode()) != want:
+    if crc32(_covered(line, at)) != want:
         raise RequestError("crc mismatch: request corrupted on the link, resend it")
-    return line[:at] + "}"
+    if line.find('"crc"', 0, at) >= 0:  # another crc key before the field
+        raise RequestError("bad crc field")
+    return True
 
 
 _OOM_LINE = "\x01"  # marker: the request line could not be decoded for lack of heap
@@ -317,7 +371,7 @@ class LineReader:
     def _decode(self, n):
         buf = self._buf
         try:
-            return buf[:n].decode()
+            return str(memoryview(buf)[:n], "utf-8")  # one copy, the str
         except UnicodeError:
             pass
         # Bytes damaged on the link: keep the line (and so its id) with "?" for every non-ASCII
@@ -375,15 +429,17 @@ def handle_line(model, line):
             rid = _salvage_id(line[1:])
             raise RequestError("out of memory reading the request; send smaller batches")
         rid = _salvage_id(line)
-        line = unframe(line)
+        framed = unframe(line)
         try:
             req = json.loads(line)
         except (ValueError, TypeError):  # MicroPython raises ValueError for bad JSON
             raise RequestError("request is not valid JSON") from None
         if not isinstance(req, dict):
             raise RequestError("request must be a JSON object")
-        if "crc" in req:  # a CRC field unframe did not see: its ',' or ':' lost on the link
-            raise RequestError("bad crc field")  # (MicroPython's json parses on without them)
+        if "crc" in req:
+            if not framed:  # a CRC field unframe did not see: its ',' or ':' lost on the link
+                raise RequestError("bad crc field")  # (MicroPython's json parses on without)
+            del req["crc"]
         rid = req.get("id")
         if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
             rid = None
@@ -415,7 +471,10 @@ def run(model_path="model.bin", stdin=None, stdout=None):
     None: a training session (server_train.run: train_* ops, no inference model loaded)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
-    _state["model"] = None  # free a previous run's model before loading
+    _state["model"] = None  # free a previous run's model (and its buffers) before loading
+    _state["xq"] = _state["f32"] = None
+    if micropython is not None:  # and the compact batches' code (imported again on use)
+        sys.modules.pop("server_b64", None)
     gc.collect()
     if model_path is None:
         return __import__("server_train").run(stdin, stdout)

@@ -1,6 +1,11 @@
 # Device (MicroPython; also runs under CPython): compact batches of the tinyattn server.
 """`batch` with `enc: "b64"` (docs/protocol.md, Compact batches), imported by server.py on the
 first such request: its bytecode is not resident while the model loads (the heap's peak).
+
+A sequence model's sample is a window of n <= T steps of C channels (device/attention.py): the
+request gives `lengths` (n per window) and one payload of sum(n)*C values, window after window.
+Windows are read in place, as memoryview slices of one array('f') allocated on first use and
+reused: no lists of boxed floats (a 600-value window's exhausted a 100 KiB heap).
 """
 
 import array
@@ -8,6 +13,7 @@ from binascii import a2b_base64, b2a_base64
 
 MAX_BATCH_B64 = 64  # as server.MAX_BATCH_B64
 _BIG = 1e30  # as server._BIG
+_F32_BYTES = 3072  # the reused float32 array: a request line (4096 base64 chars) holds less
 
 
 def _b64(data, what, RequestError):
@@ -24,77 +30,127 @@ def _text(arr):
     return b2a_base64(arr).decode().rstrip()
 
 
-def batch(model, req, state, get_path, RequestError):
+def _lengths(req, n, model, RequestError):
+    """The windows' steps: `lengths` (n integers 1..T) for a sequence model, every window T
+    steps when absent; None for any other model, which takes no lengths."""
+    lengths = req.get("lengths")
+    if not getattr(model, "seq", False):
+        if lengths is not None:
+            raise RequestError("lengths is for sequence models; this model takes samples")
+        return None
+    T = model.steps
+    if lengths is None:
+        return [T] * n
+    if not isinstance(lengths, list) or len(lengths) != n:
+        raise RequestError("lengths must be a list of n = %d step counts" % n)
+    for v in lengths:
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= T:
+            raise RequestError("lengths: each window has 1 to %d steps, got %r" % (T, v))
+    return lengths
+
+
+def _f32_array(state, raw):
+    """`raw` float32 bytes copied into one array('f') allocated on first use and reused (a
+    window decoded into per-sample lists of boxed floats exhausted a 100 KiB heap). The copy
+    goes through a bytes view of the array: uctypes on MicroPython, memoryview.cast on
+    CPython; a port with neither gets a fresh array per request."""
+    buf = state.get("f32")
+    if buf is None:
+        arr = array.array("f", bytes(_F32_BYTES))
+        try:
+            import uctypes
+
+            view = uctypes.bytearray_at(uctypes.addressof(arr), _F32_BYTES)
+        except ImportError:
+            try:
+                view = memoryview(arr).cast("B")
+            except (AttributeError, TypeError):
+                view = None
+        state["f32"] = buf = (arr, view)
+    arr, view = buf
+    if view is None or len(raw) > _F32_BYTES:
+        return array.array("f", raw)
+    view[0 : len(raw)] = raw
+    return arr
+
+
+def batch(model, req, state, get_path, xq_buffer, RequestError):
     """A batch as little-endian arrays in base64 (docs/protocol.md, Compact batches): `n`
     samples of `n_features` values each, as float32 raw features (`f32`) or as int8 model
-    input (`xq`, int8 path only). The reply carries `pred` as a JSON list and `xq` (int8),
-    `logits_q` (int32), `logits` (float32) as base64 arrays, row-major [n, …]. Decoding
-    allocates; the int8 kernel (`run_int8`) still does not."""
+    input (`xq`, int8 path only). A sequence model's samples are windows: `lengths` gives
+    each one's steps n_k (default T), the payload holds sum(n_k)*C values, window after
+    window. The reply carries `pred` as a JSON list and `xq` (int8, each window's n_k*C
+    values), `logits_q` (int32), `logits` (float32) as base64 arrays, row-major. Decoding
+    allocates the request's bytes; windows are read in place (memoryview slices of one reused
+    array('f')), and the int8 kernel (`run_int8`) allocates nothing."""
     n = req.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BATCH_B64:
         raise RequestError("n must be an integer from 1 to %d" % MAX_BATCH_B64)
     path = get_path(req)
-    nf = model.n_features
+    C = model.n_features
+    lengths = _lengths(req, n, model, RequestError)
+    total = C * (sum(lengths) if lengths is not None else n)  # values in the payload
     f32 = req.get("f32")
     given_xq = req.get("xq")
     if (f32 is None) == (given_xq is None):
         raise RequestError("a b64 batch carries exactly one of 'f32' and 'xq'")
+    what = "n %d x %d" % (n, C) if lengths is None else "%d steps x %d" % (total // C, C)
     if f32 is not None:
         raw = _b64(f32, "f32", RequestError)
-        if len(raw) != 4 * n * nf:
+        if len(raw) != 4 * total:
             raise RequestError(
-                "f32: expected %d bytes (n %d x %d float32), got %d"
-                % (4 * n * nf, n, nf, len(raw))
+                "f32: expected %d bytes (%s float32), got %d" % (4 * total, what, len(raw))
             )
-        x = array.array("f", raw)
+        x = _f32_array(state, raw)
         raw = None
-        for f in x:  # validate all first: a batch is answered whole or not at all
+        for i in range(total):  # validate all first: a batch is answered whole or not at all
+            f = x[i]
             if not (f == f) or f > _BIG or f < -_BIG:
                 raise RequestError("features must be finite numbers (got NaN, inf or > 1e30)")
+        mv = memoryview(x)
     else:
         if path != "int8":
             raise RequestError("an 'xq' batch runs the int8 path only: send path 'int8'")
         x = array.array("b", _b64(given_xq, "xq", RequestError))
-        if len(x) != n * nf:
-            raise RequestError(
-                "xq: expected %d int8 (n %d x %d), got %d" % (n * nf, n, nf, len(x))
-            )
+        if len(x) != total:
+            raise RequestError("xq: expected %d int8 (%s), got %d" % (total, what, len(x)))
     nc = model.n_classes
     out = state["out"]
     preds = []
     xq_all = lq_all = lf_all = None
     if path != "float":
-        xq_all = array.array("b", bytes(n * nf))
+        xq_all = array.array("b", bytes(total))
         lq_all = array.array("i", bytes(4 * n * nc))
-        xq = model.quantize([0.0] * nf) if f32 is not None else array.array("b", bytes(nf))
+        xq = xq_buffer(model, state)
     if path != "int8":
         lf_all = array.array("f", bytes(4 * n * nc))
-        lf = [0.0] * nc
-    feats = [0.0] * nf
+        lf = array.array("f", bytes(4 * nc))
+    base = 0
     for k in range(n):
-        base = k * nf
-        if f32 is not None:
-            for i in range(nf):
-                feats[i] = x[base + i]
+        steps = lengths[k] if lengths is not None else None
+        nf = C * steps if lengths is not None else C
+        window = mv[base : base + nf] if f32 is not None else None
         pred = -1
         if path != "float":
             if f32 is not None:
-                model.quantize(feats, xq)
+                model.quantize(window, xq)
             else:
                 for i in range(nf):
                     xq[i] = x[base + i]
-            pred = model.run_int8(xq, out)
+            pred = model.run_int8(xq, out, steps)
             for i in range(nf):
                 xq_all[base + i] = xq[i]
             for c in range(nc):
                 lq_all[k * nc + c] = out[c]
         if path != "int8":
-            best = model.run_float(feats, lf)
+            best = model.run_float(window, lf)
             if path == "float":
                 pred = best
             for c in range(nc):
                 lf_all[k * nc + c] = lf[c]
+        window = None
         preds.append(pred)
+        base += nf
     rep = {"n": n, "enc": "b64", "pred": preds}
     if xq_all is not None:
         rep["xq"] = _text(xq_all)
