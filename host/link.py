@@ -452,10 +452,13 @@ def as_sent(X: Any) -> Any:
     return np.asarray(X, dtype=np.float32).astype(np.float64)
 
 
-def decode_b64_reply(rep: dict[str, Any], n: int) -> dict[str, Any]:
+def decode_b64_reply(
+    rep: dict[str, Any], n: int, xq_widths: list[int] | None = None
+) -> dict[str, Any]:
     """A base64 batch reply with its arrays as lists of n per-sample lists, as a JSON batch
     reply has them. A field that is not valid base64 or does not split into n rows becomes
-    None (the caller's per-sample count check then refuses the reply)."""
+    None (the caller's per-sample count check then refuses the reply). `xq_widths`: a
+    sequence model's windows, whose `xq` rows are their n_k·C values (split by these)."""
     import base64
     import binascii
 
@@ -472,6 +475,14 @@ def decode_b64_reply(rep: dict[str, Any], n: int) -> dict[str, Any]:
             out[key] = None
             continue
         size = np.dtype(dtype).itemsize
+        if key == "xq" and xq_widths is not None:
+            if len(xq_widths) != n or len(raw) != size * sum(xq_widths):
+                out[key] = None
+                continue
+            flat = np.frombuffer(raw, dtype=dtype).astype(np.int64)
+            ends = np.cumsum(xq_widths)
+            out[key] = [flat[e - w : e].tolist() for e, w in zip(ends, xq_widths, strict=True)]
+            continue
         if n <= 0 or not raw or len(raw) % (size * n):
             out[key] = None
             continue

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +48,60 @@ MAX_BENCH = 10000  # the server's limit on bench iterations (docs/protocol.md)
 ENCODINGS = ("b64", "json")  # batch payloads: base64 float32 arrays (default), JSON numbers
 
 
+@dataclass(frozen=True)
+class Windows:
+    """A sequence model's samples: windows `X [N, T', C]` (zero past `lengths`), `lengths [N]`
+    valid steps, labels `y [N]`; what `load_samples` gives for a seq-attn model."""
+
+    name: str
+    X: np.ndarray  # (N, T', C) float64
+    lengths: np.ndarray  # (N,) int64
+    y: np.ndarray  # (N,) int64
+    class_names: list[str]
+
+    @property
+    def feature_names(self) -> list[str]:  # one name a channel
+        return [f"channel {c}" for c in range(self.X.shape[2])]
+
+
+def load_windows(meta: dict) -> Windows:
+    """The TEST windows of a seq model's data (`model.ts_data_meta`): the vendored dataset's
+    TEST split, or the `ts_test` file (`ts_train` when the model was trained without one)."""
+    from .tsdata import load_ts, load_ts_dataset
+
+    name = str(meta.get("dataset", ""))
+    if meta.get("ts_train"):
+        ds = load_ts(meta.get("ts_test") or meta["ts_train"], name=name)
+    else:
+        ds = load_ts_dataset(name, "test")
+    return Windows(ds.name, ds.X, ds.lengths, ds.y, ds.class_names)
+
+
+def is_seq_meta(meta: dict) -> bool:
+    """A seq-attn model's meta (docs/model-format.md): its first op embeds patches."""
+    ops = meta.get("ops") or [{}]
+    return meta.get("model") == "seq-attn" or ops[0].get("op") == "patch_embed"
+
+
 def load_samples(
     model_path: Path | None, dataset: str | None, csv: Path | None, target: str | None
 ):
-    """Raw features X [N, F] and labels y [N] of the dataset the model was trained on."""
+    """Raw features X [N, F] and labels y [N] of the dataset the model was trained on; for a
+    sequence model its TEST windows (`Windows`: X [N, T', C] with lengths)."""
     from .data import load_csv, load_dataset
+    from .tsdata import TS_DATASETS, load_ts_dataset
 
     if csv is not None:
         return load_csv(csv, target=target)
     if dataset is not None:
+        if dataset in TS_DATASETS:
+            ds = load_ts_dataset(dataset, "test")
+            return Windows(ds.name, ds.X, ds.lengths, ds.y, ds.class_names)
         return load_dataset(dataset)
     if model_path is not None and model_path.is_file():
         meta = _model_meta(model_path)
+        if is_seq_meta(meta):
+            return load_windows(meta)
         if meta.get("csv"):
             return load_csv(meta["csv"], target=meta.get("target"))
         return load_dataset(meta.get("dataset", "iris"))
@@ -82,11 +123,57 @@ def _model_meta(model_path: Path) -> dict:
     return meta
 
 
-def check_samples(blob: Any, X: np.ndarray, feature_names: list[str], source: str) -> None:
+def is_seq_blob(blob: Any) -> bool:
+    """A sequence blob (op 0 `embed`): its samples are windows of n <= T steps of C channels."""
+    return bool(blob.ops) and blob.ops[0].kind == "embed"
+
+
+def fit_windows(
+    blob: Any, X: np.ndarray, lengths: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """`(X [N, <= T, C], lengths, windows cut)`: windows longer than the blob's T cut to their
+    first T steps, explicitly (`floatref.truncate_windows`), and counted; lengths None: every
+    step of X valid."""
+    from .floatref import truncate_windows
+
+    X = np.asarray(X)
+    if X.ndim != 3:
+        raise CLIError(
+            f"a sequence model takes windows [N, T, C], got an array of shape {X.shape}; "
+            "give .ts windows (tinyattn predict --ts FILE, or the model's own data)"
+        )
+    n = np.full(len(X), X.shape[1], np.int64) if lengths is None else np.asarray(lengths)
+    return truncate_windows(X, n, blob.ops[0].iparams["T"])
+
+
+def check_samples(
+    blob: Any, X: np.ndarray, feature_names: list[str], source: str,
+    lengths: np.ndarray | None = None,
+) -> None:  # fmt: skip
     """CLIError unless X [N, F] suits the blob and the board: the blob's number of features,
-    all finite with |x| <= MAX_ABS_FEATURE (the server's limit, docs/protocol.md)."""
+    all finite with |x| <= MAX_ABS_FEATURE (the server's limit, docs/protocol.md). A sequence
+    blob takes windows X [N, T', C] of the blob's C channels, checked at their valid steps
+    (`lengths`)."""
     from .data import MAX_ABS_FEATURE
 
+    if is_seq_blob(blob):
+        if X.ndim != 3 or X.shape[2] != blob.n_features:
+            raise CLIError(
+                f"{source} has windows of shape {X.shape[1:]}, the model takes windows of "
+                f"{blob.n_features} channels ([steps, {blob.n_features}]); use data with the "
+                "model's channels in the same order"
+            )
+        n = np.full(len(X), X.shape[1]) if lengths is None else np.asarray(lengths)
+        valid = np.arange(X.shape[1])[None, :, None] < n[:, None, None]  # (N, T', 1)
+        bad = np.argwhere(valid & ~(np.abs(X) <= MAX_ABS_FEATURE))  # NaN too
+        if len(bad):
+            i, t, c = (int(v) for v in bad[0])
+            raise CLIError(
+                f"{source}: window {i}, step {t}, channel {c} is {X[i, t, c]:g}; values must "
+                f"be finite with |x| <= {MAX_ABS_FEATURE:g} ('?' missing values too); fix or "
+                "drop that window"
+            )
+        return
     if X.ndim != 2 or X.shape[1] != blob.n_features:
         cols = X.shape[1] if X.ndim == 2 else 0
         raise CLIError(
@@ -115,14 +202,28 @@ def read_blob_file(blob_path: Path) -> Any:
         raise CLIError(str(exc)) from None
 
 
-def host_reference(blob_bytes: bytes, X: np.ndarray) -> dict[str, np.ndarray]:
-    """Host results for raw features X: xq, int8 logits (+argmax), float logits (+argmax)."""
+def host_reference(
+    blob_bytes: bytes, X: np.ndarray, lengths: np.ndarray | None = None
+) -> dict[str, Any]:
+    """Host results for raw features X: xq, int8 logits (+argmax), float logits (+argmax).
+    A sequence blob: windows X [N, T', C] with `lengths`; "xq" is then each window's n·C
+    valid values (what the board sends back), and "steps" the lengths."""
     from .blob import read_blob
     from .floatref import run_float
     from .intref import quantize_input, run_int8
 
     blob = read_blob(blob_bytes)
     ref: dict[str, Any] = {"blob": blob}
+    if is_seq_blob(blob):
+        n = np.full(len(X), X.shape[1], np.int64) if lengths is None else np.asarray(lengths)
+        C = blob.n_features
+        ref["steps"] = n
+        if blob.quantized:
+            xq = quantize_input(blob, X, n)  # (N, S·P·C), zero past each window
+            ref["logits_q"] = run_int8(blob, xq, n)
+            ref["xq"] = [xq[i, : n[i] * C] for i in range(len(X))]
+        ref["logits"] = run_float(blob, X, n)
+        return ref
     if blob.quantized:
         ref["xq"] = quantize_input(blob, X)
         ref["logits_q"] = run_int8(blob, ref["xq"])
@@ -130,11 +231,32 @@ def host_reference(blob_bytes: bytes, X: np.ndarray) -> dict[str, np.ndarray]:
     return ref
 
 
-def _batches(X: np.ndarray, max_batch: int, max_line: int, enc: str = "json") -> list[list[int]]:
-    """Index groups whose request line fits the server's line limit."""
+def _flat_windows(X: np.ndarray, lengths: np.ndarray | None) -> list[np.ndarray]:
+    """Each sample as the flat values the board takes: a row, or a window's n·C values."""
+    if lengths is None:
+        return list(X)
+    return [X[i, : int(n)].reshape(-1) for i, n in enumerate(lengths)]
+
+
+def _batches(
+    X: np.ndarray, max_batch: int, max_line: int, enc: str = "json",
+    lengths: np.ndarray | None = None,
+) -> list[list[int]]:  # fmt: skip
+    """Index groups whose request line fits the server's line limit (windows: `lengths`
+    steps each). LinkError naming the sample when one alone does not fit."""
     groups, cur, size = [], [], 100
-    for i, row in enumerate(X.tolist()):
-        n = len(json.dumps(row)) + 2 if enc == "json" else (4 * len(row) * 4 + 2) // 3 + 1
+    for i, row in enumerate(_flat_windows(X, lengths)):
+        if enc == "json":
+            n = len(json.dumps(row.tolist())) + 2
+        else:
+            n = (4 * len(row) * 4 + 2) // 3 + 1 + (0 if lengths is None else 5)
+        if 100 + n > max_line - 200:
+            what = "window" if lengths is not None else "sample"
+            fix = "; send windows as base64 (--enc b64, the default)" if enc == "json" else ""
+            raise LinkError(
+                f"{what} {i}: {len(row)} values take {n} bytes as {enc}, more than a request "
+                f"line holds on this board (max_line {max_line}){fix}"
+            )
         if cur and (len(cur) >= max_batch or size + n > max_line - 200):
             groups.append(cur)
             cur, size = [], 100
@@ -211,13 +333,25 @@ def check_identity(info: dict, blob: Any, blob_path: Path, port: str) -> dict:
     )
 
 
-def _request_batch(link: BoardLink, X: np.ndarray, group: list[int], path: str, enc: str):
-    """One batch request; a base64 reply comes back with its arrays as per-sample lists."""
+def _request_batch(
+    link: BoardLink, X: np.ndarray, group: list[int], path: str, enc: str,
+    lengths: np.ndarray | None = None,
+):  # fmt: skip
+    """One batch request; a base64 reply comes back with its arrays as per-sample lists.
+    Windows (`lengths`) go as flat n·C values each; compact: one payload and `lengths`."""
+    if lengths is None:
+        rows, extra, widths = X[group], {}, None
+    else:
+        rows = [X[i, : int(lengths[i])].reshape(-1) for i in group]
+        extra = {"lengths": [int(lengths[i]) for i in group]}
+        widths = [len(r) for r in rows]
     if enc == "json":
-        return link.request("batch", samples=X[group].tolist(), path=path)
-    rep = link.request("batch", path=path, **b64_batch(X[group]))
+        return link.request("batch", samples=[np.asarray(r).tolist() for r in rows], path=path)
+    flat = np.concatenate([np.asarray(r).reshape(-1) for r in rows])
+    fields = b64_batch(flat[None, :])
+    rep = link.request("batch", path=path, **{**fields, "n": len(group)}, **extra)
     if rep.get("ok") and rep.get("enc") == "b64":
-        rep = decode_b64_reply(rep, len(group))
+        rep = decode_b64_reply(rep, len(group), xq_widths=widths)
     return rep
 
 
@@ -229,9 +363,11 @@ def run_device(
     progress: bool,
     enc: str = "json",
     info: dict | None = None,
+    lengths: np.ndarray | None = None,
 ) -> dict:
     """Send all samples; returns per-sample device results and timing. Partial on LinkError.
-    With enc "b64" the features go as float32 bytes: pass X as sent (`link.as_sent`)."""
+    With enc "b64" the features go as float32 bytes: pass X as sent (`link.as_sent`).
+    Windows of a sequence model: X [N, T, C] with `lengths` [N] (n <= the model's T)."""
     from tqdm import tqdm
 
     info = info or board_info(link)
@@ -245,7 +381,10 @@ def run_device(
     max_line = int(info.get("max_line", 4096))
     if enc == "b64":  # half a line: a 100 KiB heap holding a Wine model still decodes it
         max_line = max_line // 2
-    groups = _batches(X, int(max_batch), max_line, enc)
+        if lengths is not None:  # a window longer than that goes alone, in a whole line
+            longest = int(np.max(lengths, initial=1)) * X.shape[-1]
+            max_line = max(max_line, min(2 * max_line, (16 * longest + 2) // 3 + 400))
+    groups = _batches(X, int(max_batch), max_line, enc, lengths)
     bar = tqdm(
         total=len(X),
         desc="parity",
@@ -261,7 +400,7 @@ def run_device(
             rep = None
             while rep is None:
                 try:
-                    rep = _request_batch(link, X, group, path, enc)
+                    rep = _request_batch(link, X, group, path, enc, lengths)
                 except BoardReset:
                     dev["restarts"] += 1
                     if dev["restarts"] > MAX_RESTARTS:
@@ -328,6 +467,24 @@ def _floats(value: Any, n: int) -> np.ndarray | None:
     return arr if np.all(np.isfinite(arr)) else None
 
 
+SHOW_VALUES = 32  # longer lists (a window's xq) are described by their first difference
+
+
+def _list_diff(dev: Any, host: list[int]) -> str:
+    """`device [...], host [...]` for short lists; for a window's long xq, where they first
+    differ and how many values do."""
+    if len(host) <= SHOW_VALUES or not isinstance(dev, list):
+        return f"device {dev}, host {host}"
+    if len(dev) != len(host):
+        return f"device {len(dev)} values, host {len(host)}"
+    diff = [j for j, (a, b) in enumerate(zip(dev, host, strict=True)) if a != b]
+    if not diff:
+        return f"device values of another type than the host's ints ({dev[:4]}...)"
+    j = diff[0]
+    return (f"{len(diff)} of {len(host)} values differ, first at {j}: device {dev[j]}, "
+            f"host {host[j]}")  # fmt: skip
+
+
 def compare_sample(
     i: int, label: int, ref: dict, d: dict | None, path: str, tol: float = FLOAT_TOL
 ) -> dict:
@@ -336,6 +493,8 @@ def compare_sample(
     sent them, None if it never came). `ok` is the sample's verdict; `problems` says, in
     words, every check it failed."""
     row: dict[str, Any] = {"index": i, "label": int(label), "answered": d is not None}
+    if "steps" in ref:  # a window of a sequence model: its valid steps
+        row["steps"] = int(ref["steps"][i])
     if d is None:
         row.update(ok=False, problems=["the board did not answer this sample"])
         return row
@@ -351,7 +510,7 @@ def compare_sample(
         row["int8_exact"] = _ints(dev_lq) == host_lq
         row["xq_match"] = _ints(dev_xq) == host_xq
         if not row["xq_match"]:
-            problems.append(f"quantized input xq: device {dev_xq}, host {host_xq}")
+            problems.append(f"quantized input xq: {_list_diff(dev_xq, host_xq)}")
         if not row["int8_exact"]:
             problems.append(f"int8 logits: device {dev_lq}, host {host_lq}")
         row["host_pred_int8"] = int(np.argmax(ref["logits_q"][i]))  # first maximum
@@ -407,6 +566,7 @@ def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_T
     failed = [r["index"] for r in rows if not r["ok"]]
     summary = {
         "samples": n,
+        "unit": "window" if "steps" in ref else "sample",  # what a row is
         "answered": len(answered),
         "complete": len(answered) == n and dev.get("error") is None,
         "path": path,
@@ -449,12 +609,13 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
     """The summary as a table; on FAIL, the failed samples by index, and what went wrong with
     the first few of them (from `rows`)."""
     n = s["samples"]
+    unit = s.get("unit", "sample")  # "window" for a sequence model's windows
 
     def fmt(v: Any, spec: str = "") -> str:
         return "—" if v is None else format(v, spec)
 
     lines = [
-        f"{'samples':28s} {n}" + ("" if s["complete"] else f" (answered {s['answered']})"),
+        f"{unit + 's':28s} {n}" + ("" if s["complete"] else f" (answered {s['answered']})"),
         f"{'int8 exact (every logit)':28s} {fmt(s['int8_exact'])}/{n}",
         f"{'int8 input xq equal':28s} {fmt(s['xq_match'])}/{n}",
         f"{'float max |Δ| (tol ' + format(s['float_tol'], 'g') + ')':28s} "
@@ -462,9 +623,12 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
         f"{'argmax agreement':28s} {s['argmax_agreement']}/{n}",
         f"{'device µs/inference int8':28s} {fmt(s['device_us_per_inference'], '.1f')}",
         f"{'device µs/inference float':28s} {fmt(s['device_us_per_inference_float'], '.1f')}",
-        f"{'link samples/s (batch)':28s} {fmt(s['link_samples_per_s'], '.0f')}",
+        f"{'link ' + unit + 's/s (batch)':28s} {fmt(s['link_samples_per_s'], '.0f')}",
         f"{'result':28s} {'PASS' if s['passed'] else 'FAIL'}",
     ]
+    if s.get("windows_truncated") is not None:
+        lines.insert(1, f"{'windows cut to T steps':28s} {s['windows_truncated']} "
+                     f"(T = {s.get('max_steps')})")  # fmt: skip
     board = s.get("board_blob")
     if board and board.get("crc32") is not None:
         lines.insert(0, f"{'board runs blob':28s} CRC {board['crc32']:08x} ({board['size']} B), "
@@ -474,11 +638,11 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
     if failed:
         shown = ", ".join(str(i) for i in failed[:SHOW_FAILED])
         more = f", … ({len(failed)} of {n})" if len(failed) > SHOW_FAILED else ""
-        lines.append(f"{'failed samples':28s} {shown}{more}")
+        lines.append(f"{'failed ' + unit + 's':28s} {shown}{more}")
         by_index = {r["index"]: r for r in rows or []}
         for i in failed[:SHOW_DETAILS]:
             for problem in by_index.get(i, {}).get("problems", []):
-                lines.append(f"{'  sample ' + str(i):28s} {problem}")
+                lines.append(f"{'  ' + unit + ' ' + str(i):28s} {problem}")
     for why in s.get("unanswered_reasons") or []:
         lines.append(f"{'  not answered':28s} {why}")
     if s.get("error"):
@@ -504,28 +668,37 @@ def parity(
     model_path: str = "model.bin",
     enc: str = "b64",
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    lengths: np.ndarray | None = None,
 ) -> dict:
     """Run the whole parity check against the board on PORT; returns the report.
 
     `path` None: the paths the blob has. The board must run the blob at blob_path (its `info`
     CRC and size): BlobMismatch otherwise, before any sample is sent. With enc "b64" the
-    samples travel as float32, so the host reference is computed on X rounded to float32."""
+    samples travel as float32, so the host reference is computed on X rounded to float32.
+    A sequence blob: X holds windows [N, T', C] with `lengths` [N] (None: all T' steps);
+    windows longer than the blob's T are cut to T steps (counted in the summary)."""
     blob = read_blob_file(blob_path)
     path = path or default_path(blob)
-    check_samples(blob, X, [f"x{j}" for j in range(X.shape[-1])], "the samples")
+    cut = None
+    if is_seq_blob(blob):
+        X, lengths, cut = fit_windows(blob, X, lengths)
+    else:
+        lengths = None
+    check_samples(blob, X, [f"x{j}" for j in range(X.shape[-1])], "the samples", lengths)
     if path != "float" and not blob.quantized:
         raise CLIError(f"{blob_path} holds float32 weights only: use --path float")
     if enc not in ENCODINGS:
         raise CLIError(f"enc must be one of {', '.join(ENCODINGS)}, not {enc!r}")
     if enc == "b64":
         X = as_sent(X)
-    ref = host_reference(blob_path.read_bytes(), X)
+    ref = host_reference(blob_path.read_bytes(), X, lengths)
     with BoardLink(port, baud=baud, timeout=timeout, connect_timeout=connect_timeout) as link:
         link.start_server(model_path)
         try:
             info = board_info(link)
             board = check_identity(info, blob, blob_path, port)
-            dev = run_device(link, X, path, bench_n, progress, enc=enc, info=info)
+            dev = run_device(link, X, path, bench_n, progress, enc=enc, info=info,
+                             lengths=lengths)  # fmt: skip
         finally:
             try:
                 link.stop_server()
@@ -533,6 +706,9 @@ def parity(
                 pass
         stats = dict(link.stats)
     report = compare(ref, dev, y, path)
+    if cut is not None:
+        report["summary"]["windows_truncated"] = cut
+        report["summary"]["max_steps"] = int(blob.ops[0].iparams["T"])
     report["summary"]["link"] = stats
     report["summary"]["port"] = port
     report["summary"]["enc"] = enc
@@ -554,7 +730,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help=f"trained model whose dataset is used (default {DEFAULT_MODEL} when it exists)",
     )
-    parser.add_argument("--dataset", choices=["iris", "wine"], help="override the dataset")
+    parser.add_argument(
+        "--dataset", choices=["iris", "wine", "basicmotions", "japanesevowels"],
+        help="override the dataset (a sequence dataset: its TEST windows)",
+    )  # fmt: skip
     parser.add_argument("--csv", type=Path, help="samples from this CSV instead")
     parser.add_argument("--target", help="target column of --csv")
     parser.add_argument(
@@ -627,7 +806,19 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     source = str(args.csv or data.name)
     blob = read_blob_file(args.blob)
-    check_samples(blob, data.X, data.feature_names, source)
+    lengths = getattr(data, "lengths", None)
+    if is_seq_blob(blob) != (lengths is not None):
+        what = "windows ([N, T, C])" if is_seq_blob(blob) else "rows of features"
+        raise CLIError(
+            f"{args.blob} is a {'sequence' if is_seq_blob(blob) else 'tabular'} model and takes "
+            f"{what}, but {source} gives {'windows' if lengths is not None else 'rows'}; pass "
+            "the model it was exported from (--model) or its data (--dataset)"
+        )
+    if lengths is not None:  # checked as parity() will send them: cut to the blob's T
+        X_cut, n_cut, _ = fit_windows(blob, data.X, lengths)
+        check_samples(blob, X_cut, data.feature_names, source, n_cut)
+    else:
+        check_samples(blob, data.X, data.feature_names, source)
     path = args.path or default_path(blob)
     if path != "float" and not blob.quantized:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
@@ -636,6 +827,7 @@ def main(args: argparse.Namespace) -> int:
         return parity(
             port, args.blob, data.X, data.y, path=path, baud=args.baud, timeout=args.timeout,
             bench_n=args.bench, progress=progress, enc=args.enc, connect_timeout=args.timeout,
+            lengths=lengths,
         )  # fmt: skip
 
     if is_fleet(args):

@@ -3,6 +3,11 @@
     tinyattn predict --csv rows.csv                      # host: intref (int8) or floatref
     tinyattn predict --csv rows.csv --port /dev/ttyACM0  # the board that runs the same blob
     tinyattn predict --csv rows.csv --out preds.csv      # or --json
+    tinyattn predict --ts windows.ts [--port ...]        # a sequence model's windows
+
+A sequence blob (seq-attn) classifies the windows of a `.ts` file (tinyattn.tsdata: unequal
+lengths too); windows longer than the model's T are cut to their first T steps and counted on
+stderr (parity.fit_windows). The file's class labels are not used.
 
 The CSV has a header row and the model's features in training order; a label column is
 dropped when --target names it, or when there is exactly one column more than the model has
@@ -80,20 +85,44 @@ def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarr
     return X, names
 
 
-def predict_host(blob, X: np.ndarray, path: str) -> np.ndarray:
-    """Class indices [N] of raw features X on the host reference of `path`."""
+def read_windows(path: Path, blob) -> tuple[np.ndarray, np.ndarray]:
+    """Windows X [N, <= T, C] and lengths [N] of a `.ts` file for a sequence blob, cut to its
+    T (the count said on stderr); the one-line errors of tinyattn.tsdata and parity."""
+    from .parity import check_samples, fit_windows, is_seq_blob
+    from .tsdata import load_ts
+
+    if not is_seq_blob(blob):
+        raise CLIError(f"{path}: .ts windows need a sequence model; this blob takes rows: --csv")
+    try:
+        ds = load_ts(path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    X, lengths, cut = fit_windows(blob, ds.X, ds.lengths)
+    check_samples(blob, X, [], str(path), lengths)
+    if cut:
+        T = blob.ops[0].iparams["T"]
+        print(f"{path}: {cut} of {len(X)} windows longer than the model's T = {T} steps, cut "
+              f"to their first {T}", file=sys.stderr)  # fmt: skip
+    return X, lengths
+
+
+def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = None) -> np.ndarray:
+    """Class indices [N] of raw features X on the host reference of `path` (a sequence blob:
+    windows X [N, T, C] with `lengths`)."""
     if path == "int8":
         from .intref import quantize_input, run_int8
 
-        return np.argmax(run_int8(blob, quantize_input(blob, X)), axis=1)  # first maximum
+        xq = quantize_input(blob, X, lengths) if lengths is not None else quantize_input(blob, X)
+        return np.argmax(run_int8(blob, xq, lengths), axis=1)  # first maximum
     from .floatref import run_float
 
-    return np.argmax(run_float(blob, X), axis=1)
+    return np.argmax(run_float(blob, X, lengths) if lengths is not None else run_float(blob, X),
+                     axis=1)  # fmt: skip
 
 
 def predict_board(
     port: str, blob, blob_path: Path, X: np.ndarray, path: str, baud: int, timeout: float,
-    progress: bool,
+    progress: bool, lengths: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Class indices [N] as the board on PORT computes them (compact batches)."""
     from .link import BoardLink
@@ -104,7 +133,7 @@ def predict_board(
         try:
             info = board_info(link)
             check_identity(info, blob, blob_path, port)
-            dev = run_device(link, X, path, 0, progress, enc="b64", info=info)
+            dev = run_device(link, X, path, 0, progress, enc="b64", info=info, lengths=lengths)
         finally:
             try:
                 link.stop_server()
@@ -123,7 +152,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .ports import add_port_arguments
 
     add_port_arguments(parser)
-    parser.add_argument("--csv", type=Path, required=True, help="rows to classify (header row)")
+    data = parser.add_mutually_exclusive_group(required=True)
+    data.add_argument("--csv", type=Path, help="rows to classify (header row)")
+    data.add_argument("--ts", type=Path, help="windows to classify (.ts; a sequence model)")
     parser.add_argument("--target", help="a label column of --csv to leave out")
     parser.add_argument(
         "--blob", type=Path, default=BUILD_DIR / "model.bin",
@@ -148,11 +179,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .parity import check_samples, read_blob_file
+    from .parity import check_samples, is_seq_blob, read_blob_file
 
     blob = read_blob_file(args.blob)
-    X, names = read_rows(args.csv, blob.n_features, args.target)
-    check_samples(blob, X, names, str(args.csv))
+    lengths = None
+    if args.ts is not None:
+        X, lengths = read_windows(args.ts, blob)
+    else:
+        if is_seq_blob(blob):
+            raise CLIError(f"{args.blob} is a sequence model: give its windows with --ts FILE.ts")
+        X, names = read_rows(args.csv, blob.n_features, args.target)
+        check_samples(blob, X, names, str(args.csv))
     path = args.path or ("int8" if blob.quantized else "float")
     if path == "int8" and not blob.quantized:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
@@ -163,12 +200,12 @@ def main(args: argparse.Namespace) -> int:
         try:
             with one_port(args.port) as port:
                 pred = predict_board(port, blob, args.blob, X, path, args.baud, args.timeout,
-                                     not args.quiet)  # fmt: skip
+                                     not args.quiet, lengths)  # fmt: skip
         except LinkError as exc:
             raise CLIError(str(exc)) from None
         where = port
     else:
-        pred = predict_host(blob, X, path)
+        pred = predict_host(blob, X, path, lengths)
         where = "host"
     rows = [{"row": i, "pred": int(p), "class": blob.class_names[int(p)]}
             for i, p in enumerate(pred)]  # fmt: skip
