@@ -1,10 +1,15 @@
 """Host (CPython): `tinyattn bench` — every benchmark in one run, one table.
 
 - train: our NumPy training vs an equivalent PyTorch model, same epochs/batch, same run
-  (tools/bench_train.py); target ratio ≤ 0.5.
+  (tools/bench_train.py): iris-attn (target ratio ≤ 0.5) and the BasicMotions seq-attn model
+  with its defaults (target ≤ 1); then training on the board (tools/bench_train_device.py:
+  s/epoch and peak heap under the MicroPython unix port at 100 KiB, next to the host's s/epoch).
 - device: µs/inference under the MicroPython unix port (64 KiB heap), float and int8, pure and
   accelerated, next to the naive baseline measured in the same run; heap of the loaded model;
-  bytes allocated per call (tools/bench_device.py); target fastest int8 ≥ 5× naive.
+  bytes allocated per call (tools/bench_device.py); target fastest int8 ≥ 5× naive. Then the
+  BasicMotions seq-attn blob (trained here with its defaults, ~0.3 s): µs/inference per kernel
+  set, MACs, loaded model + buffers (≤ 48 KiB) and our viper run_int8 over a bare viper int8
+  dot-product loop doing the same MACs, timed in the same run (target ≤ 1.5×).
 - blob: bytes of the reference blob (target ≤ 2048).
 - link: end-to-end samples/s of `batch` requests over the serial link to a virtual board
   (flash + parity); target ≥ 200. Then parity's compact batches (`--enc b64`) at 115200 and
@@ -14,7 +19,10 @@
   115200 baud.
 - accuracy: 10 x stratified 5-fold CV on Iris and Wine, ours (float and int8) next to LDA,
   logistic regression, RBF-SVM and kNN on the same folds (tools/bench_accuracy.py; the peers
-  need the `peers` extra); targets are the issue-10 gates. `--accuracy --write FILE` replaces
+  need the `peers` extra); targets are the issue-10 gates. Then the time-series archive's
+  official TEST splits (BasicMotions, JapaneseVowels): seq-attn float/int8 over 5 seeds, blob
+  bytes, MACs, training seconds, next to MiniRocket, 1-NN DTW and logistic regression on the
+  same split (tools/bench_seq.py; sktime in the `peers` extra). `--accuracy --write FILE` replaces
   only the accuracy section of FILE.
 Speed targets are met here, never in unit tests: shared machines are noisy. Nothing is
 written unless `--write FILE` is given (`make bench` passes `--write docs/benchmarks.md`, the
@@ -37,7 +45,13 @@ from .cli import CLIError
 from .paths import BUILD_DIR
 
 TARGETS = {"train_ratio": 0.5, "device_speedup": 5.0, "blob_bytes": 2048, "link_samples_s": 200,
-           "link_of_ceiling": 0.8}  # fmt: skip
+           "link_of_ceiling": 0.8, "seq_train_ratio": 1.0, "seq_vs_bare": 1.5,
+           "seq_heap": 48 * 1024, "seq_blob_bytes": 32 * 1024, "seq_macs": 150_000}  # fmt: skip
+# Issue-11 accuracy gates on the official TEST splits (seed 0), (dataset, path) -> minimum.
+SEQ_TARGETS = {("basicmotions", "float"): 1.0, ("basicmotions", "int8"): 1.0,
+               ("japanesevowels", "int8"): 0.985}  # fmt: skip
+SEQ_HEAP = "160k"  # the seq device runner loads the model twice (heap on reload)
+SEQ_SEEDS = 5
 UART_TARGET_BAUD = 115200  # the rate whose rows carry the ≥ 80 % of ceiling target
 # Issue-10 accuracy gates, (dataset, method, path) -> minimum mean 10 x 5-fold CV accuracy.
 ACCURACY_TARGETS = {
@@ -47,6 +61,7 @@ ACCURACY_TARGETS = {
     ("iris", "tinyattn iris-myattn", "int8"): 0.960,
 }
 ACCURACY_TITLE = "Accuracy (repeated stratified CV, the same folds for every method)"
+SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same split)"
 
 
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
@@ -72,6 +87,21 @@ def bench_link(blob: Path, model: Path) -> dict[str, Any]:
         "server_heap_bytes_per_call_int8": s["device_heap_bytes_per_call_int8"],
         "server_heap_bytes_per_call_float": s["device_heap_bytes_per_call_float"],
     }
+
+
+def seq_blob(path: Path) -> Path:
+    """Write the BasicMotions seq-attn blob (its defaults, trained on TRAIN here) to `path`."""
+    from .blob import write_blob
+    from .quantize import quantize
+    from .seqdefaults import seq_defaults
+    from .seqtrain import npz_model, train_seq
+    from .tsdata import load_ts_dataset
+
+    train = load_ts_dataset("basicmotions", "train")
+    d = seq_defaults("basicmotions")
+    res = train_seq(train.X, train.lengths, train.y, train.n_classes, d.arch, d.train, d.augment)
+    write_blob(path, quantize(npz_model(res, train.class_names), train.X, train.lengths))
+    return path
 
 
 def machine() -> dict[str, str]:
@@ -115,6 +145,16 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         ratio = t.get("ratio")
         add("train: ratio NumPy/PyTorch", ratio, ".2f", "≤ 0.5", None if ratio is None
             else ratio <= TARGETS["train_ratio"])  # fmt: skip
+    if "train_seq" in r:
+        t = r["train_seq"]
+        ratio = t.get("ratio")
+        add("train seq-attn BasicMotions: ratio NumPy/PyTorch", ratio, ".2f", "≤ 1", None
+            if ratio is None else ratio <= TARGETS["seq_train_ratio"])  # fmt: skip
+    for name, run in r.get("train_device", {}).get("runs", {}).items():
+        add(f"train on board ({name}) s/epoch", run["s_per_epoch"], ".3f", "", None)
+        if name.startswith("micropython"):
+            add(f"train on board ({name}) live peak heap B", run["live_peak"], "d", "≤ 102400",
+                run["live_peak"] <= 100 * 1024)  # fmt: skip
     if "device" in r:
         mp = r["device"].get("micropython", {})
         for case in ("naive", "float-pure", "float-native", "int8-pure", "int8-native",
@@ -129,6 +169,20 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         if sm:
             add(f"device speedup {sm['fastest_int8']} vs naive", sm["speedup"], ".1f", "≥ 5×",
                 sm["speedup"] >= TARGETS["device_speedup"])  # fmt: skip
+    seq_mp = r.get("device", {}).get("seq", {}).get("micropython", {})
+    for case in ("int8-pure", "int8-native", "int8-viper"):
+        if "us" in seq_mp.get(case, {}):
+            add(f"device seq µs/inference {case}", seq_mp[case]["us"], ".1f", "", None)
+    viper = seq_mp.get("int8-viper", {})
+    if viper.get("macs"):
+        add("device seq MACs/inference", viper["macs"], "d", "≤ 150000",
+            viper["macs"] <= TARGETS["seq_macs"])  # fmt: skip
+    if viper.get("heap") is not None:
+        add("device seq model + buffers B", viper["heap"], "d", "≤ 49152",
+            viper["heap"] <= TARGETS["seq_heap"])  # fmt: skip
+    if "vs_bare" in viper:
+        add("device seq viper ÷ bare viper loop", viper["vs_bare"], ".2f", "≤ 1.5×",
+            viper["vs_bare"] <= TARGETS["seq_vs_bare"])  # fmt: skip
     if "blob_bytes" in r:
         add("blob bytes (reference)", r["blob_bytes"], "d", "≤ 2048",
             r["blob_bytes"] <= TARGETS["blob_bytes"])  # fmt: skip
@@ -162,6 +216,14 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 v = found[0][path]["mean"]
                 add(f"accuracy {name} {method[9:]} {path} ({acc['repeats']}x{acc['k']} CV)", v,
                     ".4f", f"≥ {target}", v >= target)  # fmt: skip
+    for name, e in r.get("accuracy_seq", {}).items():
+        r0 = e["ours"][0]
+        for (ds, path), target in SEQ_TARGETS.items():
+            if ds == name:
+                add(f"accuracy {name} TEST {path} (seed 0)", r0[path], ".4f", f"≥ {target}",
+                    r0[path] >= target)  # fmt: skip
+        add(f"blob bytes {name}", r0["bytes"], "d", "≤ 32768",
+            r0["bytes"] <= TARGETS["seq_blob_bytes"])  # fmt: skip
     return rows
 
 
@@ -218,13 +280,17 @@ def update_doc_section(path: Path, title: str, body: str) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="every benchmark (the default)")
-    parser.add_argument("--train", action="store_true", help="training: NumPy vs PyTorch")
+    parser.add_argument(
+        "--train", action="store_true",
+        help="training: NumPy vs PyTorch (iris-attn, BasicMotions seq-attn), and on the board",
+    )  # fmt: skip
     parser.add_argument("--device", action="store_true", help="µs/inference under MicroPython")
     parser.add_argument("--link", action="store_true", help="serial link to a virtual board")
     parser.add_argument(
         "--accuracy", action="store_true",
         help="10 x 5-fold CV accuracy on Iris and Wine, float and int8, next to scikit-learn "
-        "peers on the same folds (make install-peers)",
+        "peers on the same folds; seq-attn on the BasicMotions and JapaneseVowels TEST splits "
+        "next to sktime peers (make install-peers)",
     )  # fmt: skip
     parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
     parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
@@ -254,19 +320,31 @@ def main(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"machine": machine()}
     sections: list[tuple[str, str]] = []
     if "train" in chosen:
-        from tools.bench_train import bench_train
+        from tools.bench_train import bench_train, bench_train_seq
         from tools.bench_train import format_table as train_table
+        from tools.bench_train_device import bench_train_device
+        from tools.bench_train_device import format_table as board_train_table
 
         print("== train: NumPy vs PyTorch ...", flush=True)
         result["train"] = bench_train()
-        sections.append(("Training (NumPy vs PyTorch, same run)", train_table(result["train"])))
+        result["train_seq"] = bench_train_seq()
+        sections.append(("Training (NumPy vs PyTorch, same run)",
+                         train_table(result["train"]) + "\n\n"
+                         + train_table(result["train_seq"], target=1.0)))  # fmt: skip
+        print(sections[-1][1], flush=True)
+        print("\n== train on the board: MicroPython unix port ...", flush=True)
+        result["train_device"] = bench_train_device(min_heap=False)
+        sections.append(("Training on the board", board_train_table(result["train_device"])))
         print(sections[-1][1], flush=True)
     if "device" in chosen:
         from tools.bench_device import bench_device
         from tools.bench_device import format_table as device_table
 
-        print("\n== device: MicroPython unix port, 64 KiB heap ...", flush=True)
-        result["device"] = bench_device(args.blob)
+        print("\n== device: MicroPython unix port, 64 KiB heap; BasicMotions seq-attn ...",
+              flush=True)  # fmt: skip
+        with tempfile.TemporaryDirectory() as tmp:
+            seq = seq_blob(Path(tmp) / "basicmotions.bin")
+            result["device"] = bench_device(args.blob, seq_blob=seq, seq_heap=SEQ_HEAP)
         sections.append(("Device runtime (MicroPython unix port)", device_table(result["device"])))
         print(sections[-1][1], flush=True)
     if "accuracy" in chosen:
@@ -276,6 +354,14 @@ def main(args: argparse.Namespace) -> int:
         print("\n== accuracy: 10 x 5-fold CV, ours vs scikit-learn peers ...", flush=True)
         result["accuracy"] = bench_accuracy(progress=lambda what: print(f"  {what}", flush=True))
         sections.append((ACCURACY_TITLE, accuracy_table(result["accuracy"])))
+        print(sections[-1][1], flush=True)
+        from tools.bench_seq import bench_seq
+        from tools.bench_seq import format_table as seq_table
+
+        print(f"\n== accuracy: time-series TEST splits, {SEQ_SEEDS} seeds, vs sktime peers ...",
+              flush=True)  # fmt: skip
+        result["accuracy_seq"] = bench_seq(seeds=SEQ_SEEDS)
+        sections.append((SEQ_TITLE, seq_table(result["accuracy_seq"])))
         print(sections[-1][1], flush=True)
     if needs_blob:
         result["blob_bytes"] = args.blob.stat().st_size
@@ -297,9 +383,10 @@ def main(args: argparse.Namespace) -> int:
     print("\n== summary\n" + table)
     if args.write and chosen == {"accuracy"}:
         m = result["machine"]
-        body = f"{sections[-1][1]}\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
-        update_doc_section(args.write, ACCURACY_TITLE, body)
-        print(f"written: the accuracy section of {args.write}")
+        run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
+        for title, body in sections:
+            update_doc_section(args.write, title, body + run)
+        print(f"written: the accuracy sections of {args.write}")
     elif args.write:
         write_doc(args.write, result, sections, table)
         print(f"written: {args.write}")
