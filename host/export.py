@@ -13,10 +13,13 @@ overrides it (e.g. after moving the file).
 
 A sequence model (`seq-attn`) is calibrated on its TRAIN windows and evaluated on the TEST file
 (the archive's fixed split), both found through its meta (`model.ts_data_meta`: a vendored
-`dataset`, or `ts_train`/`ts_test` paths). A TEST window longer than the model's T is cut to
-its first T steps, explicitly (`floatref.truncate_windows`), and counted in the report
-(`test_windows_truncated`); the integer path itself refuses such a window. Every report has
-`macs`: multiply-accumulates of one full-length inference, counted from the blob's ops.
+`dataset`, or `ts_train`/`ts_test` paths); a model trained with `--ts` and no `--test` is
+calibrated on the TRAIN windows it trained on and evaluated on the part of TRAIN it held out
+(`meta["train"]["train_idx"]`/`["test_idx"]`, `test_split` in the report). A TEST window longer
+than the model's T is cut to its first T steps, explicitly (`floatref.truncate_windows`), and
+counted in the report (`test_windows_truncated`); the integer path itself refuses such a window.
+Every report has `macs`: multiply-accumulates of one full-length inference, counted from the
+blob's ops.
 
 Library entry point: `export_model(model_path, out_path, float32=False) -> dict`.
 """
@@ -385,17 +388,27 @@ def _export_seq(
     """export of a seq model: calibrate on the TRAIN windows, evaluate on the TEST file."""
     train, test = load_seq_data(model)
     T = int(model.ops[0]["steps"])
-    Xtr, ntr, cut_train = truncate_windows(train.X, train.lengths, T)
+    ev = test if test is not None else train
+    held_out = test is None and bool(model.meta.get("train", {}).get("test_idx"))
+    if test is not None:  # the TEST file: every window is a test window
+        calib, idx = np.arange(len(train.y)), np.arange(len(ev.y))
+    elif held_out:  # --ts without --test: the part of TRAIN that training held out
+        calib, idx = _split(model, len(train.y))
+    else:  # no test windows known: figures n/a, agreement over TRAIN
+        calib, idx = np.arange(len(train.y)), np.array([], np.int64)
+    Xtr, ntr, cut_train = truncate_windows(train.X[calib], train.lengths[calib], T)
     try:
         spec = float32_spec(model) if float32 else quantize(model, Xtr, ntr)
     except QuantizeError as exc:
         raise CLIError(f"{model_path}: {exc}") from None
     size = write_blob(out_path, spec)
     blob = read_blob(out_path.read_bytes(), source=str(out_path))
-    ev = test if test is not None else train  # no TEST file: figures on TRAIN, said so
-    X, n, cut = truncate_windows(ev.X, ev.lengths, T)
+    X, n, _ = truncate_windows(ev.X, ev.lengths, T)
+    cut = int(np.sum(ev.lengths[idx] > T))
+    split_name = (
+        "test file" if test is not None else "held-out part of train" if held_out else None
+    )
     y = ev.y
-    idx = np.arange(len(y)) if test is not None else np.array([], np.int64)
     logits_float = forward_seq(seq_float_ops(model), model.normalize_windows(X, n), n)
     logits_f32 = run_float(blob, X, n)  # (N, classes) float32 from the blob
     report: dict[str, Any] = {
@@ -410,8 +423,9 @@ def _export_seq(
         "max_steps": T,
         "n_samples": len(y),
         "test_samples": len(idx),
+        "test_split": split_name,
         "train_windows_truncated": cut_train,
-        "test_windows_truncated": cut if test is not None else None,
+        "test_windows_truncated": cut if len(idx) else None,
         "float_test_accuracy": _accuracy(logits_float, y, idx),
         "blob_float32_test_accuracy": _accuracy(logits_f32, y, idx),
         "blob_float32_max_abs_logit_diff": float(np.abs(logits_f32 - logits_float).max()),
@@ -470,8 +484,9 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{_fmt(row['s_out']):>11}{row['shift']:>6}  {M}"
             )
     n_test = report["test_samples"]
+    held = " (held out of TRAIN)" if report.get("test_split") == "held-out part of train" else ""
     print(
-        f"test accuracy ({n_test} samples of {report['dataset']}): "
+        f"test accuracy ({n_test} samples of {report['dataset']}{held}): "
         f"float {_acc(report['float_test_accuracy'])}, "
         f"int8 {_acc(report['int8_test_accuracy'])}, "
         f"float32 blob path {_acc(report['blob_float32_test_accuracy'])}"

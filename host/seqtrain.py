@@ -162,13 +162,16 @@ def train_seq(
     augment: Augment | None = None,
     max_steps: int | None = None,
     dtype=np.float64,
+    on_epoch: Callable[[int, float, SeqTrainResult], None] | None = None,
 ) -> SeqTrainResult:
     """A `seq-attn` model trained on raw windows `X [N, T', C]` with `lengths [N]`, labels `y`.
 
     The per-channel standardization is fitted on these windows; the model's T is `max_steps`
     (default: the longest window rounded up to a multiple of P). `config.seed` seeds the init,
     the minibatch order and the augmentation; `config.model`/`scaling`/`test_fraction` are
-    not used here.
+    not used here. `on_epoch(epoch, loss, result)` is called after each epoch with the model
+    as it stands (e.g. for a progress bar or accuracy curves); its own time is not counted in
+    `result.seconds`.
     """
     arch = arch if arch is not None else SeqAttnConfig()
     config = config if config is not None else TrainConfig()
@@ -180,9 +183,18 @@ def train_seq(
     if x.shape[1] < T:  # every window shorter than T: pad the array (not the model) to T
         x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
     model = build_seq_model(T, X.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
+    result = SeqTrainResult(model, mean, std, 0.0)
+    spent = [0.0]  # seconds inside on_epoch, not training
+
+    def epoch_done(epoch: int, loss: float) -> None:
+        t = time.perf_counter()
+        on_epoch(epoch, loss, result)
+        spent[0] += time.perf_counter() - t
+
     t0 = time.perf_counter()
-    fit_seq(model, x, n, np.asarray(y), config, augment)
-    return SeqTrainResult(model, mean, std, time.perf_counter() - t0)
+    fit_seq(model, x, n, np.asarray(y), config, augment, epoch_done if on_epoch else None)
+    result.seconds = time.perf_counter() - t0 - spent[0]
+    return result
 
 
 def npz_model(result: SeqTrainResult, class_names: list[str]) -> NpzModel:

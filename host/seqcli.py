@@ -1,0 +1,417 @@
+"""Host (CPython): the windows flow of `tinyattn train` — `seq-attn` on `.ts` data (issue 11).
+
+`tinyattn train` (host/train.py) parses the flags and hands a run on windows to `main` here:
+`--dataset basicmotions|japanesevowels` (the vendored archive problems, their fixed TRAIN/TEST
+split) or `--ts TRAIN.ts [--test TEST.ts]` (any archive file, univariate too). Without
+`--test` a stratified part of TRAIN (`--test-fraction`, default 0.2, seed `--seed`) is held
+out as the test part, and said so; the model file records which windows (`train.train_idx`,
+`train.test_idx`, indices into the TRAIN file) so `tinyattn export` evaluates on the same.
+
+Defaults (`seqdefaults.seq_defaults`): architecture, recipe and augmentation chosen per dataset
+by cross-validation on its TRAIN file only (host/seqdefaults.py says how and with which
+figures); another `.ts` file gets JapaneseVowels' recipe and width with a patch giving at most
+20 tokens. Every flag given overrides its default: `--patch --embed --heads --blocks --ff
+--shift` here, the recipe flags through `train.config_from_args` (one TrainConfig path for
+both flows).
+
+Training is `seqtrain.train_seq` (lengths, masking, augmentation); the test figures are
+`seqtrain.evaluate_seq`: float and int8 (calibrated on the training windows, as export), TEST
+windows longer than the model's T cut to T and counted. `--cv K --repeats R` runs stratified
+K-fold over the TRAIN windows only (the TEST file is not read), float and int8 per fold.
+
+Refused in one line: an iris model on windows, `seq-attn` on rows (Iris, Wine, a CSV),
+`--ts` with `--csv`/`--dataset`, architecture flags on rows, missing values (`?`) in a window,
+a TEST file whose classes or channels differ from TRAIN's, `--on-board` on windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .seqdefaults import seq_defaults
+from .seqmodel import SeqAttnConfig, macs
+from .seqtrain import Augment, SeqTrainResult, evaluate_seq, train_seq
+from .tsdata import TS_DATASETS, TSDataset, load_ts, load_ts_dataset
+
+ARCH_FLAGS = {  # flag dest -> (SeqAttnConfig field, flag)
+    "patch": ("patch", "--patch"),
+    "embed": ("embed_dim", "--embed"),
+    "heads": ("num_heads", "--heads"),
+    "blocks": ("blocks", "--blocks"),
+    "ff": ("ff_dim", "--ff"),
+}
+
+
+def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `.ts` data and `seq-attn` architecture flags of `tinyattn train`."""
+    ts = parser.add_argument_group("windows (.ts files, seq-attn)")
+    ts.add_argument(
+        "--ts", type=Path, metavar="TRAIN.ts",
+        help="any time-series archive .ts file (univariate or multivariate, equal or unequal "
+        "length) as the TRAIN windows",
+    )  # fmt: skip
+    ts.add_argument(
+        "--test", type=Path, metavar="TEST.ts",
+        help="with --ts: its TEST file (the test figures); without it a stratified "
+        "--test-fraction of TRAIN is held out",
+    )  # fmt: skip
+    where = "default: per dataset, chosen by CV on TRAIN (host/seqdefaults.py)"
+    ts.add_argument("--patch", type=int, metavar="P", help=f"steps per token ({where})")
+    ts.add_argument("--embed", type=int, metavar="E", help=f"token width ({where})")
+    ts.add_argument("--heads", type=int, metavar="H", help=f"attention heads, E/H each ({where})")
+    ts.add_argument("--blocks", type=int, metavar="L", help=f"attention + ff blocks ({where})")
+    ts.add_argument("--ff", type=int, metavar="F", help=f"feed-forward hidden units ({where})")
+    ts.add_argument(
+        "--shift", type=int, metavar="STEPS",
+        help="augmentation: rotate each training window by up to ±STEPS steps (0: off; "
+        f"{where}: basicmotions 50, others 0)",
+    )  # fmt: skip
+
+
+def _is_windows(args: argparse.Namespace) -> bool:
+    return args.ts is not None or (args.dataset or "") in TS_DATASETS
+
+
+def check_flow(args: argparse.Namespace) -> str:
+    """Which flow runs: "seq" (windows, `seq-attn`) or "rows" (features, iris models), after
+    refusing flag combinations that cannot work, in one line each."""
+    from .cli import CLIError
+
+    windows = _is_windows(args)
+    if args.ts is not None and args.csv is not None:
+        raise CLIError("--ts and --csv both name the data; give one")
+    if args.ts is not None and args.dataset is not None:
+        raise CLIError("--ts names its own data; leave out --dataset")
+    if args.test is not None and args.ts is None:
+        raise CLIError("--test needs --ts TRAIN.ts (the vendored datasets have their TEST file)")
+    if windows and args.model not in (None, "seq-attn"):
+        raise CLIError(
+            f"--model {args.model} takes rows of features, not windows; use --model seq-attn "
+            "(the default for .ts data)"
+        )
+    if not windows and args.model == "seq-attn":
+        data = f"--csv {args.csv}" if args.csv else f"dataset {args.dataset or 'iris'!r}"
+        raise CLIError(
+            f"seq-attn takes .ts windows, not the rows of {data}; use --dataset basicmotions|"
+            "japanesevowels or --ts TRAIN.ts"
+        )
+    if not windows:
+        flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
+        flags += ["--shift"] if args.shift is not None else []
+        if flags:
+            raise CLIError(
+                f"{' '.join(flags)}: seq-attn flags; they need .ts data (--dataset basicmotions"
+                "|japanesevowels or --ts TRAIN.ts)"
+            )
+        return "rows"
+    if args.on_board:
+        raise CLIError("--on-board trains the iris models; seq-attn trains on the host")
+    if args.scaling is not None:
+        raise CLIError("--scaling: seq-attn standardizes per channel on TRAIN; leave it out")
+    if args.test_fraction is not None and (args.ts is None or args.test is not None):
+        raise CLIError("--test-fraction holds out part of TRAIN only for --ts without --test")
+    return "seq"
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass
+class SeqData:
+    """The windows of one run: TRAIN (and TEST, if any) and where they came from."""
+
+    name: str
+    train: TSDataset
+    test: TSDataset | None  # None: --ts without --test
+    meta: dict[str, Any]  # model.ts_data_meta
+
+    @property
+    def source(self) -> str:
+        if self.test is None:
+            return str(self.train.source)
+        return f"{self.train.source.name} / {self.test.source.name}"
+
+
+def _check_complete(ds: TSDataset) -> None:
+    from .cli import CLIError
+
+    bad = np.argwhere(np.isnan(ds.X) & ds.mask[:, :, None])  # (k, 3) window, step, channel
+    if len(bad):
+        i, t, c = (int(v) for v in bad[0])
+        raise CLIError(
+            f"{ds.source}: {len(bad)} missing values ('?'), the first in case {i + 1} at step "
+            f"{t}, channel {c}; seq-attn needs complete windows: fill them (e.g. interpolate) "
+            "or drop those cases"
+        )
+
+
+def load_windows(args: argparse.Namespace) -> SeqData:
+    """TRAIN (and TEST) windows named by `--dataset` or `--ts`/`--test`; CLIError in one line
+    for a bad file, missing values, or a TEST file that does not match TRAIN."""
+    from .cli import CLIError
+    from .model import ts_data_meta
+
+    try:
+        if args.ts is not None:
+            train = load_ts(args.ts)
+            test = load_ts(args.test, name=train.name) if args.test is not None else None
+            meta = ts_data_meta(train.name, args.ts, args.test)
+        else:
+            train = load_ts_dataset(args.dataset, "train")
+            test = load_ts_dataset(args.dataset, "test")
+            meta = ts_data_meta(args.dataset)
+    except ValueError as exc:  # TSFormatError: file:line and the fix
+        raise CLIError(str(exc)) from None
+    for ds in (train, test):
+        if ds is not None:
+            _check_complete(ds)
+    if test is not None and (
+        test.class_names != train.class_names or test.n_channels != train.n_channels
+    ):
+        raise CLIError(
+            f"{test.source}: classes {test.class_names} and {test.n_channels} channels, but "
+            f"{train.source} has {train.class_names} and {train.n_channels}; pass the TEST "
+            "file of the same problem"
+        )
+    return SeqData(train.name, train, test, meta)
+
+
+def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:
+    return replace(ds, X=ds.X[idx], lengths=ds.lengths[idx], y=ds.y[idx])
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def seq_setup(args: argparse.Namespace, train: TSDataset):
+    """`(arch, config, augment)`: the dataset's defaults with every flag given applied."""
+    from .cli import CLIError
+    from .train import config_from_args
+
+    d = seq_defaults(train.name, train.max_length)
+    given = {field: getattr(args, dest) for dest, (field, _) in ARCH_FLAGS.items()
+             if getattr(args, dest) is not None}  # fmt: skip
+    arch = replace(d.arch, **given)
+    for field, flag in ARCH_FLAGS.values():
+        v = getattr(arch, field)
+        if v < 1:
+            raise CLIError(f"{flag} {v}: must be at least 1")
+    if arch.embed_dim % arch.num_heads:
+        raise CLIError(
+            f"--embed {arch.embed_dim} is not a multiple of --heads {arch.num_heads}; each head "
+            "takes E/H columns"
+        )
+    if arch.patch > train.max_length:
+        raise CLIError(
+            f"--patch {arch.patch}: longer than TRAIN's longest window ({train.max_length} "
+            "steps); choose a smaller patch"
+        )
+    augment = d.augment if args.shift is None else replace(d.augment, shift=args.shift)
+    if augment.shift < 0:
+        raise CLIError(f"--shift {augment.shift}: must be 0 or more")
+    return arch, config_from_args(args, d.train, "seq-attn"), augment
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def _accuracy(result: SeqTrainResult, ds: TSDataset) -> float:
+    xn, n = result.normalize(ds.X, ds.lengths)
+    return float(np.mean(result.model.predict(xn, n) == ds.y)) if len(ds.y) else float("nan")
+
+
+def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]:
+    """`(train part, test part, meta["train"] additions)`: TRAIN and TEST, or TRAIN's
+    stratified hold-out when there is no TEST file."""
+    from .cli import CLIError
+    from .data import stratified_split
+
+    if data.test is not None:
+        return data.train, data.test, {}
+    try:
+        tr, te = stratified_split(data.train.y, config.test_fraction, config.seed)
+    except ValueError as exc:
+        raise CLIError(f"{data.train.source}: cannot hold out a test part ({exc})") from None
+    split = {"train_idx": [int(i) for i in tr], "test_idx": [int(i) for i in te]}
+    return _subset(data.train, tr), _subset(data.train, te), split
+
+
+def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
+    """Train on the train part, evaluate on the test part, write the model file."""
+    from .cli import CLIError
+    from .model import save_model
+    from .train import _progress_bar
+
+    train, test, split = _split(data, config)
+    if data.test is None:
+        print(
+            f"no --test: held out {len(test.y)} of {len(data.train.y)} TRAIN windows "
+            f"(stratified {config.test_fraction:g}, seed {config.seed}) as the test part",
+            file=log,
+        )
+    bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
+    curves: dict[str, list[float]] = {"loss": [], "train_acc": [], "test_acc": []}
+
+    def on_epoch(epoch: int, loss: float, result: SeqTrainResult) -> None:
+        curves["loss"].append(loss)
+        curves["train_acc"].append(_accuracy(result, train))
+        curves["test_acc"].append(_accuracy(result, test))
+        bar.set_postfix(loss=f"{loss:.4f}", acc=f"{curves['train_acc'][-1]:.3f}",
+                        test=f"{curves['test_acc'][-1]:.3f}", refresh=False)  # fmt: skip
+        bar.update()
+
+    try:
+        result = train_seq(train.X, train.lengths, train.y, train.n_classes, arch, config,
+                           augment, on_epoch=on_epoch)  # fmt: skip
+    finally:
+        bar.close()
+    ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
+    metrics = {
+        "train_accuracy": _accuracy(result, train),
+        "test_accuracy": ev["float_accuracy"],
+        "int8_test_accuracy": ev["int8_accuracy"],
+    }
+    meta = {
+        "model": "seq-attn",
+        **data.meta,
+        "feature_names": [f"channel {c}" for c in range(train.n_channels)],
+        "class_names": list(data.train.class_names),
+        "train": {
+            **asdict(config),
+            "arch": asdict(arch),
+            "augment": asdict(augment),
+            "max_steps": result.max_steps,
+            **split,  # train_idx/test_idx into the TRAIN file (held out: no --test)
+        },
+        "history": curves,
+        "metrics": metrics,
+    }
+    try:
+        path = save_model(args.out, result.model, result.norm_mean, result.norm_std, meta)
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.out} ({exc.strerror}); check --out") from None
+    n_test, n_train = len(test.y), len(train.y)
+    what = "the TEST file" if data.test is not None else "the held-out part of TRAIN"
+    cut = f", {ev['truncated']} cut to T = {result.max_steps} steps" if ev["truncated"] else ""
+    n_macs = macs(result.model.ops)
+    print(
+        f"test accuracy {ev['float_accuracy']:.3f} ({round(ev['float_accuracy'] * n_test)}/"
+        f"{n_test} windows of {what}{cut}), int8 {ev['int8_accuracy']:.3f}, train "
+        f"{metrics['train_accuracy']:.3f} ({n_train} windows), {config.epochs} epochs in "
+        f"{result.seconds:.2f} s, {result.model.n_params} params, {n_macs} MACs -> {path}",
+        file=log,
+    )
+    return {
+        "model": "seq-attn", "dataset": data.name, "seed": config.seed, "epochs": config.epochs,
+        "test_accuracy": ev["float_accuracy"], "int8_test_accuracy": ev["int8_accuracy"],
+        "int8_float_agreement": ev["int8_float_agreement"],
+        "train_accuracy": metrics["train_accuracy"], "n_test": n_test, "n_train": n_train,
+        "test_split": "test file" if data.test is not None else "held-out part of train",
+        "test_windows_truncated": ev["truncated"], "seconds": result.seconds,
+        "params": result.model.n_params, "macs": n_macs, "max_steps": result.max_steps,
+        "arch": asdict(arch), "augment": asdict(augment), "out": str(path),
+    }  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- --cv
+
+
+def cross_validate_seq(
+    ds: TSDataset, k: int, arch: SeqAttnConfig, config, augment: Augment, repeats: int = 1,
+    on_fold=None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Repeated stratified k-fold over the TRAIN windows `ds` (repeat r: seed `config.seed +
+    r` for the folds, init, order and augmentation); each fold standardizes, trains and
+    calibrates its int8 path on its own training windows (T from them too)."""
+    from .data import stratified_kfold
+
+    folds = []
+    for r in range(repeats):
+        cfg = replace(config, seed=config.seed + r)
+        for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, cfg.seed)):
+            res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment)
+            ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
+            fold = {
+                "repeat": r, "seed": cfg.seed, "fold": f, "n_train": len(tr), "n_test": len(te),
+                "train_accuracy": _accuracy(res, _subset(ds, tr)),
+                "test_accuracy": ev["float_accuracy"], "int8_test_accuracy": ev["int8_accuracy"],
+                "int8_float_agreement": ev["int8_float_agreement"],
+                "test_windows_truncated": ev["truncated"], "seconds": res.seconds,
+            }  # fmt: skip
+            folds.append(fold)
+            if on_fold is not None:
+                on_fold(fold)
+    return folds
+
+
+def run_cv(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
+    from .cli import CLIError
+    from .train import _progress_bar, cv_summary
+
+    k, repeats = args.cv, args.repeats or 1
+    bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
+
+    def on_fold(fold: dict[str, Any]) -> None:
+        bar.set_postfix(float=f"{fold['test_accuracy']:.3f}",
+                        int8=f"{fold['int8_test_accuracy']:.3f}", refresh=False)  # fmt: skip
+        bar.update()
+
+    t0 = time.perf_counter()
+    try:
+        folds = cross_validate_seq(data.train, k, arch, config, augment, repeats, on_fold)
+    except ValueError as exc:  # too few windows of a class for K folds
+        raise CLIError(f"{data.train.source}: {exc}") from None
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    for f in folds:
+        print(
+            f"seed {f['seed']} fold {f['fold']}: test float {f['test_accuracy']:.3f}, int8 "
+            f"{f['int8_test_accuracy']:.3f} ({f['n_test']} windows), train "
+            f"{f['train_accuracy']:.3f}",
+            file=log,
+        )
+    s = cv_summary(folds)
+    print(
+        f"{repeats} x {k}-fold CV inside TRAIN, seq-attn on {data.name} ({len(data.train.y)} "
+        f"windows; the TEST file not read): accuracy float {s['mean_test_accuracy']:.4f} ± "
+        f"{s['std_test_accuracy']:.3f}, int8 {s['mean_int8_test_accuracy']:.4f} ± "
+        f"{s['std_int8_test_accuracy']:.3f} (mean ± std over {len(folds)} folds; "
+        f"{seconds:.1f} s; no model file written with --cv)",
+        file=log,
+    )
+    return {
+        "model": "seq-attn", "dataset": data.name, "seed": config.seed,
+        "seeds": [config.seed + r for r in range(repeats)], "cv": k, "repeats": repeats,
+        "config": asdict(config), "arch": asdict(arch), "augment": asdict(augment), **s,
+        "test_accuracy": s["mean_test_accuracy"],
+        "int8_test_accuracy": s["mean_int8_test_accuracy"],
+        "train_accuracy": s["mean_train_accuracy"], "folds": folds, "seconds": seconds,
+        "epochs": config.epochs,
+    }  # fmt: skip
+
+
+def main(args: argparse.Namespace) -> int:
+    """`tinyattn train` on windows (after `check_flow` said "seq")."""
+    from .cli import CLIError
+
+    if args.target is not None:
+        raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
+    data = load_windows(args)
+    arch, config, augment = seq_setup(args, data.train)
+    log = sys.stderr if args.json else sys.stdout
+    if args.cv is not None:
+        summary = run_cv(args, data, arch, config, augment, log)
+    else:
+        summary = run_one(args, data, arch, config, augment, log)
+    if args.json:
+        print(json.dumps(summary))
+    return 0
