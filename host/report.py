@@ -11,6 +11,12 @@ Writes into `--out`:
   `A_h = softmax(Q_h K_hᵀ / √D)` of every `attention` op (DESIGN §3), and the weights over
   tokens (rows of V) of every `myattn` op (DESIGN §8, the layer's `.weights`); ops without
   attention weights are skipped;
+- a sequence model (`seq-attn`): `attention_<i>.png` for each chosen TEST window `i` instead —
+  the window's signal over time, the attention each time step receives (averaged over heads
+  and valid queries: where the model looks), and per head the query token x key token matrix
+  `A_h` over the window's valid tokens (padded keys get weight 0); the confusion matrices are
+  on the TEST windows (the test split; `--ts` models without TEST: the part of TRAIN held out)
+  and on TEST + TRAIN, every window cut to the model's T as export does;
 - `report.html` and `report.md`, which embed the images under a summary table.
 
 The folder is built next to `--out` (`.NAME.XXXX.tmp`) and renamed to it at the end, so
@@ -21,7 +27,7 @@ report's files (`.png`, `.html`, `.md`); anything else there is refused before a
 The int8 figures use `--blob`; without it `build/model.bin` if it exists and was exported from
 this model, else a blob exported to a temporary file (`tinyattn.export.export_model`); when the
 model cannot be exported (an op the blob format lacks) they are skipped with a note. Samples
-default to the first test-split sample of each class. matplotlib (the optional extra
+default to the first test-split sample (TEST window) of each class. matplotlib (the optional extra
 `report`) is imported only here, and figures are drawn on the Agg canvas without pyplot, so
 nothing global changes.
 
@@ -50,12 +56,14 @@ import numpy as np
 from .atomic import current_umask
 from .blob import Blob, read_blob
 from .cli import CLIError
-from .floatref import NpzModel, dequantized, load_npz
+from .floatref import NpzModel, dequantized, load_npz, seq_float_ops, truncate_windows
 from .intref import quantize_input, run_int8
 from .layers import Attention
 from .model import ModelFile, Sequential, load_model
 from .myattn import MyAttn
 from .paths import BUILD_DIR
+from .seqlayers import ResidualAttention
+from .seqmodel import SeqModel
 
 INSTALL_HINT = "pip install -e '.[report]' (or 'make install')"
 DPI = 110
@@ -79,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--samples",
         type=_sample_list,
         metavar="I,J,...",
-        help="dataset rows for the attention maps (default: one test sample per class)",
+        help="dataset rows (seq-attn: TEST windows) for the attention maps (default: one test "
+        "sample per class)",
     )
     parser.add_argument(
         "--csv",
@@ -153,6 +162,34 @@ def attention_maps(model: Sequential, x_norm: np.ndarray) -> list[AttentionMap]:
     return maps
 
 
+def seq_attention_maps(
+    model: SeqModel, x_norm: np.ndarray, lengths: np.ndarray | None
+) -> list[AttentionMap]:
+    """Every residual attention op's `A_h` `(B, H, S, S)` for normalized windows `x_norm
+    [B, T', C]` with `lengths [B]`: the layer's own weights from its training cache, with the
+    model's padding mask (a padded key gets weight 0), as `attention_maps` does for rows."""
+    x = np.asarray(x_norm, dtype=model.dtype)
+    mask = model.mask(x, lengths)
+    maps: list[AttentionMap] = []
+    for i, layer in enumerate(model.layers):
+        if isinstance(layer, ResidualAttention):
+            x = layer.forward(x, True, mask)
+            att = layer._cache[4]  # (x, q, k, v, att, ctx); att (B, H, S, S)
+            layer._cache = None  # inference keeps no caches
+            maps.append(AttentionMap(i, "attention", att.copy()))
+        elif getattr(layer, "uses_mask", False):
+            x = layer.forward(x, False, mask)
+        else:
+            x = layer.forward(x, False)
+    return maps
+
+
+def attention_over_time(att: np.ndarray, n_tokens: int) -> np.ndarray:
+    """`[S_n]`: the attention each valid key token receives, averaged over heads and valid
+    query tokens, from one window's `att [H, S, S]`; sums to 1 (a row of A does)."""
+    return att[:, :n_tokens, :n_tokens].mean(axis=(0, 1))
+
+
 def token_labels(
     ops: list[dict[str, Any]], op_index: int, feature_names: list[str], n_tokens: int
 ) -> tuple[list[str], str]:
@@ -209,7 +246,10 @@ def _blob_mismatch(blob: Blob, npz: NpzModel) -> str | None:
     quantization step of the float64 weight (docs/quantization.md: `W_q = rint(W / s_w)`; in a
     float32 blob, within float32 rounding).
     """
-    if [op.kind for op in blob.ops] != [op["op"] for op in npz.ops]:
+    # a seq model's ops map to blob ops (patch_embed + pos_add -> embed, ...): compare those
+    ref_ops = seq_float_ops(npz) if npz.is_seq else None
+    kinds = [op.kind for op in ref_ops] if ref_ops else [op["op"] for op in npz.ops]
+    if [op.kind for op in blob.ops] != kinds:
         return "its op list differs from the model's"
     if blob.class_names != npz.class_names:
         return f"its classes {blob.class_names} differ from the model's {npz.class_names}"
@@ -219,7 +259,7 @@ def _blob_mismatch(blob: Blob, npz: NpzModel) -> str | None:
     for k, op in enumerate(blob.ops):
         if op.kind != "dense":
             continue
-        W = npz.param(k, "W")  # (out, in)
+        W = ref_ops[k].tensors["W"] if ref_ops else npz.param(k, "W")  # (out, in)
         Wf, _ = dequantized(op, "", "s_in", blob.quantized)
         step = op.tensors["s"].astype(np.float64)[:, None] if blob.quantized else 2.0**-22 * abs(W)
         if np.any(np.abs(Wf - W) > 0.5 * step * (1 + 1e-3) + 1e-7):
@@ -243,8 +283,10 @@ def int8_logits(
     blob_path: str | Path | None,
     csv: str | None,
     target: str | None,
+    lengths: np.ndarray | None = None,
 ) -> tuple[np.ndarray | None, dict[str, Any], list[str]]:
-    """`(logits_q [N, C] int64 or None, blob info, notes)` from the integer reference."""
+    """`(logits_q [N, C] int64 or None, blob info, notes)` from the integer reference (a seq
+    model: windows `X [N, T, C]` with `lengths [N]`)."""
     from .export import export_model
 
     notes: list[str] = []
@@ -292,7 +334,7 @@ def int8_logits(
         notes.append(f"int8 figures skipped: {info['blob']} holds float32 weights (--float32)")
         return None, info, notes
     try:
-        logits_q = run_int8(blob, quantize_input(blob, X))  # (N, C) int64
+        logits_q = run_int8(blob, quantize_input(blob, X, lengths), lengths)  # (N, C) int64
     except ValueError as exc:  # an op the integer reference does not implement
         notes.append(f"int8 figures skipped: {exc}")
         return None, info, notes
@@ -333,14 +375,17 @@ def plot_curves(mpl, history: dict[str, list[float]], title: str, path: Path) ->
     _save(fig, Canvas, path)
 
 
-def _heatmap(fig, ax, values, vmin, vmax, cmap, fmt, xlabels, ylabels, cbar_label) -> None:
-    """imshow + a number in every cell + a colour bar (matplotlib's annotated-heatmap recipe)."""
+def _heatmap(
+    fig, ax, values, vmin, vmax, cmap, fmt, xlabels, ylabels, cbar_label, max_annotated=400
+) -> None:
+    """imshow + a number in every cell (up to `max_annotated` cells) + a colour bar
+    (matplotlib's annotated-heatmap recipe)."""
     im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks(
         range(len(xlabels)), labels=xlabels, rotation=35, ha="right", rotation_mode="anchor"
     )
     ax.set_yticks(range(len(ylabels)), labels=ylabels)
-    if values.size <= 400:
+    if values.size <= max_annotated:
         for r in range(values.shape[0]):
             for c in range(values.shape[1]):
                 v = values[r, c]
@@ -420,6 +465,57 @@ def plot_attention(mpl, maps, ops, labels_of, heading: str, path: Path) -> None:
     _save(fig, Canvas, path)
 
 
+def plot_seq_attention(
+    mpl, maps, ops, window: np.ndarray, length: int, heading: str, path: Path
+) -> None:
+    """One window: its signal over time, the attention each time step receives (pooled over
+    heads and queries, one line per attention op), and per head the query x key token matrix
+    `A_h` over the window's valid tokens."""
+    Figure, Canvas = mpl
+    P = int(ops[0]["patch"])
+    S_n = -(-length // P)
+    panels = [(m.op_index, h, m.weights[0, h]) for m in maps for h in range(m.weights.shape[1])]
+    n = len(panels)
+    side = 2.8 + 0.16 * S_n
+    fig = Figure(figsize=(max(side * 1.2 * n, 9.0), 4.4 + side), layout="constrained")
+    mosaic = [["signal"] * n, ["time"] * n, [f"h{j}" for j in range(n)]]
+    axes = fig.subplot_mosaic(mosaic, height_ratios=[1.3, 0.9, side / 1.6])
+    t = np.arange(length)
+    ax = axes["signal"]
+    C = window.shape[1]
+    for c in range(C):
+        ax.plot(t, window[:length, c], lw=1.0, label=f"ch {c}")
+    if C <= 6:
+        ax.legend(loc="upper right", fontsize=7, ncol=C)
+    ax.set(xlim=(0, length), ylabel="raw value")
+    ax.set_title(f"the window: {length} steps x {C} channels", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax = axes["time"]
+    edges = np.minimum(np.arange(S_n + 1) * P, length)
+    for m in maps:
+        w = attention_over_time(m.weights[0], S_n)
+        ax.stairs(w, edges, label=f"op {m.op_index}", fill=len(maps) == 1, alpha=0.7)
+    ax.set(xlim=(0, length), xlabel="time step", ylabel="attention received")
+    ax.set_title(
+        f"attention over time: each {'step' if P == 1 else f'{P}-step patch'}'s share, "
+        "averaged over heads and queries (sums to 1)",
+        fontsize=9,
+    )
+    if len(maps) > 1:
+        ax.legend(loc="upper right", fontsize=7)
+    ax.grid(alpha=0.3)
+    labels = [str(s * P) for s in range(S_n)]  # a token by its first step
+    for j, (k, h, w) in enumerate(panels):
+        ax = axes[f"h{j}"]
+        H = int(ops[k]["num_heads"])
+        _heatmap(fig, ax, w[:S_n, :S_n], 0.0, 1.0, "viridis", ".2f", labels, labels,
+                 "attention weight", max_annotated=64)  # fmt: skip
+        ax.set(xlabel="key token (first step)", ylabel="query token (first step)")
+        ax.set_title(f"op {k} attention, head {h + 1}/{H}\nA = softmax(QKᵀ/√D)", fontsize=9)
+    fig.suptitle(heading)
+    _save(fig, Canvas, path)
+
+
 # ----------------------------------------------------------------------------- pages
 
 
@@ -490,6 +586,56 @@ def _default_samples(y: np.ndarray, test_idx: np.ndarray, n_classes: int) -> lis
     return samples
 
 
+@dataclass
+class Samples:
+    """What a report is drawn on: the model's inputs, labels and test split."""
+
+    X: np.ndarray  # (N, F) raw rows, or (N, T', C) raw windows cut to the model's T
+    y: np.ndarray  # (N,)
+    test_idx: np.ndarray  # rows of X in the test split
+    lengths: np.ndarray | None  # (N,) valid steps of windows; None for rows
+    feature_names: list[str]
+    notes: list[str]
+
+
+def report_samples(npz: NpzModel, csv: str | None, target: str | None) -> Samples:
+    """Rows: the model's dataset or CSV (`export.load_data`) and its test rows. Windows: the
+    TEST file's windows first (the test split; a `--ts` model trained without TEST: the part of
+    TRAIN it held out), then the TRAIN windows, all cut to the model's T (`export` does the
+    same), so sample `i` of `--samples` is TEST window `i`."""
+    from dataclasses import replace
+
+    from .export import load_data, load_seq_data
+    from .tsdata import pad_windows
+
+    meta, split = npz.meta, npz.meta.get("train", {})
+    if not npz.is_seq:
+        X, y = load_data(npz, csv, target)  # (N, F) raw, (N,)
+        names = list(meta.get("feature_names") or [f"x{j}" for j in range(X.shape[1])])
+        test_idx = np.asarray(split.get("test_idx") or [], dtype=np.int64)
+        return Samples(X, y, test_idx, None, names, [])
+    train, test = load_seq_data(npz)
+    notes = []
+    if test is None and split.get("test_idx"):
+        tr, te = (np.asarray(split[k], np.int64) for k in ("train_idx", "test_idx"))
+        train, test = (replace(train, X=train.X[i], lengths=train.lengths[i], y=train.y[i])
+                       for i in (tr, te))  # fmt: skip
+    elif test is None:
+        notes.append("no TEST windows recorded in the model's meta: figures on TRAIN only")
+    parts = [p for p in (test, train) if p is not None]
+    T_all = max(p.X.shape[1] for p in parts)
+    X = np.concatenate([pad_windows(p.X, p.lengths, T_all) for p in parts])  # (N, T', C)
+    lengths = np.concatenate([p.lengths for p in parts])
+    X, lengths, cut = truncate_windows(X, lengths, int(npz.ops[0]["steps"]))
+    if cut:
+        notes.append(f"{cut} windows longer than the model's T = {X.shape[1]} steps were cut to "
+                     "their first T steps (as export does)")  # fmt: skip
+    test_idx = np.arange(len(test.y) if test is not None else 0)
+    y = np.concatenate([p.y for p in parts])
+    names = [f"channel {c}" for c in range(X.shape[2])]
+    return Samples(X, y, test_idx, lengths, names, notes)
+
+
 REPORT_SUFFIXES = {".png", ".html", ".md"}  # what a report folder holds: replaced as a whole
 
 
@@ -549,6 +695,58 @@ def replace_dir(new: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _row_attention_figures(
+    mpl, mf: ModelFile, X, y, samples, test_idx, feature_names, pred_float, pred_q,
+    work: Path, figures, notes,
+) -> list[str]:  # fmt: skip
+    """`attention_<i>.png` for each chosen row `i` (`plot_attention`), or a note when the
+    model has no attention op."""
+    class_names = mf.class_names
+    maps = attention_maps(mf.model, mf.normalize(X[samples]))  # from (len(samples), F)
+    if not maps:
+        kinds = ", ".join(op["op"] for op in mf.model.ops)
+        notes.append(f"no attention or myattn op in the model ({kinds}): heatmaps skipped")
+        return []
+    labels = {
+        m.op_index: token_labels(mf.model.ops, m.op_index, feature_names, m.weights.shape[-1])
+        for m in maps
+    }
+    files = []
+    for j, i in enumerate(samples):
+        one = [AttentionMap(m.op_index, m.kind, m.weights[j : j + 1]) for m in maps]
+        where = "test" if i in set(test_idx.tolist()) else "train"
+        heading = (
+            f"sample {i} ({where} split): true {class_names[y[i]]}, "
+            f"float predicts {class_names[pred_float[i]]}"
+            + ("" if pred_q is None else f", int8 predicts {class_names[pred_q[i]]}")
+        )
+        path = work / f"attention_{i}.png"
+        plot_attention(mpl, one, mf.model.ops, labels.__getitem__, heading, path)
+        figures.append((f"Attention, {heading}", path))
+        files.append(str(path))
+    return files
+
+
+def _seq_attention_figures(
+    mpl, mf: ModelFile, X, lengths, y, samples, pred_float, pred_q, work: Path, figures
+) -> list[str]:
+    """`attention_<i>.png` for each chosen TEST window `i` (`plot_seq_attention`)."""
+    names = mf.class_names
+    idx = np.asarray(samples, dtype=np.int64)
+    maps = seq_attention_maps(mf.model, mf.normalize(X[idx], lengths[idx]), lengths[idx])
+    files = []
+    for j, i in enumerate(samples):
+        one = [AttentionMap(m.op_index, m.kind, m.weights[j : j + 1]) for m in maps]
+        int8 = "" if pred_q is None else f", int8 predicts {names[pred_q[i]]}"
+        heading = f"TEST window {i}: true {names[y[i]]}, float predicts {names[pred_float[i]]}"
+        heading += int8
+        path = work / f"attention_{i}.png"
+        plot_seq_attention(mpl, one, mf.model.ops, X[i], int(lengths[i]), heading, path)
+        figures.append((f"Attention over time, {heading}", path))
+        files.append(str(path))
+    return files
+
+
 def write_report(
     model_path: str | Path,
     blob_path: str | Path | None = None,
@@ -557,9 +755,8 @@ def write_report(
     csv: str | None = None,
     target: str | None = None,
 ) -> dict[str, Any]:
-    """Write the figures and pages into `out_dir`; returns the written paths and the summary."""
-    from .export import load_data
-
+    """Write the figures and pages into `out_dir`; returns the written paths and the summary.
+    A seq model's `samples` are TEST windows (see `report_samples`)."""
     mpl = _matplotlib()
     model_path, out_dir = Path(model_path), Path(out_dir)
     if not model_path.is_file():
@@ -573,21 +770,22 @@ def write_report(
     meta = mf.meta
     if csv is None and meta.get("csv"):
         csv, target = meta["csv"], target if target is not None else meta.get("target")
-    X, y = load_data(npz, csv, target)  # (N, F) raw, (N,)
+    data = report_samples(npz, csv, target)
+    X, y, test_idx, lengths = data.X, data.y, data.test_idx, data.lengths
     N, C = len(y), len(mf.class_names)
     class_names = mf.class_names
-    feature_names = list(meta.get("feature_names") or [f"x{j}" for j in range(X.shape[1])])
-    split = meta.get("train", {})
-    test_idx = np.asarray(split.get("test_idx") or [], dtype=np.int64)
+    feature_names = data.feature_names
     if samples is None:
         samples = _default_samples(y, test_idx, C)
-    bad = [i for i in samples if not 0 <= i < N]
+    n_pick = len(test_idx) if mf.is_seq and len(test_idx) else N
+    bad = [i for i in samples if not 0 <= i < n_pick]
     if bad:
-        raise CLIError(f"--samples {bad}: the dataset has rows 0..{N - 1}")
+        what = "the TEST windows are" if mf.is_seq else "the dataset has rows"
+        raise CLIError(f"--samples {bad}: {what} 0..{n_pick - 1}")
 
     final = out_dir
     with building(final) as work:
-        notes: list[str] = []
+        notes: list[str] = list(data.notes)
         figures: list[tuple[str, Path]] = []  # (heading, png)
         name = f"{meta.get('model', '?')} on {meta.get('dataset', '?')}"
 
@@ -599,8 +797,10 @@ def write_report(
         else:
             notes.append("no training history in the model's meta: curves skipped")
 
-        pred_float = mf.predict(X)  # (N,) from the float64 model
-        logits_q, blob_info, int8_notes = int8_logits(model_path, npz, X, blob_path, csv, target)
+        pred_float = mf.predict(X, lengths)  # (N,) from the float64 model
+        logits_q, blob_info, int8_notes = int8_logits(
+            model_path, npz, X, blob_path, csv, target, lengths
+        )
         notes += int8_notes
         pred_q = None if logits_q is None else np.argmax(logits_q, axis=1)
         for path_name, pred in (("float", pred_float), ("int8", pred_q)):
@@ -608,7 +808,8 @@ def write_report(
                 continue
             what = "float64 model" if path_name == "float" else "int8 integer reference (blob)"
             panels = []
-            for split_name, idx in (("test split", test_idx), ("all samples", np.arange(N))):
+            everything = "test + train windows" if mf.is_seq else "all samples"
+            for split_name, idx in (("test split", test_idx), (everything, np.arange(N))):
                 if len(idx):
                     acc = float(np.mean(pred[idx] == y[idx]))
                     cm = confusion_matrix(y[idx], pred[idx], C)
@@ -617,31 +818,15 @@ def write_report(
             plot_confusion(mpl, panels, class_names, f"{name}: confusion matrices, {what}", path)
             figures.append((f"Confusion matrices, {what}", path))
 
-        x_norm = mf.normalize(X[samples])  # (len(samples), F)
-        maps = attention_maps(mf.model, x_norm)
-        attention_files = []
-        if maps:
-            labels = {
-                m.op_index: token_labels(
-                    mf.model.ops, m.op_index, feature_names, m.weights.shape[-1]
-                )
-                for m in maps
-            }
-            for j, i in enumerate(samples):
-                one = [AttentionMap(m.op_index, m.kind, m.weights[j : j + 1]) for m in maps]
-                where = "test" if i in set(test_idx.tolist()) else "train"
-                heading = (
-                    f"sample {i} ({where} split): true {class_names[y[i]]}, "
-                    f"float predicts {class_names[pred_float[i]]}"
-                    + ("" if pred_q is None else f", int8 predicts {class_names[pred_q[i]]}")
-                )
-                path = work / f"attention_{i}.png"
-                plot_attention(mpl, one, mf.model.ops, labels.__getitem__, heading, path)
-                figures.append((f"Attention, {heading}", path))
-                attention_files.append(str(path))
+        if mf.is_seq:
+            attention_files = _seq_attention_figures(
+                mpl, mf, X, lengths, y, samples, pred_float, pred_q, work, figures
+            )
         else:
-            kinds = ", ".join(op["op"] for op in mf.model.ops)
-            notes.append(f"no attention or myattn op in the model ({kinds}): heatmaps skipped")
+            attention_files = _row_attention_figures(
+                mpl, mf, X, y, samples, test_idx, feature_names, pred_float, pred_q, work,
+                figures, notes,
+            )  # fmt: skip
 
         summary = {
             "model": meta.get("model"),

@@ -23,6 +23,7 @@ from tinyattn.export import export_model
 from tinyattn.floatref import forward_npz, load_npz
 from tinyattn.model import iris_attn_ops, load_model
 from tinyattn.report import _blob_mismatch, attention_maps, token_labels, write_report
+from tinyattn.tsdata import load_ts_dataset
 
 pytestmark = pytest.mark.host
 pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
@@ -351,3 +352,60 @@ def test_report_refuses_an_out_folder_holding_other_files(trained, tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "notes.txt" in err and "another --out" in err
     assert (out / "notes.txt").read_text() == "keep me"
+
+
+# -- sequence models (issue 11): attention over time for TEST windows ---------------------------
+
+
+@pytest.fixture(scope="module")
+def seq_trained(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """A short BasicMotions seq-attn run (`tinyattn train --dataset basicmotions`), exported."""
+    tmp = tmp_path_factory.mktemp("report-seq")
+    npz = train(tmp / "bm.npz", "--dataset", "basicmotions", "--epochs", "40")
+    blob = tmp / "bm.bin"
+    return npz, blob, export_model(npz, blob)
+
+
+def test_report_seq_model_draws_attention_over_time_for_test_windows(seq_trained, tmp_path):
+    npz, blob, exported = seq_trained
+    result = write_report(npz, blob, tmp_path / "out")
+    test = load_ts_dataset("basicmotions", "test")
+    assert sorted(int(test.y[i]) for i in result["samples"]) == [0, 1, 2, 3]  # one per class
+    names = sorted(Path(p).name for p in result["images"])
+    attention = [f"attention_{i}.png" for i in result["samples"]]
+    assert names == sorted(["curves.png", "confusion_float.png", "confusion_int8.png", *attention])
+    for path in result["images"]:
+        check_png(Path(path))
+    s = result["summary"]
+    assert (s["test_samples"], s["n_samples"]) == (40, 80)  # TEST windows, then TRAIN
+    assert s["float_test_accuracy"] == exported["float_test_accuracy"]
+    assert s["int8_test_accuracy"] == exported["int8_test_accuracy"]
+    html = Path(result["html"]).read_text(encoding="utf-8")
+    assert "Attention over time, TEST window" in html and "seq-attn" in html
+
+
+def test_report_seq_attention_masks_padded_keys_and_rows_sum_to_one(seq_trained):
+    from tinyattn.report import attention_over_time, seq_attention_maps
+
+    mf = load_model(seq_trained[0])
+    test = load_ts_dataset("basicmotions", "test")
+    lengths = np.array([100, 37, 5])  # 20, 8 and 1 valid tokens of P = 5 steps
+    X = test.X[:3]
+    (m,) = seq_attention_maps(mf.model, mf.normalize(X, lengths), lengths)
+    assert m.weights.shape == (3, 2, 20, 20)  # (B, H, S, S)
+    for b, S_n in enumerate((20, 8, 1)):
+        att = m.weights[b]
+        np.testing.assert_allclose(att[:, :S_n].sum(axis=-1), 1.0, atol=1e-12)
+        assert np.all(att[:, :, S_n:] == 0.0)  # a padded key gets no weight
+        np.testing.assert_allclose(attention_over_time(att, S_n).sum(), 1.0, atol=1e-12)
+    assert all(layer._cache is None for layer in mf.model.layers if hasattr(layer, "_cache"))
+
+
+def test_report_seq_samples_are_test_windows(seq_trained, tmp_path, capsys):
+    npz, blob, _ = seq_trained
+    argv = ["report", "--model", str(npz), "--blob", str(blob), "--out", str(tmp_path / "o")]
+    assert cli.main([*argv, "--samples", "0,40"]) == 2
+    assert "the TEST windows are 0..39" in capsys.readouterr().err
+    assert cli.main([*argv, "--samples", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["attention_images"] == [str(tmp_path / "o" / "attention_3.png")]
