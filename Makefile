@@ -6,8 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?=
 BAUD   ?= 115200
-MODEL  ?= build/model.npz
-BLOB   ?= build/model.bin
+# DATASET: iris, wine, or the windows basicmotions / japanesevowels (seq-attn). Each dataset
+# has its own model and blob, so 'make demo DATASET=basicmotions' never reuses Iris's files.
+DATASET ?= iris
+MODEL  ?= $(if $(filter iris,$(DATASET)),build/model.npz,build/$(DATASET).npz)
+BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-peers test test-host train export flash \
@@ -43,14 +46,14 @@ test-fuzz: install  ## the large fuzz volumes (hypothesis, thousands of blobs; C
 test-host: install  ## host-only tests (no MicroPython, no serial)
 	$(BIN)/python -m pytest -m host
 
-train: install  ## train iris-attn -> build/model.npz
-	$(BIN)/tinyattn train --out $(MODEL)
+train: install  ## train on DATASET (default iris; basicmotions, japanesevowels: seq-attn) -> MODEL
+	$(BIN)/tinyattn train --dataset $(DATASET) --out $(MODEL)
 
 train-board: install  ## train iris-attn on the board (PORT, or a virtual board) -> build/model.npz; ARGS=… e.g. "--head-only --csv mine.csv"
 	$(BIN)/tinyattn train --on-board $(PORTARG) --out $(MODEL) $(ARGS)
 
 $(MODEL): | $(VENV)/.installed
-	$(BIN)/tinyattn train --out $(MODEL)
+	$(BIN)/tinyattn train --dataset $(DATASET) --out $(MODEL)
 
 export: $(BLOB)  ## quantize and write build/model.bin (trains first if needed; only when the model changed)
 
@@ -63,10 +66,10 @@ flash: export  ## copy device files (.mpy; MPY=0: .py) + blob to PORT (or the vi
 	$(BIN)/tinyattn flash $(PORTARG) --blob $(BLOB) $(if $(filter 0,$(MPY)),--py,$(if $(filter 1,$(MPY)),--mpy)) $(ARGS)
 
 parity: export  ## host-vs-device parity over serial -> build/parity.json
-	$(BIN)/tinyattn parity $(PORTARG) --blob $(BLOB) --report build/parity.json $(ARGS)
+	$(BIN)/tinyattn parity $(PORTARG) --blob $(BLOB) --model $(MODEL) --report build/parity.json $(ARGS)
 
-demo: export  ## the main job: install, train, export, virtual board, flash, parity
-	$(BIN)/tinyattn demo $(PORTARG) --blob $(BLOB) $(if $(filter 0,$(MPY)),--py,$(if $(filter 1,$(MPY)),--mpy)) $(ARGS)
+demo: export  ## the main job: install, train, export, virtual board, flash, parity (DATASET=…)
+	$(BIN)/tinyattn demo $(PORTARG) --dataset $(DATASET) --model $(MODEL) --blob $(BLOB) $(if $(filter 0,$(MPY)),--py,$(if $(filter 1,$(MPY)),--mpy)) $(ARGS)
 
 board: install  ## run a virtual board in the foreground; prints its PORT (PACE=115200: paced like a UART)
 	$(BIN)/tinyattn board $(if $(PACE),--baud $(PACE),)

@@ -2,7 +2,9 @@
 
 train (if build/model.npz is missing) → export (if build/model.bin is missing) → a virtual board
 (or --port) → flash → parity, ending with the parity table. `make demo` runs it after
-installing everything into .venv.
+installing everything into .venv; `make demo DATASET=basicmotions` (or `tinyattn demo --dataset
+basicmotions --model build/basicmotions.npz --blob build/basicmotions.bin`) runs the same
+chain on sensor windows (`seq-attn`): parity then sends the model's TEST windows.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def _step(title: str) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_port_arguments(parser)
+    parser.add_argument(
+        "--dataset",
+        help="what to train on when --model is missing (a 'tinyattn train --dataset' name; "
+        "default: iris)",
+    )
     parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
     parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
     parser.add_argument("--report", type=Path, default=BUILD_DIR / "parity.json")
@@ -47,13 +54,16 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.model.is_file():
         _step(f"train -> {args.model}")
-        if cli.main(["train", "--out", str(args.model)]) != 0:
+        dataset = ["--dataset", args.dataset] if args.dataset else []
+        if cli.main(["train", *dataset, "--out", str(args.model)]) != 0:
             return 2
     if not args.blob.is_file():
         _step(f"export -> {args.blob}")
         if cli.main(["export", "--model", str(args.model), "--out", str(args.blob)]) != 0:
             return 2
-    data = load_samples(args.model, None, None, None)
+    data = load_samples(args.model, None, None, None)  # a seq model: its TEST windows
+    lengths = getattr(data, "lengths", None)
+    windows = {} if lengths is None else {"lengths": lengths}
     try:
         with one_port(args.port) as port:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
@@ -64,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
             for note in summary["notes"]:
                 print(f"  note: {note}")
             _step(f"parity: {len(data.y)} {data.name} samples over serial")
-            report = parity(port, args.blob, data.X, data.y, baud=args.baud)
+            report = parity(port, args.blob, data.X, data.y, baud=args.baud, **windows)
     except LinkError as exc:
         raise CLIError(str(exc)) from None
     return finish(report, args.report, args.json, "demo")
