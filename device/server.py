@@ -292,6 +292,8 @@ _OPS = {"info": _op_info, "infer": _op_infer, "batch": _op_batch, "bench": _op_b
 
 
 _CRC_TAG = ',"crc":'
+# the training session's ops (server_train._OPS), imported on the first one
+_TRAIN_OPS = ("train_info", "train_put", "train_commit", "train_epoch", "train_get", "train_end")
 
 
 def _covered(line, at):
@@ -448,7 +450,7 @@ def handle_line(model, line):
         if op == "exit":
             return {"id": rid, "ok": True, "bye": True}, False
         fn = _OPS.get(op) if isinstance(op, str) and model is not None else None
-        if fn is None and isinstance(op, str) and op.startswith("train_"):
+        if fn is None and op in _TRAIN_OPS:  # not any "train_*": no import for a junk name
             fn = __import__("server_train").handle  # on the first training op (docs/protocol.md)
         if fn is None:
             raise RequestError("unknown op %r; ops: info infer batch bench exit train_*%s" % (
