@@ -74,3 +74,15 @@ def test_predict_bad_input_one_line_as_parity(reference_model, capsys, tmp_path,
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("tinyattn predict: error: ") and words in lines[0], lines[0]
+
+
+@pytest.mark.host
+def test_predict_ts_needs_a_sequence_model_one_line(reference_model, capsys):
+    from tinyattn.tsdata import ts_path
+
+    code = cli.main(["predict", "--ts", str(ts_path("basicmotions", "test")), "--blob",
+                     str(reference_model["blob"])])  # fmt: skip
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "need a sequence model; this blob takes rows: --csv" in lines[0], lines[0]
