@@ -20,42 +20,62 @@ viper emitter, the import fails and attention.py falls back. Precompile with
 import micropython
 
 
+# dense and embed: for each output, acc = b[o] + x_row . W[o] with x and w walked by typed
+# pointers (x, y, w are the first three locals, which the emitter keeps in registers: they are
+# reused as the walkers), four MACs per step with constant offsets, then the n_in % 4 rest.
+# W is read row after row, so w only restarts once per token row. dense reads x unsigned: the
+# products and acc are right modulo 2**32 (a 64-bit port's zero-extended word is x + 2**32),
+# and |acc| < 2**30 (the small-int budget), so one sign fix-up of acc restores it exactly.
 @micropython.viper
 def dense(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
     one = 1
     sg = one << 31
+    lo32 = sg | (sg - 1)  # 0xFFFFFFFF (-1 on a 32-bit port)
     rows = p[0]
     n_in = p[1]
     n_out = p[2]
     shift = p[3]
     lo = (p[4] ^ sg) - sg
     hi = (p[5] ^ sg) - sg
-    bstride = p[6]
+    bstep = p[6] << 2
     rnd = one << (shift - 1)
-    xo = 0
-    yo = 0
-    bo = 0
+    xlen = n_in << 2  # bytes of a token row of x
+    x4len = (n_in >> 2) << 4  # bytes of its whole groups of 4
+    ystep = n_out << 2
+    w0 = int(w)
+    xrow = int(x)
     for _ in range(rows):
-        wi = 0
+        w = ptr8(w0)
         for o in range(n_out):
-            acc = (b[bo + o] ^ sg) - sg
-            for i in range(xo, xo + n_in):
-                acc += ((x[i] ^ sg) - sg) * ((w[wi] ^ 0x80) - 0x80)
-                wi += 1
+            acc = b[o]
+            x = ptr32(xrow)
+            x4 = xrow + x4len
+            while int(x) != x4:
+                acc += (x[0] * ((w[0] ^ 0x80) - 0x80) + x[1] * ((w[1] ^ 0x80) - 0x80)
+                        + x[2] * ((w[2] ^ 0x80) - 0x80) + x[3] * ((w[3] ^ 0x80) - 0x80))
+                x = ptr32(int(x) + 16)
+                w = ptr8(int(w) + 4)
+            xend = xrow + xlen
+            while int(x) != xend:
+                acc += x[0] * ((w[0] ^ 0x80) - 0x80)
+                x = ptr32(int(x) + 4)
+                w = ptr8(int(w) + 1)
+            acc = ((acc & lo32) ^ sg) - sg
             v = (acc * m[o] + rnd) >> shift
             if v < lo:
                 v = lo
             elif v > hi:
                 v = hi
-            y[yo + o] = v
-        xo += n_in
-        yo += n_out
-        bo += bstride
+            y[o] = v
+        xrow += xlen
+        y = ptr32(int(y) + ystep)
+        b = ptr32(int(b) + bstep)
 
 
 @micropython.viper
 def embed(x: ptr8, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
-    # dense over an int8 input buffer (a seq model's window, array('b'))
+    # dense over an int8 input buffer (a seq model's window, array('b')): x is a byte, so it
+    # takes its own sign fix-up (x + 256 is not x modulo 2**32)
     one = 1
     sg = one << 31
     rows = p[0]
@@ -64,27 +84,39 @@ def embed(x: ptr8, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
     shift = p[3]
     lo = (p[4] ^ sg) - sg
     hi = (p[5] ^ sg) - sg
-    bstride = p[6]
+    bstep = p[6] << 2
     rnd = one << (shift - 1)
-    xo = 0
-    yo = 0
-    bo = 0
+    x4len = (n_in >> 2) << 2
+    ystep = n_out << 2
+    w0 = int(w)
+    xrow = int(x)
     for _ in range(rows):
-        wi = 0
+        w = ptr8(w0)
         for o in range(n_out):
-            acc = (b[bo + o] ^ sg) - sg
-            for i in range(xo, xo + n_in):
-                acc += ((x[i] ^ 0x80) - 0x80) * ((w[wi] ^ 0x80) - 0x80)
-                wi += 1
+            acc = (b[o] ^ sg) - sg
+            x = ptr8(xrow)
+            x4 = xrow + x4len
+            while int(x) != x4:
+                acc += (((x[0] ^ 0x80) - 0x80) * ((w[0] ^ 0x80) - 0x80)
+                        + ((x[1] ^ 0x80) - 0x80) * ((w[1] ^ 0x80) - 0x80)
+                        + ((x[2] ^ 0x80) - 0x80) * ((w[2] ^ 0x80) - 0x80)
+                        + ((x[3] ^ 0x80) - 0x80) * ((w[3] ^ 0x80) - 0x80))
+                x = ptr8(int(x) + 4)
+                w = ptr8(int(w) + 4)
+            xend = xrow + n_in
+            while int(x) != xend:
+                acc += ((x[0] ^ 0x80) - 0x80) * ((w[0] ^ 0x80) - 0x80)
+                x = ptr8(int(x) + 1)
+                w = ptr8(int(w) + 1)
             v = (acc * m[o] + rnd) >> shift
             if v < lo:
                 v = lo
             elif v > hi:
                 v = hi
-            y[yo + o] = v
-        xo += n_in
-        yo += n_out
-        bo += bstride
+            y[o] = v
+        xrow += n_in
+        y = ptr32(int(y) + ystep)
+        b = ptr32(int(b) + bstep)
 
 
 @micropython.viper
