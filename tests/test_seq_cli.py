@@ -27,8 +27,6 @@ from tinyattn.model import load_model
 from tinyattn.seqdefaults import seq_defaults
 from tinyattn.tsdata import load_ts, write_ts
 
-pytestmark = pytest.mark.host
-
 
 def run(capsys, *argv: str) -> dict:
     """`tinyattn ARGV --json` in this process; the JSON summary (last stdout line)."""
@@ -79,6 +77,7 @@ SMALL = ("--embed", "8", "--heads", "2", "--ff", "16", "--epochs", "60")  # fast
 # -- the vendored datasets: train --json, then export --json (Must-shows 1, 2) -------------------
 
 
+@pytest.mark.host
 def test_seq_cli_basicmotions_train_then_export_40_of_40(capsys, tmp_path):
     model, blob = tmp_path / "bm.npz", tmp_path / "bm.bin"
     train = run(capsys, "train", "--dataset", "basicmotions", "--out", str(model))
@@ -96,6 +95,7 @@ def test_seq_cli_basicmotions_train_then_export_40_of_40(capsys, tmp_path):
     assert exported["test_samples"] == 40 and exported["test_windows_truncated"] == 0
 
 
+@pytest.mark.host
 @pytest.mark.slow
 def test_seq_cli_japanesevowels_train_then_export_agree(capsys, tmp_path):
     model, blob = tmp_path / "jv.npz", tmp_path / "jv.bin"
@@ -111,6 +111,7 @@ def test_seq_cli_japanesevowels_train_then_export_agree(capsys, tmp_path):
 # -- any .ts file --------------------------------------------------------------------------------
 
 
+@pytest.mark.host
 @pytest.mark.parametrize("kind", ["univariate", "unequal"])
 def test_seq_cli_ts_train_test_then_export(capsys, tmp_path, kind):
     ts_train, ts_test = write_pair(tmp_path, kind)
@@ -132,6 +133,7 @@ def test_seq_cli_ts_train_test_then_export(capsys, tmp_path, kind):
     assert exported["bytes"] > 0 and exported["macs"] == train["macs"] > 0
 
 
+@pytest.mark.host
 def test_seq_cli_ts_without_test_holds_out_part_of_train(capsys, tmp_path):
     ts_train, _ = write_pair(tmp_path, "unequal")
     model = tmp_path / "m.npz"
@@ -146,6 +148,7 @@ def test_seq_cli_ts_without_test_holds_out_part_of_train(capsys, tmp_path):
     assert exported["float_test_accuracy"] == load_model(model).meta["metrics"]["test_accuracy"]
 
 
+@pytest.mark.host
 def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     model = tmp_path / "m.npz"
     argv = ["--patch", "10", "--embed", "8", "--heads", "4", "--blocks", "2", "--ff", "12",
@@ -164,6 +167,7 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     assert len(load_model(model).meta["history"]["loss"]) == 3
 
 
+@pytest.mark.host
 def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
     import tinyattn.seqcli as seqcli
 
@@ -200,11 +204,13 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--ts", "nope.ts"], "nope.ts: cannot read"),
     ],
 )
+@pytest.mark.host
 def test_seq_cli_refusals_are_one_line(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     assert message in refused(capsys, "train", *argv, "--out", str(tmp_path / "m.npz"))
 
 
+@pytest.mark.host
 def test_seq_cli_refuses_missing_values_and_a_test_file_of_another_problem(capsys, tmp_path):
     X = np.ones((4, 5, 2))
     X[2, 3, 1] = np.nan
