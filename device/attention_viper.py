@@ -139,8 +139,12 @@ def relu(y: ptr32, _a, _b, _c, _d, p: ptr32):
 
 @micropython.viper
 def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
+    # q, k, v (the register locals) are reused as walkers: q and k along a head's rows for the
+    # scores, q over the probabilities and v down a head's columns for ctx. Sums are taken
+    # modulo 2**32 and sign-fixed once, as dense's acc (ctx's in place in its output row).
     one = 1
     sg = one << 31
+    lo32 = sg | (sg - 1)
     S = p[0]
     E = p[1]
     H = p[2]
@@ -151,21 +155,40 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
     sh_ctx = p[7]
     r_sm = one << (sh_sm - 1)
     r_ctx = one << (sh_ctx - 1)
+    row = E << 2  # bytes of a token row of q, k, v, ctx
+    dlen = D << 2  # bytes of a head's part of a row
+    d4len = (D >> 2) << 4  # of its whole groups of 4
+    qb = int(q)
+    kb = int(k)
+    vb = int(v)
+    cb = int(ctx)
+    pb = int(sc) + (S << 2)  # the probabilities, sc[S:2S]
+    pend = pb + (S << 2)
     for h in range(H):
-        c0 = h * D
+        c0 = h * dlen
         for i in range(S):
-            qo = i * E + c0
-            ko = c0
+            qrow = qb + i * row + c0
+            k = ptr32(kb + c0)
             mx = 0
-            for j in range(S):
+            for j in range(S):  # sc[j] = q[i, head] . k[j, head]
+                q = ptr32(qrow)
+                q4 = qrow + d4len
                 s = 0
-                for c in range(D):
-                    s += ((q[qo + c] ^ sg) - sg) * ((k[ko + c] ^ sg) - sg)
+                while int(q) != q4:
+                    s += q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]
+                    q = ptr32(int(q) + 16)
+                    k = ptr32(int(k) + 16)
+                qend = qrow + dlen
+                while int(q) != qend:
+                    s += q[0] * k[0]
+                    q = ptr32(int(q) + 4)
+                    k = ptr32(int(k) + 4)
+                s = ((s & lo32) ^ sg) - sg
                 sc[j] = s
                 if j == 0 or s > mx:
                     mx = s
-                ko += E
-            total = 0
+                k = ptr32(int(k) + row - dlen)  # k[j + 1, head]
+            total = 0  # softmax_q14: sc[S + j], the Q14 probability of score j
             for j in range(S):
                 idx = ((mx - ((sc[j] ^ sg) - sg)) * m_sm + r_sm) >> sh_sm
                 e = 0
@@ -176,18 +199,51 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
             half = total >> 1
             for j in range(S, S + S):
                 sc[j] = ((sc[j] << 14) + half) // total
+            # ctx[i, c] = requant(sum_j p[j] v[j, c]): the sums of 4 columns at a time (one
+            # probability load per 4 MACs), then the D % 4 others, into ctx's row
+            ctx = ptr32(cb + qrow - qb)
+            col = vb + c0
+            col4 = col + d4len
+            while col != col4:
+                a0 = 0
+                a1 = 0
+                a2 = 0
+                a3 = 0
+                v = ptr32(col)
+                q = ptr32(pb)
+                while int(q) != pend:
+                    pj = q[0]
+                    a0 += pj * v[0]
+                    a1 += pj * v[1]
+                    a2 += pj * v[2]
+                    a3 += pj * v[3]
+                    v = ptr32(int(v) + row)
+                    q = ptr32(int(q) + 4)
+                ctx[0] = a0
+                ctx[1] = a1
+                ctx[2] = a2
+                ctx[3] = a3
+                ctx = ptr32(int(ctx) + 16)
+                col += 16
+            while col != vb + c0 + dlen:
+                a0 = 0
+                v = ptr32(col)
+                q = ptr32(pb)
+                while int(q) != pend:
+                    a0 += q[0] * v[0]
+                    v = ptr32(int(v) + row)
+                    q = ptr32(int(q) + 4)
+                ctx[0] = a0
+                ctx = ptr32(int(ctx) + 4)
+                col += 4
+            ctx = ptr32(cb + qrow - qb)
             for c in range(D):
-                acc = 0
-                vo = c0 + c
-                for j in range(S, S + S):
-                    acc += sc[j] * ((v[vo] ^ sg) - sg)
-                    vo += E
-                t = (acc * m_ctx + r_ctx) >> sh_ctx
+                t = (((ctx[c] ^ sg) - sg) * m_ctx + r_ctx) >> sh_ctx
                 if t < -128:
                     t = -128
                 elif t > 127:
                     t = 127
-                ctx[qo + c] = t
+                ctx[c] = t
 
 
 @micropython.viper
