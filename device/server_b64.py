@@ -13,7 +13,6 @@ from binascii import a2b_base64, b2a_base64
 
 MAX_BATCH_B64 = 64  # as server.MAX_BATCH_B64
 _BIG = 1e30  # as server._BIG
-_F32_BYTES = 3072  # the reused float32 array: a request line (4096 base64 chars) holds less
 
 
 def _b64(data, what, RequestError):
@@ -50,27 +49,27 @@ def _lengths(req, n, model, RequestError):
 
 
 def _f32_array(state, raw):
-    """`raw` float32 bytes copied into one array('f') allocated on first use and reused (a
-    window decoded into per-sample lists of boxed floats exhausted a 100 KiB heap). The copy
-    goes through a bytes view of the array: uctypes on MicroPython, memoryview.cast on
-    CPython; a port with neither gets a fresh array per request."""
+    """`raw` float32 bytes in one array('f') kept and reused (a window decoded into lists of
+    boxed floats exhausted a 100 KiB heap): the first request's array is a copy of its bytes;
+    a later request that fits is copied into it through a bytes view of the array (uctypes on
+    MicroPython, memoryview.cast on CPython), a longer one replaces it."""
     buf = state.get("f32")
-    if buf is None:
-        arr = array.array("f", bytes(_F32_BYTES))
-        try:
-            import uctypes
+    if buf is not None and buf[1] is not None and len(raw) <= len(buf[1]):
+        buf[1][0 : len(raw)] = raw
+        return buf[0]
+    buf = None
+    state["f32"] = None
+    arr = array.array("f", raw)
+    try:
+        import uctypes
 
-            view = uctypes.bytearray_at(uctypes.addressof(arr), _F32_BYTES)
-        except ImportError:
-            try:
-                view = memoryview(arr).cast("B")
-            except (AttributeError, TypeError):
-                view = None
-        state["f32"] = buf = (arr, view)
-    arr, view = buf
-    if view is None or len(raw) > _F32_BYTES:
-        return array.array("f", raw)
-    view[0 : len(raw)] = raw
+        view = uctypes.bytearray_at(uctypes.addressof(arr), len(raw))
+    except ImportError:
+        try:
+            view = memoryview(arr).cast("B")
+        except (AttributeError, TypeError):
+            view = None
+    state["f32"] = (arr, view)
     return arr
 
 
