@@ -424,8 +424,8 @@ class Model:
             p[0] = nf
             p[1] = S_n * self.patch * self.n_features
             self._load(xq, x, None, None, None, p)
-        for st in prog:
-            st[0](st[1], st[2], st[3], st[4], st[5], st[6])
+        for kernel, a, b, c, d, e, p in prog:  # one unpacking opcode, not seven subscripts
+            kernel(a, b, c, d, e, p)
         y = self._y8
         best = 0
         for c in range(nc):
