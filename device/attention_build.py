@@ -4,7 +4,8 @@ returns the int8 and the float program, each a tuple of steps `(kernel, a, b, c,
 over array buffers allocated here once (ping-pong activations, attention and myattn scratch),
 the input and the output buffer, and the places where a seq model's valid-token count goes
 (empty here). A myattn op is four steps: its query (myquery), the score projection Wa
-(dense), weights and applied values (myattn), the combine projection Wc (dense). int8:
+(dense), weights and applied values (myattn), the combine projection Wc (dense); an int8
+relu after a dense is that dense's clamp (relu_into_dense), not a step. int8:
 weights as stored (W array('b'), b array('i'), M array('h')), requantization parameters in
 p. float: the int8 weights as stored with their scales s_w (dense_f scales each dot product:
 `(x·W_q[o])·s_w[o] + b[r,o]`, `b = b_q·s_in·s_w`), so the float program holds no copy of the
@@ -89,8 +90,9 @@ def build(blob, kernels, float_kernels):
                 rows = size // ip["in"]
                 steps.append(dense_step(dense, op, "", x, y, rows, ip["act_min"], ip["act_max"],
                                         int8))  # fmt: skip
-            elif op.code == 2:  # relu, in place
-                steps.append((relu, x, None, None, None, None, array.array("i", [size])))
+            elif op.code == 2:  # relu, in place (int8 after a dense: that dense's clamp)
+                if not (int8 and relu_into_dense(steps, dense, x)):
+                    steps.append((relu, x, None, None, None, None, array.array("i", [size])))
             elif op.code == 4:  # attention: q, k, v projections, heads, output projection
                 S, E, H = ip["S"], ip["E"], ip["H"]
                 for g, dst in (("q", q), ("k", k), ("v", v)):
@@ -134,6 +136,19 @@ def build(blob, kernels, float_kernels):
     for _, int8, bufs, _, steps in progs:
         out[0 if int8 else 1] = (tuple(steps), bufs[0], bufs[cur], (), ())
     return out[0], out[1]
+
+
+def relu_into_dense(steps, dense, x):
+    """int8: when the last step is a dense writing `x` with act_max >= 0, a relu on x becomes
+    its clamp, relu(clamp(v, lo, hi)) = clamp(v, max(lo, 0), hi): sets lo, returns True (no
+    relu step, one call less per run)."""
+    if not steps or steps[-1][0] is not dense or steps[-1][2] is not x:
+        return False
+    p = steps[-1][6]
+    if p[5] < 0:
+        return False
+    p[4] = max(p[4], 0)
+    return True
 
 
 # input scale of a projection, if not s_in: attention's o, myattn's a and c, res_ff's Dense2

@@ -23,7 +23,7 @@ Load-time only, dropped with attention_build.
 
 import array
 
-from attention_build import _zeros, dense_step
+from attention_build import _zeros, dense_step, relu_into_dense
 
 
 def build(blob, kernels, float_kernels):
@@ -76,9 +76,10 @@ def build(blob, kernels, float_kernels):
                 n = size // ip["in"]
                 new.append((dense_step(dense, op, "", x, y, n, ip["act_min"], ip["act_max"],
                                        int8), 1))  # fmt: skip
-            elif op.code == 2:  # relu, in place
-                new.append(((relu, x, None, None, None, None, array.array("i", [size])),
-                            size // S if tokens else 0))  # fmt: skip
+            elif op.code == 2:  # relu, in place (int8 after a dense: that dense's clamp)
+                if not (int8 and relu_into_dense(steps, dense, x)):
+                    new.append(((relu, x, None, None, None, None, array.array("i", [size])),
+                                size // S if tokens else 0))  # fmt: skip
             elif op.code == 8:  # res_attention
                 E, H = ip["E"], ip["H"]
                 for g, dst in (("q", q), ("k", k), ("v", v)):
