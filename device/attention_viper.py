@@ -164,6 +164,7 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
     cb = int(ctx)
     pb = int(sc) + (S << 2)  # the probabilities, sc[S:2S]
     pend = pb + (S << 2)
+    lut = ptr32(int(p) + 32)  # EXP_HI, EXP_LO: p[8:24], p[24:40]
     for h in range(H):
         c0 = h * dlen
         for i in range(S):
@@ -189,16 +190,17 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
                     mx = s
                 k = ptr32(int(k) + row - dlen)  # k[j + 1, head]
             total = 0  # softmax_q14: sc[S + j], the Q14 probability of score j
+            q = ptr32(pb)
             for j in range(S):
                 idx = ((mx - ((sc[j] ^ sg) - sg)) * m_sm + r_sm) >> sh_sm
                 e = 0
                 if idx < 256:
-                    e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
-                sc[S + j] = e
+                    e = (lut[idx >> 4] * lut[16 + (idx & 15)] + 8192) >> 14
+                q[j] = e
                 total += e
             half = total >> 1
-            for j in range(S, S + S):
-                sc[j] = ((sc[j] << 14) + half) // total
+            for j in range(S):
+                q[j] = ((q[j] << 14) + half) // total
             # ctx[i, c] = requant(sum_j p[j] v[j, c]): the sums of 4 columns at a time (one
             # probability load per 4 MACs), then the D % 4 others, into ctx's row
             ctx = ptr32(cb + qrow - qb)
@@ -248,25 +250,31 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
 
 @micropython.viper
 def pool(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
+    # column c summed down the S tokens by pointer (stride E), modulo 2**32, sign-fixed once
     one = 1
     sg = one << 31
+    lo32 = sg | (sg - 1)
     S = p[0]
     E = p[1]
     m = p[2]
     shift = p[3]
     rnd = one << (shift - 1)
+    row = E << 2
+    col = int(x)
     for c in range(E):
         acc = 0
-        xi = c
+        x = ptr32(col)
         for _ in range(S):
-            acc += (x[xi] ^ sg) - sg
-            xi += E
+            acc += x[0]
+            x = ptr32(int(x) + row)
+        acc = ((acc & lo32) ^ sg) - sg
         v = (acc * m + rnd) >> shift
         if v < -128:
             v = -128
         elif v > 127:
             v = 127
         y[c] = v
+        col += 4
 
 
 @micropython.viper
@@ -342,20 +350,24 @@ def myattn(x: ptr32, sc: ptr32, qa: ptr32, _a, _b, p: ptr32):
 
 @micropython.viper
 def add(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
+    # x and y walked by pointer; x*M_x + y*M_y modulo 2**32, sign-fixed once
     one = 1
     sg = one << 31
-    n = p[0]
+    lo32 = sg | (sg - 1)
     m_x = p[1]
     m_y = p[2]
     shift = p[3]
     rnd = one << (shift - 1)
-    for i in range(n):
-        v = (((x[i] ^ sg) - sg) * m_x + ((y[i] ^ sg) - sg) * m_y + rnd) >> shift
+    xend = int(x) + (p[0] << 2)
+    while int(x) != xend:
+        v = ((((x[0] * m_x + y[0] * m_y) & lo32) ^ sg) - sg + rnd) >> shift
         if v < -128:
             v = -128
         elif v > 127:
             v = 127
-        y[i] = v
+        y[0] = v
+        x = ptr32(int(x) + 4)
+        y = ptr32(int(y) + 4)
 
 
 INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load)
