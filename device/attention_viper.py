@@ -5,12 +5,22 @@ bit for bit (tests compare them on every Iris sample, on the MyAttn models and o
 windows of every length).
 
 Viper integers are machine words: 64-bit on the unix port, 32-bit on boards, where they wrap
-modulo 2**32. The exporter's small-int budget keeps every intermediate |v| < 2**30, so nothing
-wraps. Typed-pointer loads are unsigned: ptr8 gives 0..255 and, on 64-bit ports, ptr32 gives
-0..2**32-1, so signed values are restored with `(v ^ SIGN) - SIGN` (SIGN = 0x80 for bytes,
-the 32-bit sign bit for words; a no-op on 32-bit ports, where the word is already signed).
+modulo 2**32. The exporter's small-int budget keeps every result |v| < 2**30. Typed-pointer
+loads are unsigned: ptr8 gives 0..255 and, on 64-bit ports, ptr32 gives 0..2**32-1, so signed
+values are restored with `(v ^ SIGN) - SIGN` (SIGN = 0x80 for bytes, the 32-bit sign bit for
+words; a no-op on 32-bit ports, where the word is already signed).
 `sg = one << 31` is computed at run time so the compiler does not fold it into a big-int
 constant. M (array('h')) is 0..32767 and needs no fix-up.
+
+Sums of int32 words skip the per-element fix-up: a word read unsigned is v + k*2**32, so
+products and sums are right modulo 2**32 (also where a 64-bit product wraps modulo 2**64),
+and as the true sum is within the budget, one `((acc & lo32) ^ sg) - sg` (lo32 = 0xFFFFFFFF;
+identities on a 32-bit port) restores it exactly. Bytes (ptr8) still take theirs: v + 256 is
+not v modulo 2**32. Speed (the emitter keeps only the first few locals in registers, three
+on x64 and Thumb: here the first arguments; the rest live in the stack frame): hot loops walk typed
+pointers held in those argument variables (`x = ptr32(int(x) + 16)`), read with constant
+offsets, four MACs per step with the rest after, and end on `int(x) != end` (an address
+compared for equality: no signed/unsigned question on a 32-bit port).
 
 Imported by attention.py when asked for (or by "auto"); on CPython, or a port without the
 viper emitter, the import fails and attention.py falls back. Precompile with
@@ -51,8 +61,12 @@ def dense(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
             x = ptr32(xrow)
             x4 = xrow + x4len
             while int(x) != x4:
-                acc += (x[0] * ((w[0] ^ 0x80) - 0x80) + x[1] * ((w[1] ^ 0x80) - 0x80)
-                        + x[2] * ((w[2] ^ 0x80) - 0x80) + x[3] * ((w[3] ^ 0x80) - 0x80))
+                acc += (
+                    x[0] * ((w[0] ^ 0x80) - 0x80)
+                    + x[1] * ((w[1] ^ 0x80) - 0x80)
+                    + x[2] * ((w[2] ^ 0x80) - 0x80)
+                    + x[3] * ((w[3] ^ 0x80) - 0x80)
+                )
                 x = ptr32(int(x) + 16)
                 w = ptr8(int(w) + 4)
             xend = xrow + xlen
@@ -97,10 +111,12 @@ def embed(x: ptr8, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
             x = ptr8(xrow)
             x4 = xrow + x4len
             while int(x) != x4:
-                acc += (((x[0] ^ 0x80) - 0x80) * ((w[0] ^ 0x80) - 0x80)
-                        + ((x[1] ^ 0x80) - 0x80) * ((w[1] ^ 0x80) - 0x80)
-                        + ((x[2] ^ 0x80) - 0x80) * ((w[2] ^ 0x80) - 0x80)
-                        + ((x[3] ^ 0x80) - 0x80) * ((w[3] ^ 0x80) - 0x80))
+                acc += (
+                    ((x[0] ^ 0x80) - 0x80) * ((w[0] ^ 0x80) - 0x80)
+                    + ((x[1] ^ 0x80) - 0x80) * ((w[1] ^ 0x80) - 0x80)
+                    + ((x[2] ^ 0x80) - 0x80) * ((w[2] ^ 0x80) - 0x80)
+                    + ((x[3] ^ 0x80) - 0x80) * ((w[3] ^ 0x80) - 0x80)
+                )
                 x = ptr8(int(x) + 4)
                 w = ptr8(int(w) + 4)
             xend = xrow + n_in
