@@ -16,11 +16,11 @@ Sums of int32 words skip the per-element fix-up: a word read unsigned is v + k*2
 products and sums are right modulo 2**32 (also where a 64-bit product wraps modulo 2**64),
 and as the true sum is within the budget, one `((acc & lo32) ^ sg) - sg` (lo32 = 0xFFFFFFFF;
 identities on a 32-bit port) restores it exactly. Bytes (ptr8) still take theirs: v + 256 is
-not v modulo 2**32. Speed (the emitter keeps only the first few locals in registers, three
-on x64 and Thumb: here the first arguments; the rest live in the stack frame): hot loops walk typed
-pointers held in those argument variables (`x = ptr32(int(x) + 16)`), read with constant
-offsets, four MACs per step with the rest after, and end on `int(x) != end` (an address
-compared for equality: no signed/unsigned question on a 32-bit port).
+not v modulo 2**32. Speed: the emitter keeps only the first few locals in registers (three
+on x64 and Thumb: here the first arguments; the rest live in the stack frame), so hot loops
+walk typed pointers held in those argument variables (`x = ptr32(int(x) + 16)`), read with
+constant offsets, four MACs per step with the rest after, and end on `int(x) != end` (an
+address compared for equality: no signed/unsigned question on a 32-bit port).
 
 Imported by attention.py when asked for (or by "auto"); on CPython, or a port without the
 viper emitter, the import fails and attention.py falls back. Precompile with
