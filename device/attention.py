@@ -424,8 +424,10 @@ class Model:
             p[0] = nf
             p[1] = S_n * self.patch * self.n_features
             self._load(xq, x, None, None, None, p)
-        for kernel, a, b, c, d, e, p in prog:  # one unpacking opcode, not seven subscripts
-            kernel(a, b, c, d, e, p)
+        # one unpacking opcode per step, not seven subscripts (x, y, c, p reuse this frame's
+        # locals: run_int8's frame, allocated per call, stays small)
+        for kernel, x, y, c, d, e, p in prog:
+            kernel(x, y, c, d, e, p)
         y = self._y8
         best = 0
         for c in range(nc):
