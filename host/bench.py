@@ -4,7 +4,7 @@
   (tools/bench_train.py): iris-attn (target ratio ≤ 0.5) and the BasicMotions seq-attn model
   with its defaults (target ≤ 1); then training on the board (tools/bench_train_device.py:
   s/epoch and peak heap under the MicroPython unix port at 100 KiB, next to the host's s/epoch).
-- device: µs/inference under the MicroPython unix port (64 KiB heap), float and int8, pure and
+- device: µs/inference under the MicroPython unix port (100 KiB heap), float and int8, pure and
   accelerated, next to the naive baseline measured in the same run; heap of the loaded model;
   bytes allocated per call (tools/bench_device.py); target fastest int8 ≥ 5× naive. Then the
   BasicMotions seq-attn blob (trained here with its defaults, ~0.3 s): µs/inference per kernel
@@ -340,7 +340,7 @@ def main(args: argparse.Namespace) -> int:
         from tools.bench_device import bench_device
         from tools.bench_device import format_table as device_table
 
-        print("\n== device: MicroPython unix port, 64 KiB heap; BasicMotions seq-attn ...",
+        print("\n== device: MicroPython unix port, 100 KiB heap; BasicMotions seq-attn ...",
               flush=True)  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             seq = seq_blob(Path(tmp) / "basicmotions.bin")
