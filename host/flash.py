@@ -97,10 +97,16 @@ def _readback(p):
             h.update(b)
     f.close()
     return n, binascii.hexlify(h.digest()).decode() if h else ''
+_p = None
 for _p in {names!r}:
     print('RB', _p, *_readback(_p))
+del _p, _readback, binascii, hashlib
+import gc
+gc.collect()
 """
 
+# Each snippet deletes its own names at the end: they would stay in the REPL's globals, ~6 KB
+# of a 100 KiB heap fragmented under the server that `tinyattn parity` starts next.
 # The switch-over, in the order given (the blob last). os.rename replaces the old file in one
 # step where the filesystem can (littlefs on RP2040/ESP32, the unix port); FAT cannot rename
 # over a file, so there the old one is removed first. A stale twin (.py vs .mpy) goes after.
@@ -115,6 +121,7 @@ def _move(new, final):
         except OSError:
             pass
         os.rename(new, final)
+_new = _final = _stale = None
 for _new, _final, _stale in {moves!r}:
     _move(_new, _final)
     try:
@@ -122,6 +129,7 @@ for _new, _final, _stale in {moves!r}:
     except OSError:
         pass
     print('MOVED', _final)
+del _new, _final, _stale, _move, os
 print('COMMITTED')
 """
 
