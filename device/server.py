@@ -468,9 +468,13 @@ def handle_line(model, line):
         return {"id": rid, "ok": False, "error": "internal error: %r" % (exc,)}, True
 
 
-def run(model_path="model.bin", stdin=None, stdout=None):
+def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
     """Serve until an `exit` request (or Ctrl-C). Prints a banner line first. `model_path`
-    None: a training session (server_train.run: train_* ops, no inference model loaded)."""
+    None: a training session (server_train.run: train_* ops, no inference model loaded).
+    `loaded`: a list holding the Model of model_path, or the exception loading it raised,
+    loaded before this module was imported (the host's start command, docs/protocol.md: the
+    load is the heap's peak, 13 KB less without this module's bytecode); taken out of the
+    list, so the REPL's global holds no model once the server stops."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     _state["model"] = None  # free a previous run's model (and its buffers) before loading
@@ -481,9 +485,14 @@ def run(model_path="model.bin", stdin=None, stdout=None):
     if model_path is None:
         return __import__("server_train").run(stdin, stdout)
     try:
-        from attention import Model  # here, not at the top: a training session never needs it
+        if loaded:
+            model = loaded.pop()
+            if isinstance(model, Exception):
+                raise model
+        else:
+            from attention import Model  # here: a training session never needs it
 
-        model = Model(model_path)
+            model = Model(model_path)
         gc.collect()
         # the line buffer after the model: loading is the heap's peak (the reader modules and
         # the parsed tensors at once), 4 KB less then is what lets a Wine model load in 100 KiB

@@ -21,6 +21,16 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
 # the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
+# The raw-REPL command that starts the server (docs/protocol.md, Getting there): the model
+# loads before server.py is imported, so the load (the heap's peak) does not share the heap
+# with the server's bytecode; `_m` hands it over in a list server.run empties.
+# A server module left from an earlier start (and the model its state holds) goes first.
+START_CODE = (
+    "import gc, sys\nserver = None\nsys.modules.pop('server', None)\n"
+    "sys.modules.pop('server_b64', None)\ngc.collect()\n_m = []\ntry:\n    from attention import Model\n"
+    "    _m.append(Model({path!r}))\nexcept Exception as e:\n    _m.append(e)\n"
+    "gc.collect()\nimport server\nserver.run({path!r}, loaded=_m)\n"
+)
 BANNER_FIELDS = ("protocol", "format_version", "n_features", "n_classes", "blob_crc")
 TRACEBACK = b"Traceback (most recent call last)"
 # Errors the server gives a request that arrived damaged (docs/protocol.md): resend at once.
@@ -273,7 +283,7 @@ class BoardLink:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self, model_path: str, timeout: float) -> dict:
-        code = f"import gc\ngc.collect()\nimport server\nserver.run({model_path!r})\n"
+        code = START_CODE.format(path=model_path)
         self._write(code.encode() + b"\x04")
         self.read_until(b"OK", timeout=min(timeout, 5.0))  # the raw REPL took the code
         deadline = time.monotonic() + timeout
