@@ -10,16 +10,36 @@ chain on sensor windows (`seq-attn`): parity then sends the model's TEST windows
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from .cli import CLIError
 from .link import LinkError
 from .paths import BUILD_DIR
-from .ports import add_port_arguments
+from .ports import (
+    SEQ_HEAP_REASON,
+    SEQ_VIRTUAL_HEAP,
+    VIRTUAL_HEAP,
+    add_port_arguments,
+    board_port,
+)
 
 
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
+
+
+@contextlib.contextmanager
+def _board(port: str | None, heap: str) -> Iterator[str]:
+    """fleet.one_port with the virtual board's heap chosen for the model."""
+    from tools.vboard import VirtualBoardError
+
+    try:
+        with board_port(port, heap=heap) as p:
+            yield p
+    except VirtualBoardError as exc:
+        raise CLIError(f"virtual board: {exc} (or name a real board with --port)") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from . import cli
     from .flash import flash
-    from .fleet import one_port
     from .parity import finish, load_samples, parity
 
     if not args.model.is_file():
@@ -64,8 +83,12 @@ def main(args: argparse.Namespace) -> int:
     data = load_samples(args.model, None, None, None)  # a seq model: its TEST windows
     lengths = getattr(data, "lengths", None)
     windows = {} if lengths is None else {"lengths": lengths}
+    heap = VIRTUAL_HEAP
+    if lengths is not None and not args.port:
+        heap = SEQ_VIRTUAL_HEAP
+        print(SEQ_HEAP_REASON.format(heap=heap, default=VIRTUAL_HEAP), flush=True)
     try:
-        with one_port(args.port) as port:
+        with _board(args.port, heap) as port:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)
