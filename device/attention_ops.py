@@ -6,7 +6,8 @@ requantization site's worst case for any int8 input, docs/blob-format.md check 1
 attention_tensors.read_tensors have checked the file structure and been dropped again (the
 phases never sit in a small heap together).
 
-Messages as the host reader's (`tinyattn.blob._check_op`): `shape mismatch in op K (dense):
+Messages as the host reader's (`tinyattn.intmodel.blob._check_op`): `shape mismatch in op K
+(dense):
 ...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
 The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py, imported from here
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
@@ -230,7 +231,7 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
 # input (|x_q| <= 128): per requantization site, in the order the kernels compute them, and per
 # channel, max|acc| < 2**30 and then max|acc|*M + 2**(shift-1) < 2**30. The other
 # intermediates are bounded by the checks above (dimensions <= 65535, lut entries <= 2**14).
-# Load time only; the same sites, order and messages as tinyattn.blob.budget_sites.
+# Load time only; the same sites, order and messages as tinyattn.intmodel.blob.budget_sites.
 
 
 def _check_budget(k, op, fail):

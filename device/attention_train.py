@@ -2,11 +2,11 @@
 # caches, backward, softmax cross-entropy, AdamW / SGD, cosine learning rate.
 """On-board training of an op-list model (DESIGN §11, issue 13). Never imported for inference.
 
-Mirrors the host exactly: host/layers.py (Dense, ReLU, Reshape, Attention, GlobalAvgPool),
-host/myattn.py (AttnPool = op `myattn` mode "pool"), host/losses.py + train.py
-`smoothed_cross_entropy` (mean over the batch, optional label smoothing), host/optim.py (Adam
+Mirrors the host exactly: host/learn/layers.py (Dense, ReLU, Reshape, Attention, GlobalAvgPool),
+host/learn/myattn.py (AttnPool = op `myattn` mode "pool"), host/learn/losses.py + train.py
+`smoothed_cross_entropy` (mean over the batch, optional label smoothing), host/learn/optim.py (Adam
 with decoupled weight decay = AdamW, SGD with momentum; decay on weight matrices only) and
-host/train.py `learning_rate` (constant or cosine to 0).
+host/learn/train.py `learning_rate` (constant or cosine to 0).
 
 Storage. All parameters live in one flat array('f') `theta` (gradients in `grad`) in the host
 `Sequential.theta` order: per op, its arrays in the host layer's order — dense W [out,in], b;
@@ -241,7 +241,8 @@ def softmax_ce(logits, labels, dlogits, n, C, eps):
 
 
 def adam_step(th, g, m, v, mask, n, lr, b1, b2, eps, wd, t):
-    # AdamW as host/optim.py: theta <- theta (1 - lr wd mask) - lr m_hat / (sqrt(v_hat) + eps)
+    # AdamW as host/learn/optim.py: theta <- theta (1 - lr wd mask) - lr m_hat / (sqrt(v_hat) +
+    # eps)
     step_size = lr / (1.0 - b1**t)
     bc2 = math.sqrt(1.0 - b2**t)
     decay = lr * wd
@@ -312,7 +313,7 @@ use_kernels("auto")
 
 
 def learning_rate(lr, step, total_steps, cosine=True):
-    """host/train.py `learning_rate`: constant, or cosine from lr (step 0) down to 0."""
+    """host/learn/train.py `learning_rate`: constant, or cosine from lr (step 0) down to 0."""
     if not cosine:
         return lr
     return 0.5 * lr * (1.0 + math.cos(math.pi * step / total_steps))
@@ -496,7 +497,7 @@ class AvgPool(Layer):
 
 
 class AttnPool(Layer):
-    """op `myattn` mode "pool" (host/myattn.py AttnPool): Q = K = mean token m, V = tokens,
+    """op `myattn` mode "pool" (host/learn/myattn.py AttnPool): Q = K = mean token m, V = tokens,
     w = softmax([m, m] Wa^T + ba) (S,), out = [m, sum_j w_j x_j] Wc^T + bc; [B,S,E] -> [B,out]."""
 
     def __init__(self, op, tokens, width, batch, offset):
@@ -701,7 +702,7 @@ class Net:
 
 
 class Adam:
-    """AdamW (host/optim.py Adam): decoupled weight decay on `net.mask`; state = (m, v)."""
+    """AdamW (host/learn/optim.py Adam): decoupled weight decay on `net.mask`; state = (m, v)."""
 
     def __init__(self, net, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  state=None, t=0):  # fmt: skip
@@ -725,7 +726,7 @@ class Adam:
 
 
 class SGD:
-    """SGD with momentum (host/optim.py SGD, torch's update); state = (velocity,)."""
+    """SGD with momentum (host/learn/optim.py SGD, torch's update); state = (velocity,)."""
 
     def __init__(self, net, lr=1e-2, momentum=0.9, weight_decay=0.0, state=None, t=0):
         self.net = net
@@ -744,7 +745,9 @@ class SGD:
 
 
 def optimizer(net, name="adam", lr=0.01, weight_decay=0.0, momentum=0.9, state=None, t=0):
-    """Adam (AdamW) for "adam", SGD with momentum for "sgd", as host/train.py make_optimizer."""
+    """Adam (AdamW) for "adam", SGD with momentum for "sgd", as host/learn/train.py
+    make_optimizer.
+    """
     if name == "adam":
         return Adam(net, lr, weight_decay=weight_decay, state=state, t=t)
     if name == "sgd":
@@ -756,7 +759,7 @@ def optimizer(net, name="adam", lr=0.01, weight_decay=0.0, momentum=0.9, state=N
 
 
 class Trainer:
-    """host/train.py `fit` on the device: minibatches in the host's order, scheduled steps.
+    """host/learn/train.py `fit` on the device: minibatches in the host's order, scheduled steps.
 
     X: array('f') [N, F] (normalized features), labels: bytes-like [N]; epoch(order) runs one
     epoch over `order` (N row indices, the host's permutation) and returns the mean loss."""

@@ -201,7 +201,8 @@ def softmax_ce(logits, labels, dlogits, n, C, eps):
 
 @micropython.native
 def adam_step(th, g, m, v, mask, n, lr, b1, b2, eps, wd, t):
-    # AdamW as host/optim.py: theta <- theta (1 - lr wd mask) - lr m_hat / (sqrt(v_hat) + eps)
+    # AdamW as host/learn/optim.py: theta <- theta (1 - lr wd mask) - lr m_hat / (sqrt(v_hat) +
+    # eps)
     step_size = lr / (1.0 - b1**t)
     bc2 = math.sqrt(1.0 - b2**t)
     decay = lr * wd

@@ -3,7 +3,7 @@
 """Board float model file ("TAFM", version 1): what on-board training starts from and writes.
 
 Little-endian throughout; offsets in bytes; the file ends with a CRC-32 (IEEE, as zlib.crc32)
-of every byte before it. host/boardmodel.py writes and reads the same bytes.
+of every byte before it. host/board/boardmodel.py writes and reads the same bytes.
 
 | offset | size | field | meaning |
 |---|---|---|---|
@@ -58,7 +58,7 @@ _HEADER = "<4sHHIIII"  # magic, version, flags, meta_len, n_params, step, n_stat
 _HEADER_SIZE = const(24)
 _MAX_META = const(65536)
 _MAX_STATE = const(2)
-_REMEDY = "re-send the weights from the host (tinyattn.boardmodel)"
+_REMEDY = "re-send the weights from the host (tinyattn.board.boardmodel)"
 
 
 def _write(f, data, crc):

@@ -40,9 +40,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .atomic import write_atomic
-from .cli import CLIError
-from .paths import BUILD_DIR
+from tinyattn.atomic import write_atomic
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 TARGETS = {"train_ratio": 0.5, "device_speedup": 5.0, "blob_bytes": 2048, "link_samples_s": 200,
            "link_of_ceiling": 0.8, "seq_train_ratio": 1.0, "seq_vs_bare": 1.5,
@@ -66,10 +66,9 @@ SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same
 
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
     """Flash a fresh virtual board and run parity over it: link and device figures."""
+    from tinyattn.board.flash import flash
+    from tinyattn.board.parity import load_samples, parity
     from tools.vboard import VirtualBoard
-
-    from .flash import flash
-    from .parity import load_samples, parity
 
     data = load_samples(model, None, None, None)
     with tempfile.TemporaryDirectory() as fs, VirtualBoard(fs) as vb:
@@ -91,11 +90,11 @@ def bench_link(blob: Path, model: Path) -> dict[str, Any]:
 
 def seq_blob(path: Path) -> Path:
     """Write the BasicMotions seq-attn blob (its defaults, trained on TRAIN here) to `path`."""
-    from .blob import write_blob
-    from .quantize import quantize
-    from .seqdefaults import seq_defaults
-    from .seqtrain import npz_model, train_seq
-    from .tsdata import load_ts_dataset
+    from tinyattn.data.timeseries import load_ts_dataset
+    from tinyattn.intmodel.blob import write_blob
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.seqdefaults import seq_defaults
+    from tinyattn.learn.seqtrain import npz_model, train_seq
 
     train = load_ts_dataset("basicmotions", "train")
     d = seq_defaults("basicmotions")
@@ -300,7 +299,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_blob(path: Path) -> None:
     """The host reader's verdict on the blob: CLIError with its one line (and the fix)."""
-    from .blob import BlobError, read_blob
+    from tinyattn.intmodel.blob import BlobError, read_blob
 
     try:
         read_blob(path.read_bytes(), source=str(path))
@@ -368,10 +367,9 @@ def main(args: argparse.Namespace) -> int:
     if "link" in chosen:
         print("\n== link: flash + parity over a virtual board ...", flush=True)
         result["link"] = bench_link(args.blob, args.model)
+        from tinyattn.board.parity import load_samples
         from tools.bench_link import bench_link as bench_uart
         from tools.bench_link import format_table as uart_table
-
-        from .parity import load_samples
 
         print("== link: compact batches at 115200, 921600 baud and unpaced ...", flush=True)
         iris = load_samples(args.model, None, None, None)

@@ -23,13 +23,13 @@ import sys
 # name -> (module, one-line help). Modules are imported when argparse is built; they must not
 # import heavy optional dependencies (torch, matplotlib) at module level.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("tinyattn.train", "train a model on Iris (or any CSV) -> build/model.npz"),
-    "export": ("tinyattn.export", "quantize to int8 and write the versioned blob build/model.bin"),
-    "board": ("tinyattn.board", "run a virtual board (MicroPython unix port on a pty)"),
-    "devs": ("tinyattn.ports", "list serial ports and which look like MicroPython boards"),
-    "flash": ("tinyattn.flash", "copy the device runtime and the blob to a board with mpremote"),
-    "parity": ("tinyattn.parity", "host-vs-device parity over serial"),
-    "predict": ("tinyattn.predict", "classify the rows of a CSV on the host or on a board"),
+    "train": ("tinyattn.learn.train", "train a model on Iris (or any CSV) -> build/model.npz"),
+    "export": ("tinyattn.intmodel.export", "quantize to int8 and write the blob build/model.bin"),
+    "board": ("tinyattn.board.virtual", "run a virtual board (MicroPython unix port on a pty)"),
+    "devs": ("tinyattn.board.ports", "list serial ports and which look like MicroPython boards"),
+    "flash": ("tinyattn.board.flash", "copy the device runtime and the blob to a board"),
+    "parity": ("tinyattn.board.parity", "host-vs-device parity over serial"),
+    "predict": ("tinyattn.board.predict", "classify the rows of a CSV on the host or on a board"),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
     "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
     "report": ("tinyattn.report", "PNG/HTML report: curves, confusion matrices, attention maps"),

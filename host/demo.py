@@ -14,16 +14,16 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from .cli import CLIError
-from .link import LinkError
-from .paths import BUILD_DIR
-from .ports import (
+from tinyattn.board.link import LinkError
+from tinyattn.board.ports import (
     SEQ_HEAP_REASON,
     SEQ_VIRTUAL_HEAP,
     VIRTUAL_HEAP,
     add_port_arguments,
     board_port,
 )
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 
 def _step(title: str) -> None:
@@ -67,9 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from . import cli
-    from .flash import flash
-    from .parity import finish, load_samples, parity
+    from tinyattn import cli
+    from tinyattn.board.flash import flash
+    from tinyattn.board.parity import finish, load_samples, parity
 
     if not args.model.is_file():
         _step(f"train -> {args.model}")

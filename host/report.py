@@ -5,7 +5,8 @@
 Writes into `--out`:
 - `curves.png`: loss and train/test accuracy per epoch (meta "history", docs/model-format.md);
 - `confusion_float.png`, `confusion_int8.png`: confusion matrices on the test split and on all
-  samples, for the trained float64 model and for the integer reference (`tinyattn.intref`) on
+  samples, for the trained float64 model and for the integer reference
+  (`tinyattn.intmodel.intref`) on
   the exported blob;
 - `attention_<i>.png` for each chosen sample `i`: per head, the attention matrix
   `A_h = softmax(Q_h K_hᵀ / √D)` of every `attention` op (DESIGN §3), and the weights over
@@ -25,7 +26,8 @@ previous report as it was. A previous `--out` is replaced as a whole, so it may 
 report's files (`.png`, `.html`, `.md`); anything else there is refused before any work.
 
 The int8 figures use `--blob`; without it `build/model.bin` if it exists and was exported from
-this model, else a blob exported to a temporary file (`tinyattn.export.export_model`); when the
+this model, else a blob exported to a temporary file (`tinyattn.intmodel.export.export_model`);
+when the
 model cannot be exported (an op the blob format lacks) they are skipped with a note. Samples
 default to the first test-split sample (TEST window) of each class. matplotlib (the optional extra
 `report`) is imported only here, and figures are drawn on the Agg canvas without pyplot, so
@@ -53,17 +55,23 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import current_umask
-from .blob import Blob, read_blob
-from .cli import CLIError
-from .floatref import NpzModel, dequantized, load_npz, seq_float_ops, truncate_windows
-from .intref import quantize_input, run_int8
-from .layers import Attention
-from .model import ModelFile, Sequential, load_model
-from .myattn import MyAttn
-from .paths import BUILD_DIR
-from .seqlayers import ResidualAttention
-from .seqmodel import SeqModel
+from tinyattn.atomic import current_umask
+from tinyattn.cli import CLIError
+from tinyattn.intmodel.blob import Blob, read_blob
+from tinyattn.intmodel.floatref import (
+    NpzModel,
+    dequantized,
+    load_npz,
+    seq_float_ops,
+    truncate_windows,
+)
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.learn.layers import Attention
+from tinyattn.learn.model import ModelFile, Sequential, load_model
+from tinyattn.learn.myattn import MyAttn
+from tinyattn.learn.seqlayers import ResidualAttention
+from tinyattn.learn.seqmodel import SeqModel
+from tinyattn.paths import BUILD_DIR
 
 INSTALL_HINT = "pip install -e '.[report]' (or 'make install')"
 DPI = 110
@@ -287,7 +295,7 @@ def int8_logits(
 ) -> tuple[np.ndarray | None, dict[str, Any], list[str]]:
     """`(logits_q [N, C] int64 or None, blob info, notes)` from the integer reference (a seq
     model: windows `X [N, T, C]` with `lengths [N]`)."""
-    from .export import export_model
+    from tinyattn.intmodel.export import export_model
 
     notes: list[str] = []
     blob: Blob | None = None
@@ -605,8 +613,8 @@ def report_samples(npz: NpzModel, csv: str | None, target: str | None) -> Sample
     same), so sample `i` of `--samples` is TEST window `i`."""
     from dataclasses import replace
 
-    from .export import load_data, load_seq_data
-    from .tsdata import pad_windows
+    from tinyattn.data.timeseries import pad_windows
+    from tinyattn.intmodel.export import load_data, load_seq_data
 
     meta, split = npz.meta, npz.meta.get("train", {})
     if not npz.is_seq:

@@ -72,9 +72,9 @@ def tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def real_board_problem(port: str, timeout: float = 3.0) -> str | None:
     """Why $TINYATTN_PORT cannot be used as a board (missing, busy, no permission, silent, no
     raw REPL), or None when a MicroPython board answers there."""
+    from tinyattn.board.link import BoardLink, LinkError
+    from tinyattn.board.ports import resolve_port
     from tinyattn.cli import CLIError
-    from tinyattn.link import BoardLink, LinkError
-    from tinyattn.ports import resolve_port
 
     try:
         port = resolve_port(port) or port
@@ -94,7 +94,7 @@ def serial_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         problem = real_board_problem(port)
         if problem:
             pytest.skip(f"TINYATTN_PORT={port}: no board answers there ({problem})")
-        from tinyattn.ports import resolve_port
+        from tinyattn.board.ports import resolve_port
 
         yield resolve_port(port) or port
         return
@@ -138,7 +138,7 @@ def reference_model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
 @pytest.fixture(scope="session")
 def flashed_port(serial_port: str, reference_model: dict[str, Path]) -> str:
     """`serial_port` with the device runtime and the reference blob flashed (and verified)."""
-    from tinyattn.flash import flash
+    from tinyattn.board.flash import flash
 
     flash(serial_port, reference_model["blob"], progress=False)
     return serial_port

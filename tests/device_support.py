@@ -6,7 +6,8 @@
 - `odd_blob()`: a random-weight model of another shape (no biases, a per-token dense, two
   attention ops with H=4 and H=1, S=3, 5 classes) quantized by the exporter: exercises code
   paths the Iris model does not.
-- `host_reference(data, X)`: (xq, int8 logits, float logits) from tinyattn.intref/floatref.
+- `host_reference(data, X)`: (xq, int8 logits, float logits) from
+tinyattn.intmodel.intref/floatref.
 - `compile_mpy(out_dir)`: the device modules as .mpy (mpy-cross -march=x64 for the unix port).
 - `run_micropython(script, args, heap, timeout)`: run a script text under the unix port.
 
@@ -24,16 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyattn.blob import blob_bytes, read_blob
-from tinyattn.data import load_dataset
-from tinyattn.floatref import run_float
-from tinyattn.intref import quantize_input, run_int8
+from tinyattn.data.tabular import load_dataset
+from tinyattn.intmodel.blob import blob_bytes, read_blob
+from tinyattn.intmodel.floatref import run_float
+from tinyattn.intmodel.intref import quantize_input, run_int8
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICE_DIR = REPO / "device"
 MPY_HEAP = "64k"  # the board-sized heap of the issue: device modules precompiled to .mpy
 # Compiling the .py sources on the board needs transient heap on top (about 60 KB on the 64-bit
-# unix port); .py runs use the virtual board's heap (tinyattn.ports.VIRTUAL_HEAP).
+# unix port); .py runs use the virtual board's heap (tinyattn.board.ports.VIRTUAL_HEAP).
 PY_HEAP = "100k"
 HEAP_BUDGET = 16 * 1024  # loaded model + buffers (issue 4)
 HEAP_MARGIN = 2 * 1024  # asserted: the budget minus this
@@ -77,7 +78,7 @@ def odd_blob() -> tuple[bytes, np.ndarray]:
     sys.path.insert(0, str(Path(__file__).parent))
     from synth_models import random_model
 
-    from tinyattn.quantize import quantize
+    from tinyattn.intmodel.quantize import quantize
 
     X = np.random.default_rng(0).normal(0.0, 2.0, (64, 4))
     return blob_bytes(quantize(random_model(ODD_OPS, seed=3, n_features=4), X)), X

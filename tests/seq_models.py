@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyattn.blob import BUDGET, Op, QuantModelSpec, budget_sites
+from tinyattn.intmodel.blob import BUDGET, Op, QuantModelSpec, budget_sites
 
 T, C, P, E, H, F, K = 10, 3, 4, 8, 2, 12, 4
 S = -(-T // P)
@@ -115,10 +115,10 @@ def train_seq(
     A local loop because `train.fit` takes no lengths (it works for equal-length data only).
     `max_steps` is the model's T (default: the longest window rounded up to a multiple of P).
     """
-    from tinyattn.losses import softmax_cross_entropy
-    from tinyattn.optim import Adam
-    from tinyattn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
-    from tinyattn.tsdata import fit_channel_standardizer, standardize_windows
+    from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windows
+    from tinyattn.learn.losses import softmax_cross_entropy
+    from tinyattn.learn.optim import Adam
+    from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
 
     config = config if config is not None else SeqAttnConfig()
     mean, std = fit_channel_standardizer(X, lengths)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.floatref import NpzModel
+from tinyattn.intmodel.floatref import NpzModel
 
 
 def iris_attn_ops(n_features: int = 4, n_classes: int = 3) -> list[dict[str, Any]]:
@@ -122,7 +122,7 @@ def iris_synthetic(seed: int = 1) -> tuple[NpzModel, np.ndarray, np.ndarray]:
     Normalization and the split are made the way training makes them (stratified 80/20, seed 0),
     so its blob has exactly the layout and size of the reference blob.
     """
-    from tinyattn.data import fit_standardizer, load_dataset, stratified_split
+    from tinyattn.data.tabular import fit_standardizer, load_dataset, stratified_split
 
     ds = load_dataset("iris")
     train_idx, test_idx = stratified_split(ds.y, 0.2, 0)

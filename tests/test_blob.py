@@ -1,9 +1,9 @@
-# Host (CPython): tests of the blob writer/reader (tinyattn.blob, docs/blob-format.md).
+# Host (CPython): tests of the blob writer/reader (tinyattn.intmodel.blob, docs/blob-format.md).
 """Round trip, every truncation, every bit flip, each MUST check of the reader (corruptions are
 re-CRC'd so the specific check is reached), atomic writes, and the size overhead.
 
 The layout walker `walk()` below reads the file from docs/blob-format.md with `struct` only
-(independently of tinyattn.blob), which also checks that the doc and the writer agree.
+(independently of tinyattn.intmodel.blob), which also checks that the doc and the writer agree.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from synth_models import iris_synthetic, random_model
 
-from tinyattn import blob as tb
-from tinyattn.blob import BlobError, read_blob, write_blob
-from tinyattn.quantize import float32_spec, quantize
+from tinyattn.intmodel import blob as tb
+from tinyattn.intmodel.blob import BlobError, read_blob, write_blob
+from tinyattn.intmodel.quantize import float32_spec, quantize
 
 pytestmark = pytest.mark.host
 
@@ -464,8 +464,8 @@ def test_blob_atomic_write_killed_process_keeps_previous(tmp_path, ref_spec):
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(tests_dir)!r})\n"
         "from synth_models import iris_synthetic\n"
-        "from tinyattn.blob import write_blob\n"
-        "from tinyattn.quantize import quantize\n"
+        "from tinyattn.intmodel.blob import write_blob\n"
+        "from tinyattn.intmodel.quantize import quantize\n"
         "model, X, _ = iris_synthetic(seed=5)\n"
         "spec = quantize(model, X)\n"
         "kill = lambda tmp: os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -1,5 +1,6 @@
 # Host (CPython): the small-int budget, proven by both blob readers at load (issue 10, §2).
-"""Both readers (`tinyattn.blob.read_blob`, the device's `attention.read_blob`) compute the
+"""Both readers (`tinyattn.intmodel.blob.read_blob`, the device's `attention.read_blob`) compute
+the
 worst case of every requantization site from the stored integers, for any int8 input
 (docs/quantization.md, "Choice of M and shift"), and refuse a blob whose `max|acc|` or
 `max|acc|·M + 2**(shift-1)` reaches 2**30, with the same message.
@@ -25,10 +26,17 @@ from device_support import DEVICE_DIR, find, odd_blob, op_offsets
 from seq_models import seq_spec
 from synth_models import iris_synthetic, random_model
 
-from tinyattn.blob import BUDGET, OP_LAYOUTS, BlobError, blob_bytes, budget_sites, read_blob
-from tinyattn.intref import run_int8
-from tinyattn.model import myattn_op
-from tinyattn.quantize import quantize
+from tinyattn.intmodel.blob import (
+    BUDGET,
+    OP_LAYOUTS,
+    BlobError,
+    blob_bytes,
+    budget_sites,
+    read_blob,
+)
+from tinyattn.intmodel.intref import run_int8
+from tinyattn.intmodel.quantize import quantize
+from tinyattn.learn.model import myattn_op
 
 pytestmark = pytest.mark.host
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tinyattn import cli
-from tinyattn.data import DATA_DIR
+from tinyattn.data.tabular import DATA_DIR
 
 serial = pytest.importorskip("serial")
 # each test in its own working directory: parity without --model would otherwise read whatever
@@ -314,7 +314,7 @@ def test_cli_errors_board_refusing_bench_is_a_link_error_not_dropped():
     board's error reply ends the run with that error (exit 2), it is not silently dropped."""
     import numpy as np
 
-    from tinyattn.parity import compare, run_device
+    from tinyattn.board.parity import compare, run_device
 
     class Link:
         port = "fake"

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from tinyattn.data import load_dataset
-from tinyattn.link import as_sent, b64_batch, decode_b64_reply
+from tinyattn.board.link import as_sent, b64_batch, decode_b64_reply
+from tinyattn.data.tabular import load_dataset
 from tinyattn.paths import DEVICE_DIR
 
 
@@ -109,7 +109,7 @@ def test_compact_reply_decoder_refuses_what_does_not_split_into_rows():
 @pytest.mark.serial
 @pytest.mark.parametrize("enc", ["b64", "json"])
 def test_compact_parity_both_encodings_pass_on_the_board(flashed_port, reference_model, enc):
-    from tinyattn.parity import parity
+    from tinyattn.board.parity import parity
 
     data = load_dataset("iris")
     report = parity(flashed_port, reference_model["blob"], data.X, data.y, enc=enc, bench_n=0,

@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from tinyattn.data import (
+from tinyattn.data.tabular import (
     fit_standardizer,
     load_csv,
     load_dataset,
@@ -129,8 +129,8 @@ def test_load_csv_without_a_header_row_is_refused_not_misread(tmp_path, text):
 
 def test_load_csv_and_predict_refuse_a_missing_header_in_the_same_words(tmp_path):
     """One check (data.check_header) behind train/export/parity --csv and predict --csv."""
+    from tinyattn.board.predict import read_rows
     from tinyattn.cli import CLIError
-    from tinyattn.predict import read_rows
 
     path = tmp_path / "noheader.csv"
     path.write_text("5.1,3.5,1.4,0.2,setosa\n6.3,3.3,6.0,2.5,virginica\n")

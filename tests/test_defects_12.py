@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from tinyattn import cli
-from tinyattn.blob import BlobError, read_blob
-from tinyattn.data import DATA_DIR
+from tinyattn.data.tabular import DATA_DIR
+from tinyattn.intmodel.blob import BlobError, read_blob
 
 pytestmark = [pytest.mark.host, pytest.mark.usefixtures("tmp_cwd")]
 
@@ -53,7 +53,7 @@ def test_defects_12_board_fs_on_a_file_is_one_line(capsys, tmp_path, where):
 
 
 def test_defects_12_board_fs_missing_folder_is_created_as_help_says(tmp_path):
-    from tinyattn.board import add_arguments, check_fs
+    from tinyattn.board.virtual import add_arguments, check_fs
 
     fs = tmp_path / "new" / "flash"
     check_fs(fs)
@@ -83,12 +83,12 @@ def test_defects_12_export_into_a_closed_pipe_exits_quietly(reference_model, tmp
 def test_defects_12_cli_reraises_a_broken_pipe_that_is_not_stdout(monkeypatch):
     """Only a closed stdout is quiet: EPIPE on another pipe (a board's, a subprocess's) is a
     real error and must not be swallowed."""
-    import tinyattn.ports
+    import tinyattn.board.ports
 
     def broken(args):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(tinyattn.ports, "main", broken)  # `tinyattn devs`
+    monkeypatch.setattr(tinyattn.board.ports, "main", broken)  # `tinyattn devs`
     with pytest.raises(BrokenPipeError):
         cli.main(["devs"])
 
@@ -100,11 +100,13 @@ def test_defects_12_cli_reraises_a_broken_pipe_that_is_not_stdout(monkeypatch):
 def stub_benches(monkeypatch):
     """Every benchmark replaced by a stub returning figures at once."""
     import tinyattn.bench
-    import tinyattn.parity
+    import tinyattn.board.parity
     import tools.bench_accuracy
     import tools.bench_device
     import tools.bench_link
+    import tools.bench_seq
     import tools.bench_train
+    import tools.bench_train_device
 
     calls = []
 
@@ -116,12 +118,19 @@ def stub_benches(monkeypatch):
         return run
 
     monkeypatch.setattr(tools.bench_train, "bench_train", stub("train", {"numpy_seconds": 1.0}))
-    monkeypatch.setattr(tools.bench_train, "format_table", lambda r: "train table")
+    monkeypatch.setattr(tools.bench_train, "bench_train_seq", stub("train_seq", {}))
+    monkeypatch.setattr(tools.bench_train, "format_table", lambda r, **kw: "train table")
+    monkeypatch.setattr(tools.bench_train_device, "bench_train_device",
+                        stub("train_device", {"runs": {}}))  # fmt: skip
+    monkeypatch.setattr(tools.bench_train_device, "format_table", lambda r: "board train table")
+    monkeypatch.setattr(tinyattn.bench, "seq_blob", lambda path: path)
     monkeypatch.setattr(tools.bench_device, "bench_device", stub("device", {}))
     monkeypatch.setattr(tools.bench_device, "format_table", lambda r: "device table")
     acc = {"datasets": {}, "repeats": 10, "k": 5}
     monkeypatch.setattr(tools.bench_accuracy, "bench_accuracy", stub("accuracy", acc))
     monkeypatch.setattr(tools.bench_accuracy, "format_table", lambda r: "accuracy table")
+    monkeypatch.setattr(tools.bench_seq, "bench_seq", stub("accuracy_seq", {}))
+    monkeypatch.setattr(tools.bench_seq, "format_table", lambda r: "seq accuracy table")
     link = {
         "samples": 150, "passed": True, "link_samples_per_s_both": 300.0,
         "link_samples_per_s_int8": 400.0, "server_us_int8": 1.0, "server_us_float": 2.0,
@@ -134,7 +143,7 @@ def stub_benches(monkeypatch):
     class Samples:
         X = np.zeros((2, 4))
 
-    monkeypatch.setattr(tinyattn.parity, "load_samples", lambda *a: Samples())
+    monkeypatch.setattr(tinyattn.board.parity, "load_samples", lambda *a: Samples())
     return calls
 
 
@@ -149,7 +158,9 @@ def test_defects_12_bench_all_writes_nothing_without_write(
     argv = ["bench", "--all", "--blob", str(reference_model["blob"])]
     assert cli.main(argv) == 0
     assert list((tmp_path / "docs").iterdir()) == []
-    assert sorted(stub_benches) == ["accuracy", "device", "link", "train", "uart"]
+    assert sorted(stub_benches) == [
+        "accuracy", "accuracy_seq", "device", "link", "train", "train_device", "train_seq", "uart"
+    ]
     assert "written" not in capsys.readouterr().out
     doc = tmp_path / "bench.md"
     assert cli.main([*argv, "--write", str(doc)]) == 0
@@ -196,8 +207,8 @@ def _mode(path: Path) -> int:
 
 def test_defects_12_output_files_get_the_umask_mode_not_0600(reference_model, tmp_path, umask_027):
     """Every atomic writer (host/atomic.py): model.npz, model.bin, .ts, board model files."""
-    from tinyattn.boardmodel import npz_to_board
-    from tinyattn.tsdata import write_ts
+    from tinyattn.board.boardmodel import npz_to_board
+    from tinyattn.data.timeseries import write_ts
 
     npz, blob = tmp_path / "model.npz", tmp_path / "model.bin"
     assert cli.main(["train", "--out", str(npz), "--quiet", "--epochs", "2"]) == 0

@@ -24,9 +24,9 @@ from device_support import (
     reference_blobs,
 )
 
-from tinyattn.blob import BlobError as HostBlobError
-from tinyattn.blob import read_blob
-from tinyattn.data import load_dataset
+from tinyattn.data.tabular import load_dataset
+from tinyattn.intmodel.blob import BlobError as HostBlobError
+from tinyattn.intmodel.blob import read_blob
 
 pytestmark = pytest.mark.host
 
@@ -111,7 +111,8 @@ def test_device_cpython_api_predict_classify_agree_with_logits(attention, blobs)
     # 146 of the 150 Iris samples (its 120 training rows among them) on either path
     assert m.class_names == data.class_names
     for path in ("int8", "float"):
-        right = sum(m.predict(x, path) == label for x, label in zip(X.tolist(), y.tolist()))
+        pairs = zip(X.tolist(), y.tolist(), strict=True)
+        right = sum(m.predict(x, path) == label for x, label in pairs)
         assert right >= 0.93 * len(y), (path, right)
     out = m.new_logits()
     assert out.typecode == "i" and len(out) == 3 and list(out) == [0, 0, 0]

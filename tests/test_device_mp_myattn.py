@@ -1,6 +1,6 @@
 # Host (CPython): the myattn op of the device runtime under the real MicroPython unix port.
 """MyAttn (opcode 6) on MicroPython, every kernel set (pure, native, viper), against
-tinyattn.intref (int8: every integer) and tinyattn.floatref (float: within 1e-4):
+tinyattn.intmodel.intref (int8: every integer) and tinyattn.intmodel.floatref (float: within 1e-4):
 
 - the PyTorch tutorial's sizes (32, 32, 32, 64, 32): a graph `Q ‖ K ‖ V` (2112 features) ->
   myattn explicit -> dense 32 -> 4, random weights, calibrated on random inputs. Its input
@@ -36,8 +36,8 @@ from device_support import (
 )
 from synth_models import TUTORIAL, random_model, tutorial_myattn_ops
 
-from tinyattn.blob import blob_bytes
-from tinyattn.quantize import quantize
+from tinyattn.intmodel.blob import blob_bytes
+from tinyattn.intmodel.quantize import quantize
 
 pytestmark = pytest.mark.micropython
 

@@ -29,12 +29,19 @@ import numpy as np
 import pytest
 from seq_models import train_seq
 
-from tinyattn.blob import BUDGET, OP_LAYOUTS, BlobError, blob_bytes, budget_sites, read_blob
-from tinyattn.floatref import NpzModel, run_float
-from tinyattn.intref import quantize_input, run_int8
-from tinyattn.quantize import float32_spec, quantize
-from tinyattn.seqmodel import SeqAttnConfig, build_seq_model
-from tinyattn.tsdata import fit_channel_standardizer, load_ts_dataset
+from tinyattn.data.timeseries import fit_channel_standardizer, load_ts_dataset
+from tinyattn.intmodel.blob import (
+    BUDGET,
+    OP_LAYOUTS,
+    BlobError,
+    blob_bytes,
+    budget_sites,
+    read_blob,
+)
+from tinyattn.intmodel.floatref import NpzModel, run_float
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.intmodel.quantize import float32_spec, quantize
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
 
 pytestmark = pytest.mark.host
 

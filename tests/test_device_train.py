@@ -1,7 +1,7 @@
 # Host (CPython): on-board training (device/attention_train*.py) against the host's float32
 # NumPy step, under CPython; tests/test_device_train_mp.py runs the same cases on MicroPython.
 """Issue 13, "Must show" 1: one training step of the device code vs the host's float32 NumPy
-step (host/layers.py, myattn.py, losses.py + train.py's smoothing, optim.py) from the same
+step (host/learn/layers.py, myattn.py, losses.py + train.py's smoothing, optim.py) from the same
 weights and batch. Every output, input gradient and parameter gradient, per layer (Dense, ReLU,
 Attention with and without biases, GlobalAvgPool, MyAttn pool, the loss) and for whole models
 (iris-attn, iris-myattn, an odd op list), and the parameters after optimizer steps (AdamW,
@@ -11,7 +11,7 @@ The device side runs DRIVER, one script valid under CPython and MicroPython: it 
 spec and float32 files, runs the case and writes float32 files back. `run_case(interp, ...)`
 runs it in a subprocess of either interpreter, so both test files check the same thing.
 Also here: the native kernel copy, the board float model file (device reader/writer vs
-host/boardmodel.py, rejections, npz round trip, export of fetched weights), the schedule, and
+host/board/boardmodel.py, rejections, npz round trip, export of fetched weights), the schedule, and
 a few epochs of `Trainer` against host `fit`.
 """
 
@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 from device_support import DEVICE_DIR, ODD_OPS
 
-from tinyattn import boardmodel
-from tinyattn.data import fit_standardizer, load_dataset, standardize
-from tinyattn.layers import Layer
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.model import (
+from tinyattn.board import boardmodel
+from tinyattn.data.tabular import fit_standardizer, load_dataset, standardize
+from tinyattn.learn.layers import Layer
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.model import (
     build_from_ops,
     iris_attn_ops,
     iris_myattn_ops,
@@ -39,7 +39,7 @@ from tinyattn.model import (
     load_model,
     save_model,
 )
-from tinyattn.optim import SGD, Adam
+from tinyattn.learn.optim import SGD, Adam
 
 pytestmark = pytest.mark.host
 
@@ -150,7 +150,7 @@ def host_loss(logits: np.ndarray, y: np.ndarray, eps: float) -> tuple[float, np.
         return softmax_cross_entropy(logits, y)
     if "label_smoothing" in inspect.signature(softmax_cross_entropy).parameters:
         return softmax_cross_entropy(logits, y, label_smoothing=eps)
-    from tinyattn import train
+    from tinyattn.learn import train
 
     if hasattr(train, "smoothed_cross_entropy"):
         return train.smoothed_cross_entropy(logits, y, eps)
@@ -364,7 +364,7 @@ def test_device_train_kernels_fall_back_to_pure_on_cpython(at):
 
 
 def test_device_train_learning_rate_matches_host_schedule(at):
-    from tinyattn.train import TrainConfig, learning_rate
+    from tinyattn.learn.train import TrainConfig, learning_rate
 
     for schedule in ("cosine", "constant"):
         config = TrainConfig(lr=0.03, schedule=schedule)
@@ -391,7 +391,7 @@ def test_device_train_epochs_follow_host_fit(at):
     steps are pinned above; Adam amplifies rounding where gradients are ~0, so looser)."""
     from array import array
 
-    from tinyattn.train import TrainConfig, fit
+    from tinyattn.learn.train import TrainConfig, fit
 
     data = load_dataset("iris")
     mean, std = fit_standardizer(data.X[:120])

@@ -26,9 +26,9 @@ from test_device_train import (
     run_case,
 )
 
-from tinyattn import boardmodel
-from tinyattn.model import iris_attn_ops
-from tinyattn.train import TrainConfig
+from tinyattn.board import boardmodel
+from tinyattn.learn.model import iris_attn_ops
+from tinyattn.learn.train import TrainConfig
 
 pytestmark = pytest.mark.micropython
 

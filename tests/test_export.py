@@ -14,8 +14,8 @@ import pytest
 from synth_models import iris_synthetic, save_npz
 
 from tinyattn import cli
-from tinyattn.blob import read_blob
-from tinyattn.export import export_model
+from tinyattn.intmodel.blob import read_blob
+from tinyattn.intmodel.export import export_model
 
 pytestmark = pytest.mark.host
 

@@ -2,7 +2,7 @@
 """Flash is atomic from the user's point of view, checked on a virtual board.
 
 `tinyattn flash` copies every file to `NAME.new`, reads each back on the board (size +
-SHA-256), and only then renames them over the old files, the blob last (host/flash.py). So:
+SHA-256), and only then renames them over the old files, the blob last (host/board/flash.py). So:
 - killed while copying (SIGKILL to tinyattn and its mpremote child, at the first and at the
   last file): every previous file is byte for byte what it was, and parity still passes with
   the previous blob; a second flash then completes;
@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 
 from tinyattn import cli
-from tinyattn import flash as flash_mod
+from tinyattn.board import flash as flash_mod
+from tinyattn.board.parity import parity
 from tinyattn.cli import CLIError
-from tinyattn.data import load_dataset
-from tinyattn.parity import parity
+from tinyattn.data.tabular import load_dataset
 
 # in an empty working directory: parity without --model reads no build/model.npz of the checkout
 pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]

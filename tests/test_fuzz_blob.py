@@ -1,5 +1,5 @@
 # Host (CPython): fuzzing the blob readers with mutated blobs (issue 6, item 1).
-"""Mutated blobs into the host reader (`tinyattn.blob.read_blob`) and the device loader
+"""Mutated blobs into the host reader (`tinyattn.intmodel.blob.read_blob`) and the device loader
 (`device/attention.py`: `read_blob`, then `Model` on what it accepts), under CPython, and a
 sample under MicroPython in one interpreter run.
 
@@ -49,10 +49,10 @@ from hypothesis import strategies as st
 from test_budget import budget_bases, extreme_rows, iparam_offsets
 
 from tinyattn import cli
-from tinyattn.blob import OP_LAYOUTS, BlobError, budget_sites, read_blob
-from tinyattn.intref import run_int8
-from tinyattn.ports import VIRTUAL_HEAP as BOARD_HEAP
-from tinyattn.quantize import exp_lut
+from tinyattn.board.ports import VIRTUAL_HEAP as BOARD_HEAP
+from tinyattn.intmodel.blob import OP_LAYOUTS, BlobError, budget_sites, read_blob
+from tinyattn.intmodel.intref import run_int8
+from tinyattn.intmodel.quantize import exp_lut
 
 pytestmark = pytest.mark.host
 

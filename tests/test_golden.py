@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from tinyattn.blob import FORMAT_VERSION, blob_bytes, read_blob
-from tinyattn.floatref import run_float
-from tinyattn.intref import quantize_input, run_int8
+from tinyattn.intmodel.blob import FORMAT_VERSION, blob_bytes, read_blob
+from tinyattn.intmodel.floatref import run_float
+from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.paths import DEVICE_DIR
 from tools import make_golden
 
@@ -116,7 +116,7 @@ def test_golden_device_runtime_reproduces_golden_outputs(golden, device_attentio
 def test_golden_device_runtime_matches_intref_on_all_iris(device_attention):
     from synth_models import iris_synthetic
 
-    from tinyattn.quantize import quantize
+    from tinyattn.intmodel.quantize import quantize
 
     model, X, _ = iris_synthetic(seed=1)
     data = blob_bytes(quantize(model, X[model.meta["train"]["train_idx"]]))

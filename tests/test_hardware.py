@@ -11,9 +11,9 @@ import os
 
 import pytest
 
-from tinyattn.data import load_dataset
-from tinyattn.flash import MPY_ARCH, board_arch, flash
-from tinyattn.parity import parity
+from tinyattn.board.flash import MPY_ARCH, board_arch, flash
+from tinyattn.board.parity import parity
+from tinyattn.data.tabular import load_dataset
 
 PORT = os.environ.get("TINYATTN_PORT")
 pytestmark = [

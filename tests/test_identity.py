@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tinyattn import cli
-from tinyattn.blob import read_blob
-from tinyattn.flash import flash
-from tinyattn.link import BoardLink
+from tinyattn.board.flash import flash
+from tinyattn.board.link import BoardLink
+from tinyattn.intmodel.blob import read_blob
 from tinyattn.paths import DEVICE_DIR
 
 pytestmark = pytest.mark.usefixtures("tmp_cwd")

@@ -19,9 +19,9 @@ import itertools
 import numpy as np
 import pytest
 
-from tinyattn.layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.model import build_model
+from tinyattn.learn.layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.model import build_model
 
 pytestmark = pytest.mark.host
 

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from tinyattn import cli
-from tinyattn.data import load_dataset
-from tinyattn.flash import flash
-from tinyattn.link import BoardLink, unframe
-from tinyattn.parity import MAX_RESTARTS, parity
+from tinyattn.board.flash import flash
+from tinyattn.board.link import BoardLink, unframe
+from tinyattn.board.parity import MAX_RESTARTS, parity
+from tinyattn.data.tabular import load_dataset
 from tools.vboard import FaultConfig, VirtualBoard, find_micropython
 
 # parity without --model reads build/model.npz of the working directory: use an empty one
@@ -184,8 +184,10 @@ def test_link_faults_garbage_lines_and_forged_replies_are_skipped(
     s = _assert_resynced(report)
     link = s["link"]
     assert len(forged) >= BATCHES[enc]
-    assert link["damaged_replies"] >= len(forged), link  # the wrong-CRC forgeries
-    assert link["garbage_lines"] >= len(forged), link  # the others: skipped as noise
+    # Each forgery is refused: its wrong-CRC line as a damaged reply when it comes before the
+    # real reply, else (the reply already taken, its id no longer awaited) as noise, like its
+    # other lines; which one depends on timing, so the two counts are checked together.
+    assert link["damaged_replies"] + link["garbage_lines"] >= 2 * len(forged), link
     print(f"\n{enc}: garbage 0.3/line + {3 * len(forged)} forged lines: {seconds:.1f} s, {link}")
 
 
@@ -306,8 +308,8 @@ def test_link_faults_board_that_resets_when_the_port_opens(vboard_factory, refer
     """An ESP32 behind a USB-UART resets when a host opens the port (DTR/RTS auto-reset): ROM
     lines, then the MicroPython banner. mpremote (flash) and the parity link open the port
     several times; each time they wait out the boot and get to the raw REPL."""
-    from tinyattn.flash import flash
-    from tinyattn.parity import parity as run_parity
+    from tinyattn.board.flash import flash
+    from tinyattn.board.parity import parity as run_parity
 
     board = vboard_factory(reset_on_open=True)
     summary = flash(board.port, reference_model["blob"], progress=False)

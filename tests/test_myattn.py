@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyattn.myattn import AttnPool, MyAttn
+from tinyattn.learn.myattn import AttnPool, MyAttn
 
 TUTORIAL = (32, 32, 32, 64, 32)  # query, key, value1, value2, output sizes
 

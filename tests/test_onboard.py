@@ -29,12 +29,12 @@ import numpy as np
 import pytest
 
 from tinyattn import cli
-from tinyattn.boardmodel import parse_board, read_board
-from tinyattn.data import load_dataset
-from tinyattn.link import BoardLink
-from tinyattn.model import build_model, load_model
-from tinyattn.onboard import TRAIN_HEAP, batch_orders, plan_full
-from tinyattn.train import TrainConfig, fit
+from tinyattn.board.boardmodel import parse_board, read_board
+from tinyattn.board.link import BoardLink
+from tinyattn.board.onboard import TRAIN_HEAP, batch_orders, plan_full
+from tinyattn.data.tabular import load_dataset
+from tinyattn.learn.model import build_model, load_model
+from tinyattn.learn.train import TrainConfig, fit
 from tools.vboard import VirtualBoard, find_micropython
 
 DEVICE = Path(__file__).resolve().parent.parent / "device"
@@ -182,8 +182,8 @@ def _summary(capsys) -> dict:
 @pytest.mark.slow
 def test_onboard_iris_matches_host_run_and_passes_parity(tmp_path, tmp_cwd, capsys):
     """Must show 2: default epochs on a virtual board vs the host run with the same seed."""
-    from tinyattn.flash import flash
-    from tinyattn.parity import parity
+    from tinyattn.board.flash import flash
+    from tinyattn.board.parity import parity
 
     assert cli.main(["train", "--out", str(tmp_path / "host.npz"), "--json", "--quiet"]) == 0
     host = _summary(capsys)
@@ -372,7 +372,7 @@ def test_onboard_cli_errors(tmp_cwd, capsys):
 
 def test_onboard_inference_flash_is_not_bigger():
     """The training modules are deployed by `flash --train` only (package.json train_urls)."""
-    from tinyattn.flash import device_sources
+    from tinyattn.board.flash import device_sources
 
     plain = {p.name for p in device_sources()}
     train = {p.name for p in device_sources(train=True)}

@@ -15,9 +15,9 @@ import itertools
 import numpy as np
 import pytest
 
-from tinyattn.layers import Attention
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.model import build_model
+from tinyattn.learn.layers import Attention
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.model import build_model
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed; run 'make install-oracle'")
 

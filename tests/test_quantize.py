@@ -17,11 +17,17 @@ import numpy as np
 import pytest
 from synth_models import iris_attn_ops, iris_synthetic, random_model
 
-from tinyattn.blob import Op, QuantModelSpec, read_blob
-from tinyattn.blob import blob_bytes as to_bytes
-from tinyattn.floatref import forward_npz, run_float
-from tinyattn.intref import SmallIntBudgetError, quantize_input, requant, run_int8, softmax_q14
-from tinyattn.quantize import (
+from tinyattn.intmodel.blob import Op, QuantModelSpec, read_blob
+from tinyattn.intmodel.blob import blob_bytes as to_bytes
+from tinyattn.intmodel.floatref import forward_npz, run_float
+from tinyattn.intmodel.intref import (
+    SmallIntBudgetError,
+    quantize_input,
+    requant,
+    run_int8,
+    softmax_q14,
+)
+from tinyattn.intmodel.quantize import (
     QuantizeError,
     choose_shift,
     exp_lut,
@@ -328,10 +334,12 @@ def test_quantize_dequantized_float_reference_close_to_int8(iris_synth):
 
 
 def test_quantize_forward_matches_host_model_layers(tmp_path):
-    """Our float64 forward (read straight from the npz) equals tinyattn.model's Sequential."""
+    """Our float64 forward (read straight from the npz) equals tinyattn.learn.model's
+    Sequential.
+    """
     from synth_models import save_npz
 
-    from tinyattn import model as model_mod
+    from tinyattn.learn import model as model_mod
 
     model, X, _ = iris_synthetic(seed=4)
     path = save_npz(tmp_path / "m.npz", model)

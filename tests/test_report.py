@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from tinyattn import cli
-from tinyattn.blob import read_blob
-from tinyattn.data import load_dataset
-from tinyattn.export import export_model
-from tinyattn.floatref import forward_npz, load_npz
-from tinyattn.model import iris_attn_ops, load_model
+from tinyattn.data.tabular import load_dataset
+from tinyattn.data.timeseries import load_ts_dataset
+from tinyattn.intmodel.blob import read_blob
+from tinyattn.intmodel.export import export_model
+from tinyattn.intmodel.floatref import forward_npz, load_npz
+from tinyattn.learn.model import iris_attn_ops, load_model
 from tinyattn.report import _blob_mismatch, attention_maps, token_labels, write_report
-from tinyattn.tsdata import load_ts_dataset
 
 pytestmark = pytest.mark.host
 pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
@@ -247,9 +247,9 @@ def test_report_without_matplotlib_names_the_extra(trained, tmp_path, capsys, mo
 
 
 def test_report_myattn_pooling_weights_are_plotted(tmp_path):
-    from tinyattn import myattn
-    from tinyattn.layers import ActivationLayer, Dense, Reshape
-    from tinyattn.model import Sequential
+    from tinyattn.learn import myattn
+    from tinyattn.learn.layers import ActivationLayer, Dense, Reshape
+    from tinyattn.learn.model import Sequential
     from tinyattn.report import _matplotlib, plot_attention
 
     rng = np.random.default_rng(0)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from seq_models import E, S, seq_spec
 
-from tinyattn import blob as tb
-from tinyattn.blob import BUDGET, BlobError, Op, budget_sites, read_blob
+from tinyattn.intmodel import blob as tb
+from tinyattn.intmodel.blob import BUDGET, BlobError, Op, budget_sites, read_blob
 
 pytestmark = pytest.mark.host
 

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from tinyattn import cli
-from tinyattn.model import load_model
-from tinyattn.seqdefaults import seq_defaults
-from tinyattn.tsdata import load_ts, write_ts
+from tinyattn.data.timeseries import load_ts, write_ts
+from tinyattn.learn.model import load_model
+from tinyattn.learn.seqdefaults import seq_defaults
 
 
 def run(capsys, *argv: str) -> dict:
@@ -169,7 +169,7 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
 
 @pytest.mark.host
 def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
-    import tinyattn.seqcli as seqcli
+    import tinyattn.learn.seqcli as seqcli
 
     real = seqcli.load_ts_dataset
 
@@ -253,7 +253,7 @@ def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kin
     from test_device_seq import FLOAT_TOL, host_window_reference
     from test_device_seq_mp import PARITY_HEAP, SEQ_PARITY, write_windows
 
-    from tinyattn.floatref import truncate_windows
+    from tinyattn.intmodel.floatref import truncate_windows
 
     _, blob, ts_test = ts_models[kind]
     test = load_ts(ts_test)
@@ -280,10 +280,10 @@ def test_seq_cli_ts_model_parity_on_a_virtual_board(
     exact on every window, float within tolerance, argmax equal. The board has a 200k heap:
     with the server's seq batches of today a 100k board answers "out of memory handling the
     request" even to one window (the heap on a 100k board is the device side's, Must-show 6)."""
-    import tinyattn.parity as parity
+    import tinyattn.board.parity as parity
 
     if not hasattr(parity, "is_seq_blob"):
-        pytest.skip("tinyattn parity does not send seq windows yet (host/parity.py)")
+        pytest.skip("tinyattn parity does not send seq windows yet (host/board/parity.py)")
     vboard = vboard_factory(heap="200k")
     model, blob, ts_test = ts_models[kind]
     assert cli.main(["flash", "--port", vboard.port, "--blob", str(blob)]) == 0

@@ -12,10 +12,10 @@ import pytest
 from seq_models import train_seq
 
 from tinyattn.cli import CLIError
-from tinyattn.export import export_model
-from tinyattn.model import load_model, save_model, ts_data_meta
-from tinyattn.seqmodel import SeqAttnConfig, macs
-from tinyattn.tsdata import load_ts_dataset, write_ts
+from tinyattn.data.timeseries import load_ts_dataset, write_ts
+from tinyattn.intmodel.export import export_model
+from tinyattn.learn.model import load_model, save_model, ts_data_meta
+from tinyattn.learn.seqmodel import SeqAttnConfig, macs
 
 pytestmark = pytest.mark.host
 

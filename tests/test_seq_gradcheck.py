@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from test_layers_gradcheck import TOL, numeric_grad, rel_error
 
-from tinyattn.layers import Layer
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.seqlayers import (
+from tinyattn.learn.layers import Layer
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.seqlayers import (
     FeedForward,
     MaskedAvgPool,
     PatchEmbed,
@@ -30,7 +30,7 @@ from tinyattn.seqlayers import (
     ResidualAttention,
     SeqMask,
 )
-from tinyattn.seqmodel import SeqAttnConfig, build_seq_model, param_names, seq_attn_ops
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, param_names, seq_attn_ops
 
 pytestmark = pytest.mark.host
 

@@ -19,9 +19,15 @@ import itertools
 import numpy as np
 import pytest
 
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.seqlayers import FeedForward, MaskedAvgPool, PatchEmbed, ResidualAttention, SeqMask
-from tinyattn.seqmodel import SeqAttnConfig, build_seq_model
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.seqlayers import (
+    FeedForward,
+    MaskedAvgPool,
+    PatchEmbed,
+    ResidualAttention,
+    SeqMask,
+)
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed; run 'make install-oracle'")
 from tools.torch_twins import (  # noqa: E402 (needs torch, skipped above without it)

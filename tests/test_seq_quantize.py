@@ -16,12 +16,23 @@ import numpy as np
 import pytest
 from seq_models import train_seq
 
-from tinyattn.blob import BUDGET, blob_bytes, budget_sites, read_blob
-from tinyattn.floatref import NpzModel, forward_seq, run_float, seq_float_ops, truncate_windows
-from tinyattn.intref import quantize_input, run_int8
-from tinyattn.quantize import float32_spec, pool_multipliers, quantize, quantize_residual_add
-from tinyattn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
-from tinyattn.tsdata import load_ts_dataset, standardize_windows
+from tinyattn.data.timeseries import load_ts_dataset, standardize_windows
+from tinyattn.intmodel.blob import BUDGET, blob_bytes, budget_sites, read_blob
+from tinyattn.intmodel.floatref import (
+    NpzModel,
+    forward_seq,
+    run_float,
+    seq_float_ops,
+    truncate_windows,
+)
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.intmodel.quantize import (
+    float32_spec,
+    pool_multipliers,
+    quantize,
+    quantize_residual_add,
+)
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
 
 pytestmark = pytest.mark.host
 

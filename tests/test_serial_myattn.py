@@ -22,9 +22,9 @@ import json
 import pytest
 
 from tinyattn import cli
-from tinyattn.data import load_dataset
-from tinyattn.flash import flash
-from tinyattn.parity import FLOAT_TOL, parity
+from tinyattn.board.flash import flash
+from tinyattn.board.parity import FLOAT_TOL, parity
+from tinyattn.data.tabular import load_dataset
 from tinyattn.paths import REPO_DIR
 
 # in an empty working directory: flash (.mpy) compiles into build/mpy/ there, not the checkout

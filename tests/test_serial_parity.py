@@ -11,9 +11,9 @@ import random
 
 import pytest
 
-from tinyattn.data import load_dataset
-from tinyattn.link import BoardLink, frame
-from tinyattn.parity import FLOAT_TOL, parity
+from tinyattn.board.link import BoardLink, frame
+from tinyattn.board.parity import FLOAT_TOL, parity
+from tinyattn.data.tabular import load_dataset
 
 pytestmark = pytest.mark.serial
 

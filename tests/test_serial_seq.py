@@ -31,12 +31,12 @@ import pytest
 from seq_models import train_seq
 
 from tinyattn import cli
-from tinyattn.link import as_sent, b64_batch, decode_b64_reply
-from tinyattn.model import save_model, ts_data_meta
-from tinyattn.parity import FLOAT_TOL, host_reference, load_samples, parity
+from tinyattn.board.link import as_sent, b64_batch, decode_b64_reply
+from tinyattn.board.parity import FLOAT_TOL, host_reference, load_samples, parity
+from tinyattn.data.timeseries import write_ts
+from tinyattn.learn.model import save_model, ts_data_meta
+from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.paths import DEVICE_DIR
-from tinyattn.seqmodel import SeqAttnConfig
-from tinyattn.tsdata import write_ts
 
 SEQ_HEAP = "160k"  # a BasicMotions server's request lines do not fit 100 KiB (docstring)
 T, C, K = 12, 3, 3
@@ -44,7 +44,7 @@ T, C, K = 12, 3, 3
 
 def _export(tmp: Path, name: str, train, test=None, config=None, epochs: int = 3):
     """(model.npz, model.bin) of a seq model trained quickly on `train` (a TSDataset)."""
-    from tinyattn.export import export_model
+    from tinyattn.intmodel.export import export_model
 
     model, mean, std = train_seq(train.X, train.lengths, train.y, train.n_classes, config,
                                  epochs=epochs)  # fmt: skip
@@ -59,7 +59,7 @@ def _export(tmp: Path, name: str, train, test=None, config=None, epochs: int = 3
 def synth(tmp_path_factory):
     """A small seq model on synthetic .ts files: unequal lengths, TEST windows up to 15 steps
     (three longer than T = 12: cut and counted)."""
-    from tinyattn.tsdata import load_ts
+    from tinyattn.data.timeseries import load_ts
 
     tmp = tmp_path_factory.mktemp("synth")
     rng = np.random.default_rng(3)
@@ -80,7 +80,7 @@ def synth(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def synth_board(tmp_path_factory, synth):
-    from tinyattn.flash import flash
+    from tinyattn.board.flash import flash
     from tools.vboard import VirtualBoard, find_micropython
 
     if find_micropython() is None:
@@ -222,7 +222,7 @@ run = server_real.run
 @pytest.mark.usefixtures("tmp_cwd")
 @pytest.mark.parametrize("enc", ["b64", "json"])
 def test_serial_seq_parity_spoiled_window_fails_naming_it(tmp_path_factory, synth, capsys, enc):
-    from tinyattn.flash import device_sources
+    from tinyattn.board.flash import device_sources
     from tools.vboard import VirtualBoard, find_micropython
 
     if find_micropython() is None:
@@ -255,7 +255,7 @@ def test_serial_seq_parity_spoiled_window_fails_naming_it(tmp_path_factory, synt
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
     """Quickly trained BasicMotions and JapaneseVowels models (parity needs no accuracy)."""
-    from tinyattn.tsdata import load_ts_dataset
+    from tinyattn.data.timeseries import load_ts_dataset
 
     tmp = tmp_path_factory.mktemp("archive")
     return {name: _export(tmp, name, load_ts_dataset(name, "train"))
@@ -269,8 +269,8 @@ def archive(tmp_path_factory):
 def test_serial_seq_archive_test_windows_parity_and_predict(
     vboard_factory, archive, capsys, tmp_path, name, windows
 ):
-    from tinyattn.flash import flash
-    from tinyattn.tsdata import ts_path
+    from tinyattn.board.flash import flash
+    from tinyattn.data.timeseries import ts_path
 
     npz, blob = archive[name]
     vb = vboard_factory(heap=SEQ_HEAP)

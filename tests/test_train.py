@@ -13,12 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyattn.data import fit_standardizer, load_dataset, stratified_split
-from tinyattn.export import export_model
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.model import build_model, load_model, save_model
-from tinyattn.paths import DATA_DIR
-from tinyattn.train import (
+from tinyattn.data.tabular import fit_standardizer, load_dataset, stratified_split
+from tinyattn.intmodel.export import export_model
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.model import build_model, load_model, save_model
+from tinyattn.learn.train import (
     TrainConfig,
     cross_validate,
     cv_summary,
@@ -29,6 +28,7 @@ from tinyattn.train import (
     smoothed_cross_entropy,
     train_split,
 )
+from tinyattn.paths import DATA_DIR
 
 pytestmark = pytest.mark.host
 
@@ -198,7 +198,7 @@ def test_load_model_rejects_unknown_version(tmp_path):
 
 def test_train_cli_defaults_write_the_demo_model(tmp_path):
     """The fixed seed-0 split stays the default for export/parity demos; it is not a gate (one
-    30-row split is too noisy: see the module docstring of tinyattn.train)."""
+    30-row split is too noisy: see the module docstring of tinyattn.learn.train)."""
     out = tmp_path / "model.npz"
     proc = run_cli("train", "--json", "--out", str(out))
     assert proc.returncode == 0, proc.stderr

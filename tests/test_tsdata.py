@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyattn.tsdata import (
+from tinyattn.data.timeseries import (
     TS_DIR,
     TSFormatError,
     fit_channel_standardizer,

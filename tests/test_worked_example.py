@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from synth_models import iris_attn_ops, iris_synthetic, random_model
 
-from tinyattn.blob import blob_bytes, read_blob
-from tinyattn.data import fit_standardizer, load_dataset, stratified_split
-from tinyattn.quantize import quantize
+from tinyattn.data.tabular import fit_standardizer, load_dataset, stratified_split
+from tinyattn.intmodel.blob import blob_bytes, read_blob
+from tinyattn.intmodel.quantize import quantize
 
 pytestmark = pytest.mark.host
 

@@ -1,8 +1,8 @@
 """Host (CPython): accuracy benchmark — ours next to classical peers, on the same folds.
 
 Every method sees exactly the same folds: repeated stratified k-fold from
-`tinyattn.data.stratified_kfold` with split seeds 0..repeats-1 (the `tinyattn train --cv 5
---repeats 10` protocol). Ours is trained by `tinyattn.train.cross_validate` with the default
+`tinyattn.data.tabular.stratified_kfold` with split seeds 0..repeats-1 (the `tinyattn train --cv 5
+--repeats 10` protocol). Ours is trained by `tinyattn.learn.train.cross_validate` with the default
 `TrainConfig` (float64 test accuracy, and the int8 path each fold quantized on its own train
 rows and run by the integer reference). The peers are scikit-learn's usual baselines with fixed,
 untuned settings, each fitted on the fold's train rows (any scaling inside the pipeline, so it
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.data import load_dataset, stratified_kfold
-from tinyattn.model import build_model
-from tinyattn.train import TrainConfig, cross_validate
+from tinyattn.data.tabular import load_dataset, stratified_kfold
+from tinyattn.learn.model import build_model
+from tinyattn.learn.train import TrainConfig, cross_validate
 
 DATASETS = ("iris", "wine")
 MODELS = ("iris-attn", "iris-myattn")

@@ -8,7 +8,8 @@
 Each case runs `tools/bench_device_run.py` in a fresh interpreter (clean heap figures):
 `micropython -X heapsize=100k` (the virtual board's heap, `tinyattn board`; the naive baseline's
 nested lists no longer fit 64k next to the runtime's reader) over the device modules
-precompiled with `mpy-cross -march=x64` (what a small board runs: a .py module's compile needs more transient heap than the
+precompiled with `mpy-cross -march=x64` (what a small board runs: a .py module's compile needs
+more transient heap than the
 model itself), then the same cases under CPython from the .py sources. Cases: the naive
 baseline (device/naive.py: nested lists, float math), the float path (pure, native), the int8
 path `run_int8` (pure, native, viper) and `quantize`. Figures: best µs per inference of 3 timed
@@ -59,8 +60,8 @@ TARGET_VS_BARE = 1.5  # issue 11: our viper kernels' time over the bare loop's, 
 def blob_macs(blob: Path) -> int:
     """Multiply-accumulates of one (full-window) inference of the blob, as `tinyattn export`
     counts them (host side: the device runtime has no room for the count on a small heap)."""
-    from tinyattn.blob import read_blob
-    from tinyattn.export import blob_macs as count
+    from tinyattn.intmodel.blob import read_blob
+    from tinyattn.intmodel.export import blob_macs as count
 
     return count(read_blob(blob.read_bytes()))
 

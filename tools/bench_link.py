@@ -1,7 +1,8 @@
 # Host (CPython): link throughput of compact batches over a virtual board paced like a UART.
 """`python -m tools.bench_link [--blob build/model.bin] [--json]` (and `tinyattn bench --link`).
 
-What parity sends (`--enc b64`: float32 features in base64, `host/parity.py` run_device) is sent
+What parity sends (`--enc b64`: float32 features in base64, `host/board/parity.py` run_device) is
+sent
 to a virtual board (tools/vboard.py) paced at 115200 and 921600 baud, 8N1, and unpaced (like
 USB-CDC), and timed from the first request to the last reply. Every byte that crosses the
 port during that time is counted on the host's side, both ways (request + reply), so
@@ -51,10 +52,10 @@ HEAP = "200k"
 
 def window_blob(path: Path, seed: int = 0) -> Path:
     """The window stand-in: one dense layer 600 -> 4, quantized on random windows."""
-    from tinyattn.blob import write_blob
-    from tinyattn.floatref import load_npz
-    from tinyattn.model import build_from_ops, save_model
-    from tinyattn.quantize import quantize
+    from tinyattn.intmodel.blob import write_blob
+    from tinyattn.intmodel.floatref import load_npz
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.model import build_from_ops, save_model
 
     F = WINDOW_T * WINDOW_C
     model = build_from_ops([{"op": "dense", "in": F, "out": 4, "bias": True}], seed=seed)
@@ -87,8 +88,8 @@ class _Counter:
 
 def measure(port: str, baud: int | None, model_path: str, X: np.ndarray, path: str) -> dict:
     """Send X [N, F] (as parity does, enc b64) over the board on `port`; figures of the run."""
-    from tinyattn.link import BoardLink, as_sent
-    from tinyattn.parity import board_info, run_device
+    from tinyattn.board.link import BoardLink, as_sent
+    from tinyattn.board.parity import board_info, run_device
 
     X = as_sent(X)
     with BoardLink(port, baud=baud or 115200, timeout=30.0) as link:
@@ -125,7 +126,7 @@ def bench_link(
     blob: Path, X_iris: np.ndarray, n_windows: int = 12, heap: str = HEAP
 ) -> dict[str, Any]:
     """Iris (blob, X_iris) and the window stand-in at every rate in BAUDS."""
-    from tinyattn.flash import flash
+    from tinyattn.board.flash import flash
     from tools.vboard import VirtualBoard
 
     rng = np.random.default_rng(1)
@@ -173,7 +174,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from tinyattn.parity import load_samples
+    from tinyattn.board.parity import load_samples
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blob", type=Path, default=Path("build/model.bin"))

@@ -1,7 +1,8 @@
 """Host (CPython): the sequence part of `make bench-accuracy` (issue 11, must-show 4).
 
 In one run, on the archive's official TRAIN/TEST split of BasicMotions and JapaneseVowels: our
-`seq-attn` with its defaults (`tinyattn.seqdefaults`, trained on TRAIN, the int8 path calibrated
+`seq-attn` with its defaults (`tinyattn.learn.seqdefaults`, trained on TRAIN, the int8 path
+calibrated
 on TRAIN as `tinyattn export` does) — float and int8 test accuracy, blob bytes, MACs and training
 seconds — next to peers on the same split:
 
@@ -35,18 +36,18 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.blob import blob_bytes
-from tinyattn.quantize import quantize
-from tinyattn.seqdefaults import seq_defaults
-from tinyattn.seqmodel import macs
-from tinyattn.seqtrain import evaluate_seq, npz_model, stretch_windows, train_seq
-from tinyattn.tsdata import (
+from tinyattn.data.timeseries import (
     TSDataset,
     fit_channel_standardizer,
     load_ts_dataset,
     pad_windows,
     valid_mask,
 )
+from tinyattn.intmodel.blob import blob_bytes
+from tinyattn.intmodel.quantize import quantize
+from tinyattn.learn.seqdefaults import seq_defaults
+from tinyattn.learn.seqmodel import macs
+from tinyattn.learn.seqtrain import evaluate_seq, npz_model, stretch_windows, train_seq
 
 DATASETS = ("basicmotions", "japanesevowels")
 

@@ -11,7 +11,8 @@ The PyTorch twin uses `torch.nn.Linear` and `torch.nn.MultiheadAttention(batch_f
 with our `Wqkv` as its `in_proj_weight` and `Wo` as `out_proj.weight`.
 
 `bench_train_seq()` does the same for the BasicMotions `seq-attn` model (issue 11, must-show 7;
-target NumPy <= 1x PyTorch): its defaults (`tinyattn.seqdefaults`: architecture, epochs, batch
+target NumPy <= 1x PyTorch): its defaults (`tinyattn.learn.seqdefaults`: architecture, epochs,
+batch
 size, AdamW, cosine rate, label smoothing, augmentation) on the 40 standardized TRAIN windows,
 ours `seqtrain.fit_seq` against the twin `tools.torch_twins.SeqAttnTorch` in the same loop
 (minibatch order and augmented batches drawn by the same NumPy generator, outside neither
@@ -34,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.data import load_dataset, standardize, stratified_split
-from tinyattn.model import Sequential, build_model
-from tinyattn.train import TrainConfig, fit, fit_scaling, learning_rate
+from tinyattn.data.tabular import load_dataset, standardize, stratified_split
+from tinyattn.learn.model import Sequential, build_model
+from tinyattn.learn.train import TrainConfig, fit, fit_scaling, learning_rate
 
 
 def _torch_twin(model: Sequential):
@@ -82,7 +83,7 @@ def _twin_params(twin) -> np.ndarray:
 
 
 def _fit_torch(twin, X: np.ndarray, y: np.ndarray, config: TrainConfig) -> None:
-    """The same loop as `tinyattn.train.fit`, in PyTorch."""
+    """The same loop as `tinyattn.learn.train.fit`, in PyTorch."""
     import torch
 
     decay = [p for p in twin.parameters() if p.ndim == 2]
@@ -191,7 +192,7 @@ def _fit_torch_seq(twin, x: np.ndarray, lengths: np.ndarray, y: np.ndarray, conf
     generator), AdamW groups (no decay on biases and the positional embedding) and rates."""
     import torch
 
-    from tinyattn.seqtrain import augment_batch
+    from tinyattn.learn.seqtrain import augment_batch
 
     decay = [p for n, p in twin.named_parameters() if p.ndim == 2 and n != "pos"]
     no_decay = [p for n, p in twin.named_parameters() if p.ndim != 2 or n == "pos"]
@@ -235,10 +236,14 @@ def bench_train_seq(
     dataset: str = "basicmotions",
 ) -> dict[str, Any]:
     """`bench_train` for the `seq-attn` model of `dataset` with its defaults (same fields)."""
-    from tinyattn.seqdefaults import seq_defaults
-    from tinyattn.seqmodel import build_seq_model, default_max_steps
-    from tinyattn.seqtrain import fit_seq
-    from tinyattn.tsdata import fit_channel_standardizer, load_ts_dataset, standardize_windows
+    from tinyattn.data.timeseries import (
+        fit_channel_standardizer,
+        load_ts_dataset,
+        standardize_windows,
+    )
+    from tinyattn.learn.seqdefaults import seq_defaults
+    from tinyattn.learn.seqmodel import build_seq_model, default_max_steps
+    from tinyattn.learn.seqtrain import fit_seq
 
     d = seq_defaults(dataset)
     config = replace(

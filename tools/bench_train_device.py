@@ -8,7 +8,7 @@ The Iris model (`iris-attn`, 475 parameters) trains as `tinyattn train` does by 
 seed-0 80/20 split (120 train rows), per-feature standardization of the train rows, batch 16,
 AdamW (lr 0.01 cosine to 0, weight decay 1.0 on weight matrices), the host's initial weights
 and minibatch order (`np.random.default_rng([seed, 1])`). The host writes the initial weights
-as a board float model file (tinyattn.boardmodel), the normalized rows and the orders as
+as a board float model file (tinyattn.board.boardmodel), the normalized rows and the orders as
 float32 / uint16 files; RUNNER (below) trains under `micropython -X heapsize=HEAP` with the
 device modules precompiled by `mpy-cross -march=x64`, once per kernel set (pure, native), and
 writes the trained weights back; the host reads them and scores the 30 test rows.
@@ -22,7 +22,8 @@ Figures (runner side):
   floats included; at most the heap).
 - held: heap taken by net + optimizer + data (a `gc.mem_alloc()` delta around building them).
 - smallest heap: the smallest `-X heapsize` (4 KiB steps) at which one epoch completes.
-Host: s/epoch of `tinyattn.train.fit` (NumPy float64, no per-epoch evaluation), and the device
+Host: s/epoch of `tinyattn.learn.train.fit` (NumPy float64, no per-epoch evaluation), and the
+device
 code itself under CPython (pure kernels).
 
 `bench_train_device(...) -> dict` returns everything (for `make bench`); `main()` prints it.
@@ -45,10 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.boardmodel import board_meta, read_board, write_board
-from tinyattn.data import fit_standardizer, load_dataset, standardize, stratified_split
-from tinyattn.model import build_from_ops, build_model
-from tinyattn.train import TrainConfig, fit
+from tinyattn.board.boardmodel import board_meta, read_board, write_board
+from tinyattn.data.tabular import fit_standardizer, load_dataset, standardize, stratified_split
+from tinyattn.learn.model import build_from_ops, build_model
+from tinyattn.learn.train import TrainConfig, fit
 from tools.vboard import find_micropython, find_mpy_cross
 
 REPO = Path(__file__).resolve().parent.parent

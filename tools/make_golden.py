@@ -9,13 +9,14 @@ so it changes only when the blob format or the integer math changes:
 Every weight is a multiple of 1/8 and every calibration input a multiple of 1/4 of a standard
 deviation, so the float64 calibration is exact up to the softmax (no dependence on BLAS
 summation order). The JSON holds the golden inputs (raw features), their int8 inputs `xq`, the
-integer logits from `tinyattn.intref`, and float32 logits from `tinyattn.floatref`.
+integer logits from `tinyattn.intmodel.intref`, and float32 logits from
+`tinyattn.intmodel.floatref`.
 
     python -m tools.make_golden          # write the files for the current FORMAT_VERSION
     python -m tools.make_golden --check  # exit 1 if the files differ from what the code makes
 
 Changing the format or the math changes these files: bump `FORMAT_VERSION`
-(tinyattn.blob, device/attention.py, docs/blob-format.md) and generate new files — the old
+(tinyattn.intmodel.blob, device/attention.py, docs/blob-format.md) and generate new files — the old
 version's files stay as they are. tests/test_golden.py enforces this.
 """
 
@@ -29,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyattn.blob import FORMAT_VERSION, blob_bytes, read_blob
-from tinyattn.floatref import NpzModel, run_float
-from tinyattn.intref import quantize_input, run_int8
-from tinyattn.quantize import quantize
+from tinyattn.intmodel.blob import FORMAT_VERSION, blob_bytes, read_blob
+from tinyattn.intmodel.floatref import NpzModel, run_float
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.intmodel.quantize import quantize
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
 CLASS_NAMES = ["low", "mid", "high"]

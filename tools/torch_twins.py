@@ -1,6 +1,6 @@
 """Host (CPython): PyTorch twins of our NumPy models, for the oracle tests and `bench_train`.
 
-`SeqAttnTorch` is `seq-attn` (host/seqmodel.py) built from torch modules — `nn.Linear` patch
+`SeqAttnTorch` is `seq-attn` (host/learn/seqmodel.py) built from torch modules — `nn.Linear` patch
 embedding over `torch.where`-masked, `F.pad`-ed patches, a learned positional `Parameter`,
 `x + nn.MultiheadAttention(batch_first=True, key_padding_mask=padded tokens)`,
 `x + Linear(relu(Linear(x)))`, a masked mean, `nn.Linear` head — holding a copy of a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tinyattn.seqmodel import SeqModel
+from tinyattn.learn.seqmodel import SeqModel
 
 F = torch.nn.functional
 

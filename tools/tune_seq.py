@@ -1,4 +1,4 @@
-"""Host (CPython): the search that chose the `seq-attn` defaults (`tinyattn.seqdefaults`).
+"""Host (CPython): the search that chose the `seq-attn` defaults (`tinyattn.learn.seqdefaults`).
 
 Cross-validation on the TRAIN file only — the TEST file is never read here. A candidate is an
 architecture (`SeqAttnConfig`), a training recipe (`TrainConfig`: epochs, lr, weight decay,
@@ -28,7 +28,7 @@ The search is staged (coordinate-wise, each stage starting from the previous win
            more decay, twice the epochs
 A stage starts from `--base` (default: today's `seqdefaults`), so re-running an early stage
 now scores its candidates with the final recipe, not the one it ran with when the defaults were
-chosen (host/seqdefaults.py gives each stage's starting point and figures).
+chosen (host/learn/seqdefaults.py gives each stage's starting point and figures).
 `--nested` adds the honest estimate of "tune then train" for the last stage's candidates:
 outer stratified k-fold on TRAIN; in each outer fold the candidates are ranked by inner CV on
 the outer fold's training windows only, the winner is trained on them and scored on the outer
@@ -52,14 +52,14 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.blob import blob_bytes
-from tinyattn.data import stratified_kfold
-from tinyattn.losses import softmax
-from tinyattn.quantize import quantize
-from tinyattn.seqdefaults import SeqDefaults, seq_defaults
-from tinyattn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
-from tinyattn.seqtrain import Augment, evaluate_seq, npz_model, train_seq
-from tinyattn.tsdata import TSDataset, load_ts_dataset
+from tinyattn.data.tabular import stratified_kfold
+from tinyattn.data.timeseries import TSDataset, load_ts_dataset
+from tinyattn.intmodel.blob import blob_bytes
+from tinyattn.intmodel.quantize import quantize
+from tinyattn.learn.losses import softmax
+from tinyattn.learn.seqdefaults import SeqDefaults, seq_defaults
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
+from tinyattn.learn.seqtrain import Augment, evaluate_seq, npz_model, train_seq
 
 MAX_BYTES = 32 * 1024  # issue 11, must-show 3
 MAX_MACS = 150_000
@@ -83,7 +83,7 @@ class Candidate:
 
 def budget(ds: TSDataset, arch: SeqAttnConfig) -> tuple[int, int]:
     """`(macs, blob bytes)` of `arch` on `ds`'s TRAIN T (shapes only: an untrained model)."""
-    from tinyattn.seqtrain import SeqTrainResult
+    from tinyattn.learn.seqtrain import SeqTrainResult
 
     T = default_max_steps(ds.lengths, arch.patch)
     model = build_seq_model(T, ds.n_channels, ds.n_classes, arch)

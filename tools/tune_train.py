@@ -1,7 +1,7 @@
 """Host (CPython): how the `tinyattn train` defaults were chosen — nested cross-validation.
 
 Nested (the default; issue 10): the outer loop is the accuracy protocol itself, repeated
-stratified 5-fold over all rows with split seeds 0, 1, ... (`tinyattn.train.cross_validate`'s
+stratified 5-fold over all rows with split seeds 0, 1, ... (`tinyattn.learn.train.cross_validate`'s
 folds). For each outer fold, every candidate configuration is scored by an **inner** repeated
 stratified k-fold over that fold's training rows only; the candidate with the highest inner mean
 int8 accuracy (the path the board runs; each inner fold quantized on its own training rows) is
@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.data import load_dataset, standardize, stratified_kfold, stratified_split
-from tinyattn.losses import softmax_cross_entropy
-from tinyattn.model import MODELS
-from tinyattn.train import TrainConfig, cross_validate, int8_accuracy, train_split
+from tinyattn.data.tabular import load_dataset, standardize, stratified_kfold, stratified_split
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.model import MODELS
+from tinyattn.learn.train import TrainConfig, cross_validate, int8_accuracy, train_split
 
 COLLAPSE = 1e-3
 MIN_AGREEMENT = 149 / 150  # int8/float argmax agreement, the issue-3 gate on the reference model

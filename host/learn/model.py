@@ -9,7 +9,7 @@ token of 8 (so any numeric CSV works: Iris has 4 tokens, Wine 13):
     iris-myattn: dense(F->8F) -> relu -> reshape [F, 8] -> myattn pool (Q = K = mean token,
                  V = tokens; out 16) -> relu -> dense(16->C)      (issue 7, DESIGN §8)
     seq-attn:    windows [T, C]: patch_embed -> pos_add -> L x (attention + ff, residual)
-                 -> masked_pool -> dense   (issue 11, DESIGN §9; host/seqmodel.py builds it)
+                 -> masked_pool -> dense   (issue 11, DESIGN §9; host/learn/seqmodel.py builds it)
 
 A seq model's file stores per-channel `norm_mean`/`norm_std` `[C]`, and its meta says where its
 windows came from (`ts_data_meta`): the vendored archive problem (`dataset`) or the `.ts` files
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_open
-from .layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
-from .myattn import AttnPool, MyAttnFlat
+from tinyattn.atomic import atomic_open
+from tinyattn.learn.layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
+from tinyattn.learn.myattn import AttnPool, MyAttnFlat
 
 FORMAT = "tinyattn-model"
 VERSION = 1
@@ -104,7 +104,7 @@ def layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
     """One layer for one op dict (`docs/model-format.md`)."""
     kind = op.get("op")
     if kind in SEQ_KINDS or (kind == "attention" and op.get("residual")):
-        from .seqmodel import seq_layer_from_op  # seqmodel imports this module
+        from tinyattn.learn.seqmodel import seq_layer_from_op  # seqmodel imports this module
 
         return seq_layer_from_op(op, rng)
     try:
@@ -202,9 +202,9 @@ def is_seq_ops(ops: list[dict[str, Any]]) -> bool:
 
 def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
     """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list; a
-    `SeqModel` (host/seqmodel.py) when op 0 is `patch_embed`."""
+    `SeqModel` (host/learn/seqmodel.py) when op 0 is `patch_embed`."""
     if is_seq_ops(ops):
-        from .seqmodel import build_seq_from_ops
+        from tinyattn.learn.seqmodel import build_seq_from_ops
 
         return build_seq_from_ops(ops, seed)
     rng = np.random.default_rng(seed)
@@ -223,7 +223,7 @@ def build_model(
     features and 3 classes. `seq-attn` takes windows of `steps` (T) x `n_features` (C
     channels) and an optional `seqmodel.SeqAttnConfig`."""
     if name == "seq-attn":
-        from .seqmodel import build_seq_model
+        from tinyattn.learn.seqmodel import build_seq_model
 
         if steps is None:
             raise ValueError("seq-attn needs steps (T, e.g. seqmodel.default_max_steps)")
@@ -256,7 +256,7 @@ class ModelFile:
         """Raw features `[B, F]` -> the model's input `(X - norm_mean) / norm_std`; a seq
         model: raw windows `[B, T', C]` per channel, 0 past each window's `lengths`."""
         if self.is_seq:
-            from .floatref import normalize_windows
+            from tinyattn.intmodel.floatref import normalize_windows
 
             return normalize_windows(X, lengths, self.norm_mean, self.norm_std)
         return (np.asarray(X, dtype=np.float64) - self.norm_mean) / self.norm_std

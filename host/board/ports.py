@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli import CLIError
-from .link import DEFAULT_BAUD, LinkError
-from .paths import BUILD_DIR
+from tinyattn.board.link import DEFAULT_BAUD, LinkError
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 VIRTUAL_FS = BUILD_DIR / "board"
 VIRTUAL_HEAP = "100k"  # a generic ESP32's free heap

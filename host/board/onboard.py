@@ -3,7 +3,7 @@
 DESIGN §11, issue 13. The host prepares the run exactly as `tinyattn train` would (the split,
 the input scaling fitted on the train rows, the initial weights of `build_model(seed)`, the
 minibatch order of `fit`'s `np.random.default_rng([seed, 1])`), sends the initial weights (a
-board float model file, tinyattn.boardmodel) and the rows (TAFD, device/server_train.py) to
+board float model file, tinyattn.board.boardmodel) and the rows (TAFD, device/server_train.py) to
 the board's training server, then asks for one epoch at a time with that epoch's permutation.
 The board checkpoints after every epoch; the host shows a progress bar, fetches the weights
 every FETCH_EVERY epochs and at the end into `OUT.tafm` (atomic), and writes `OUT` (the
@@ -41,12 +41,24 @@ from typing import Any
 
 import numpy as np
 
-from .boardmodel import board_bytes, board_meta, parse_board, read_board, write_board
-from .cli import CLIError
-from .data import Dataset, standardize, stratified_split
-from .link import DEFAULT_CONNECT_TIMEOUT, BoardLink, BoardReset, LinkError, LinkTimeout
-from .model import Sequential, build_model, load_model, save_model
-from .paths import device_dir
+from tinyattn.board.boardmodel import (
+    board_bytes,
+    board_meta,
+    parse_board,
+    read_board,
+    write_board,
+)
+from tinyattn.board.link import (
+    DEFAULT_CONNECT_TIMEOUT,
+    BoardLink,
+    BoardReset,
+    LinkError,
+    LinkTimeout,
+)
+from tinyattn.cli import CLIError
+from tinyattn.data.tabular import Dataset, standardize, stratified_split
+from tinyattn.learn.model import Sequential, build_model, load_model, save_model
+from tinyattn.paths import device_dir
 
 TRAIN_PROTOCOL = 1  # device/server_train.py TRAIN_PROTOCOL
 CHUNK = 2048  # file bytes per train_put / train_get (server_train.MAX_CHUNK)
@@ -134,7 +146,7 @@ def _finish_plan(plan_args: dict[str, Any], meta: dict[str, Any]) -> Plan:
 
 def plan_full(data: Dataset, config: Any) -> Plan:
     """The run `tinyattn train` would make with this config: split, scaling, init, order."""
-    from .train import fit_scaling
+    from tinyattn.learn.train import fit_scaling
 
     train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
     mean, std = fit_scaling(data.X[train_idx], config.scaling)
@@ -283,7 +295,7 @@ class BoardTrainer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _flash(self) -> None:
-        from .flash import flash
+        from tinyattn.board.flash import flash
 
         self.log(f"{self.port}: installing the on-board training runtime (flash --train)")
         flash(self.port, None, progress=False, timeout=self.timeout, baud=self.baud, train=True)
@@ -419,7 +431,7 @@ class _BoardError(LinkError):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The on-board options of `tinyattn train` (added by train.add_arguments)."""
-    from .ports import add_port_arguments
+    from tinyattn.board.ports import add_port_arguments
 
     g = parser.add_argument_group("on-board training (DESIGN §11)")
     g.add_argument(
@@ -512,7 +524,7 @@ def train_on_board(
 def _model_meta(plan: Plan, model: Sequential, history: dict, metrics: dict, board: dict,
                 seconds: float) -> dict[str, Any]:  # fmt: skip
     """docs/model-format.md meta: as `tinyattn train` writes it, plus "board"."""
-    from .train import TrainResult, model_meta
+    from tinyattn.learn.train import TrainResult, model_meta
 
     result = TrainResult(model, plan.norm_mean, plan.norm_std, plan.train_idx, plan.test_idx,
                          history, metrics, seconds, plan.config)  # fmt: skip
@@ -530,8 +542,8 @@ def _model_meta(plan: Plan, model: Sequential, history: dict, metrics: dict, boa
 
 def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
     """`tinyattn train --on-board`: called by train.main with its config and data."""
-    from .ports import board_port
-    from .train import _progress_bar
+    from tinyattn.board.ports import board_port
+    from tinyattn.learn.train import _progress_bar
 
     log = sys.stderr if args.json else sys.stdout
     try:

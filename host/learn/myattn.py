@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers import Layer, xavier_uniform
+from tinyattn.learn.layers import Layer, xavier_uniform
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

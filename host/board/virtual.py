@@ -18,8 +18,8 @@ import sys
 import threading
 from pathlib import Path
 
-from .cli import CLIError
-from .paths import BUILD_DIR
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

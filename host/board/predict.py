@@ -5,7 +5,8 @@
     tinyattn predict --csv rows.csv --out preds.csv      # or --json
     tinyattn predict --ts windows.ts [--port ...]        # a sequence model's windows
 
-A sequence blob (seq-attn) classifies the windows of a `.ts` file (tinyattn.tsdata: unequal
+A sequence blob (seq-attn) classifies the windows of a `.ts` file (tinyattn.data.timeseries:
+unequal
 lengths too); windows longer than the model's T are cut to their first T steps and counted on
 stderr (parity.fit_windows). The file's class labels are not used.
 
@@ -29,15 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CLIError
-from .link import LinkError, as_sent
-from .paths import BUILD_DIR
+from tinyattn.board.link import LinkError, as_sent
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 
 def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarray, list[str]]:
     """Features X [N, F] and their column names from a CSV with a header row; the messages
     are those of data.load_csv (what `parity --csv` says)."""
-    from .data import MAX_ABS_FEATURE, check_header
+    from tinyattn.data.tabular import MAX_ABS_FEATURE, check_header
 
     try:
         with path.open(newline="") as f:
@@ -87,9 +88,9 @@ def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarr
 
 def read_windows(path: Path, blob) -> tuple[np.ndarray, np.ndarray]:
     """Windows X [N, <= T, C] and lengths [N] of a `.ts` file for a sequence blob, cut to its
-    T (the count said on stderr); the one-line errors of tinyattn.tsdata and parity."""
-    from .parity import check_samples, fit_windows, is_seq_blob
-    from .tsdata import load_ts
+    T (the count said on stderr); the one-line errors of tinyattn.data.timeseries and parity."""
+    from tinyattn.board.parity import check_samples, fit_windows, is_seq_blob
+    from tinyattn.data.timeseries import load_ts
 
     if not is_seq_blob(blob):
         raise CLIError(f"{path}: .ts windows need a sequence model; this blob takes rows: --csv")
@@ -110,11 +111,11 @@ def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = No
     """Class indices [N] of raw features X on the host reference of `path` (a sequence blob:
     windows X [N, T, C] with `lengths`)."""
     if path == "int8":
-        from .intref import quantize_input, run_int8
+        from tinyattn.intmodel.intref import quantize_input, run_int8
 
         xq = quantize_input(blob, X, lengths) if lengths is not None else quantize_input(blob, X)
         return np.argmax(run_int8(blob, xq, lengths), axis=1)  # first maximum
-    from .floatref import run_float
+    from tinyattn.intmodel.floatref import run_float
 
     return np.argmax(run_float(blob, X, lengths) if lengths is not None else run_float(blob, X),
                      axis=1)  # fmt: skip
@@ -125,8 +126,8 @@ def predict_board(
     progress: bool, lengths: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Class indices [N] as the board on PORT computes them (compact batches)."""
-    from .link import BoardLink
-    from .parity import board_info, check_identity, run_device
+    from tinyattn.board.link import BoardLink
+    from tinyattn.board.parity import board_info, check_identity, run_device
 
     with BoardLink(port, baud=baud, timeout=timeout, connect_timeout=timeout) as link:
         link.start_server()
@@ -148,8 +149,8 @@ def predict_board(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .parity import positive_seconds
-    from .ports import add_port_arguments
+    from tinyattn.board.parity import positive_seconds
+    from tinyattn.board.ports import add_port_arguments
 
     add_port_arguments(parser)
     data = parser.add_mutually_exclusive_group(required=True)
@@ -179,7 +180,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .parity import check_samples, is_seq_blob, read_blob_file
+    from tinyattn.board.parity import check_samples, is_seq_blob, read_blob_file
 
     blob = read_blob_file(args.blob)
     lengths = None
@@ -195,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
     X = as_sent(X)
     if args.port:
-        from .fleet import one_port
+        from tinyattn.board.fleet import one_port
 
         try:
             with one_port(args.port) as port:

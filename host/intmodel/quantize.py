@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blob import (
+from tinyattn.intmodel.blob import (
     F32,
     INT8_MAX,
     INT8_MIN,
@@ -54,7 +54,13 @@ from .blob import (
     Op,
     QuantModelSpec,
 )
-from .floatref import NpzModel, forward_npz, forward_seq, myattn_sizes, seq_float_ops
+from tinyattn.intmodel.floatref import (
+    NpzModel,
+    forward_npz,
+    forward_seq,
+    myattn_sizes,
+    seq_float_ops,
+)
 
 BUDGET = 1 << 30  # small-int budget: every intermediate |v| < 2**30
 Q_MAX = 127  # int8 activations and weights: s = absmax / 127

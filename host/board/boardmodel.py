@@ -14,8 +14,9 @@ zlib). `npz_to_board` turns `build/model.npz` (docs/model-format.md) into that f
 - theta is the host `Sequential.theta` in float32 (the order attention_train.py uses), state
   the optimizer vectors (Adam m, v or SGD velocity) for a checkpoint.
 
-    python -m tinyattn.boardmodel to-board build/model.npz build/model.tafm
-    python -m tinyattn.boardmodel to-npz build/model.tafm build/board.npz [--base build/model.npz]
+    python -m tinyattn.board.boardmodel to-board build/model.npz build/model.tafm
+    python -m tinyattn.board.boardmodel to-npz build/model.tafm build/board.npz [--base
+    build/model.npz]
 
 References: docs/model-format.md; device/attention_trainfile.py (the byte layout).
 """
@@ -32,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import write_atomic
-from .model import build_from_ops, load_model, read_npz, save_model
+from tinyattn.atomic import write_atomic
+from tinyattn.learn.model import build_from_ops, load_model, read_npz, save_model
 
 MAGIC = b"TAFM"
 VERSION = 1
@@ -172,7 +173,7 @@ def board_to_npz(board: str | Path, out: str | Path, base: str | Path | None = N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tinyattn.boardmodel",
+        prog="python -m tinyattn.board.boardmodel",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
-from .model import read_npz
+from tinyattn.intmodel.blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
+from tinyattn.learn.model import read_npz
 
 # ---------------------------------------------------------------------------------------------
 # float64: the trained model straight from the npz
@@ -86,7 +86,8 @@ def valid_lengths(X: np.ndarray, lengths: np.ndarray | None, max_steps: int) -> 
         r = int(np.argmax((n < 1) | (n > min(T, max_steps))))
         raise ValueError(
             f"window {r} has {int(n[r])} steps, the model takes 1..{max_steps} (T); cut longer "
-            "windows explicitly (tinyattn.floatref.truncate_windows) or train with a larger T"
+            "windows explicitly (tinyattn.intmodel.floatref.truncate_windows) or train with a "
+            "larger T"
         )
     return n
 
@@ -248,7 +249,9 @@ def seq_float_ops(model: NpzModel) -> list[Op]:
     res_attention; ff -> res_ff; masked_pool; dense. iparams hold only the sizes."""
     ops_in, ops = model.ops, []
     if [op["op"] for op in ops_in[:2]] != ["patch_embed", "pos_add"]:
-        raise ValueError("a seq-attn model starts with patch_embed, pos_add (host/seqmodel.py)")
+        raise ValueError(
+            "a seq-attn model starts with patch_embed, pos_add (host/learn/seqmodel.py)"
+        )
     e = ops_in[0]
     T, C, P, E = (int(e[n]) for n in ("steps", "channels", "patch", "embed_dim"))
     S = seq_tokens(T, P)
@@ -280,7 +283,7 @@ def seq_float_ops(model: NpzModel) -> list[Op]:
         else:
             raise ValueError(
                 f"op {i} ({kind}) has no seq blob opcode; a seq model has patch_embed, pos_add, "
-                "attention (residual), ff, masked_pool, dense (host/seqmodel.py)"
+                "attention (residual), ff, masked_pool, dense (host/learn/seqmodel.py)"
             )
     return ops
 

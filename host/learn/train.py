@@ -1,7 +1,7 @@
 """Host (CPython): training loop and the `tinyattn train` subcommand.
 
 Windows (`--dataset basicmotions|japanesevowels`, `--ts TRAIN.ts [--test TEST.ts]`,
-`seq-attn`) take their own flow, `host/seqcli.py`; this module parses the flags of both and
+`seq-attn`) take their own flow, `host/learn/seqcli.py`; this module parses the flags of both and
 turns the recipe flags into one `TrainConfig` (`config_from_args`, over each model's defaults).
 
 `fit` runs minibatch training (shuffled each epoch, last batch may be short) with Adam(W) or
@@ -84,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from .data import (
+from tinyattn.data.tabular import (
     DATASETS,
     Dataset,
     fit_standardizer,
@@ -94,13 +94,13 @@ from .data import (
     stratified_kfold,
     stratified_split,
 )
-from .floatref import NpzModel
-from .intref import quantize_input, run_int8
-from .losses import softmax_cross_entropy
-from .model import MODELS, Sequential, build_model, save_model
-from .optim import SGD, Adam
-from .quantize import quantize
-from .tsdata import TS_DATASETS
+from tinyattn.data.timeseries import TS_DATASETS
+from tinyattn.intmodel.floatref import NpzModel
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.intmodel.quantize import quantize
+from tinyattn.learn.losses import softmax_cross_entropy
+from tinyattn.learn.model import MODELS, Sequential, build_model, save_model
+from tinyattn.learn.optim import SGD, Adam
 
 SCALINGS = ("auto", "feature", "center", "shared", "none")
 AUTO_STD_RATIO = 10.0  # auto: raw values if every feature's std is within this factor of the rest
@@ -389,11 +389,11 @@ def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- CLI
 
 
-SEQ_DEFAULT = "seq-attn: per dataset, host/seqdefaults.py"  # help text of a recipe flag
+SEQ_DEFAULT = "seq-attn: per dataset, host/learn/seqdefaults.py"  # help text of a recipe flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .seqcli import add_seq_arguments
+    from tinyattn.learn.seqcli import add_seq_arguments
 
     d = TrainConfig()
     parser.epilog = (
@@ -407,8 +407,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "  tinyattn train --on-board --port /dev/ttyACM0 # the same run, trained on the board\n"
         "  tinyattn train --on-board --head-only --csv mine.csv  # adapt build/model.npz\n"
         "\nTraining flags left out take the model's defaults: iris-attn/iris-myattn the values\n"
-        "shown (host/train.py says why), seq-attn the recipe, architecture and augmentation\n"
-        "chosen per dataset by cross-validation on its TRAIN file (host/seqdefaults.py; other\n"
+        "shown (host/learn/train.py says why), seq-attn the recipe, architecture and "
+        "augmentation\n"
+        "chosen per dataset by cross-validation on its TRAIN file (host/learn/seqdefaults.py; "
+        "other\n"
         ".ts files: JapaneseVowels' recipe and width, a patch giving <= 20 tokens)."
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -487,7 +489,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print one JSON object as the last stdout line (other output goes to stderr)",
     )  # fmt: skip
     out.add_argument("--quiet", action="store_true", help="no progress bar")
-    from .onboard import add_arguments as add_onboard_arguments
+    from tinyattn.board.onboard import add_arguments as add_onboard_arguments
 
     add_onboard_arguments(parser)
 
@@ -504,7 +506,7 @@ def given_flags(args: argparse.Namespace, fields: tuple[str, ...]) -> dict[str, 
 
 
 def check_cv_arguments(args: argparse.Namespace) -> None:
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     if args.cv is not None and args.cv < 2:
         raise CLIError(f"--cv {args.cv}: needs at least 2 folds, e.g. --cv 5")
@@ -521,7 +523,7 @@ def config_from_args(
     """`base` (default: `TrainConfig()`) with the recipe flags the user gave, `--seed` and
     `model`; CLIError naming the flag when a value cannot work. The one place the flags of
     both flows (rows and windows) become a TrainConfig."""
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     c = replace(base or TrainConfig(), **given_flags(args, RECIPE_FIELDS), seed=args.seed,
                 model=model)  # fmt: skip
@@ -542,7 +544,7 @@ def config_from_args(
 
 
 def _load_data(args: argparse.Namespace) -> Dataset:
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     if args.target is not None and args.csv is None:
         raise CLIError("--target needs --csv FILE (the vendored datasets know their target)")
@@ -564,7 +566,7 @@ def _progress_bar(total: int, desc: str, quiet: bool, unit: str = "epoch"):
 
 
 def _main_cv(args: argparse.Namespace, config: TrainConfig, data: Dataset, log) -> dict:
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     k, repeats = args.cv, args.repeats or 1
     bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
@@ -611,20 +613,20 @@ def _main_cv(args: argparse.Namespace, config: TrainConfig, data: Dataset, log) 
 
 
 def main(args: argparse.Namespace) -> int:
-    """Dispatch: windows (`.ts` data or `--model seq-attn`) go to host/seqcli.py, rows of
+    """Dispatch: windows (`.ts` data or `--model seq-attn`) go to host/learn/seqcli.py, rows of
     features (Iris, Wine, a CSV) to the flow below."""
-    from .cli import CLIError
-    from .onboard import check_arguments
-    from .seqcli import check_flow
-    from .seqcli import main as seq_main
+    from tinyattn.board.onboard import check_arguments
+    from tinyattn.cli import CLIError
+    from tinyattn.learn.seqcli import check_flow
+    from tinyattn.learn.seqcli import main as seq_main
 
     if check_flow(args) == "seq":
         return seq_main(args)
     config = config_from_args(args, model=args.model or "iris-attn")
     check_arguments(args)
     data = _load_data(args)
-    if args.on_board:  # the same run on a board (host/onboard.py)
-        from .onboard import main as onboard_main
+    if args.on_board:  # the same run on a board (host/board/onboard.py)
+        from tinyattn.board.onboard import main as onboard_main
 
         return onboard_main(args, config, data)
     log = sys.stderr if args.json else sys.stdout

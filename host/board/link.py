@@ -21,14 +21,17 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
 # the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
-# The raw-REPL command that starts the server (docs/protocol.md, Getting there): the model
-# loads before server.py is imported, so the load (the heap's peak) does not share the heap
-# with the server's bytecode; `_m` hands it over in a list server.run empties.
-# A server module left from an earlier start (and the model its state holds) goes first.
+# The raw-REPL command that starts the server (docs/protocol.md, Getting there). On a first
+# start with the runtime precompiled (server.mpy: importing it needs no compile heap) the model
+# loads before server is imported, so the load (the heap's peak) does not share the heap with
+# the server's bytecode; `_m` hands it over in a list server.run empties. With .py sources the
+# import (compiling server.py, the bigger transient) comes first and server.run loads the
+# model; on a restart the server already imported frees its old model before loading again.
 START_CODE = (
-    "import gc, sys\nserver = None\nsys.modules.pop('server', None)\n"
-    "sys.modules.pop('server_b64', None)\ngc.collect()\n_m = []\ntry:\n    from attention import Model\n"
-    "    _m.append(Model({path!r}))\nexcept Exception as e:\n    _m.append(e)\n"
+    "import gc, sys, os\n_m = []\n"
+    "if 'server' not in sys.modules and 'server.mpy' in os.listdir():\n"
+    "    try:\n        from attention import Model\n        _m.append(Model({path!r}))\n"
+    "    except Exception as e:\n        _m.append(e)\n"
     "gc.collect()\nimport server\nserver.run({path!r}, loaded=_m)\n"
 )
 BANNER_FIELDS = ("protocol", "format_version", "n_features", "n_classes", "blob_crc")
@@ -119,7 +122,9 @@ def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
     try:
         s.open()
     except serial.SerialException as exc:
-        from .ports import describe_open_error  # ports imports link at module level
+        from tinyattn.board.ports import (
+            describe_open_error,  # ports imports link at module level
+        )
 
         raise LinkError(describe_open_error(port, exc)) from None
     return s
@@ -306,6 +311,8 @@ class BoardLink:
             if obj and obj.get("banner") == "tinyattn-server":
                 if not obj.get("ok"):
                     err = str(obj.get("error"))
+                    if model_path not in err:  # it loaded another path: the command was damaged
+                        raise LinkError(f"{self.port}: the start command arrived damaged ({err})")
                     fix = "" if "tinyattn flash" in err else "; run 'tinyattn flash'"
                     raise _NoModel(f"{self.port}: {err}{fix}")
                 self.banner = obj

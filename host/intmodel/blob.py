@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_open
+from tinyattn.atomic import atomic_open
 
 MAGIC = b"TATN"
 FORMAT_VERSION = 1
@@ -893,7 +893,7 @@ def budget_sites(op: Op) -> list[BudgetSite]:
     channel, shift). Tensor multipliers (`m`, `mq`, `m1`, …) have one channel per output
     (masked_pool's `m`: one per valid-token count k, channel k-1); the others (`M_sm`,
     `M_ctx`, avgpool `M`, `M_q`, `M_ap`, the residual adds' `M_x`, `M_a`, `M_f`) one. The table of
-    docs/quantization.md "Choice of M and shift", as `tinyattn.quantize` applies it."""
+    docs/quantization.md "Choice of M and shift", as `tinyattn.intmodel.quantize` applies it."""
     ip, t = op.iparams, op.tensors
 
     def dense(g: str, shift: str) -> BudgetSite:

@@ -5,8 +5,10 @@
 Reads the trained model (docs/model-format.md), quantizes it to int8 calibrated on its train
 split (docs/quantization.md) — or keeps float32 weights with `--float32` — writes the blob
 atomically (docs/blob-format.md), reads it back, and evaluates it on the dataset named in the
-model's meta: float (the trained float64 model) vs int8 (`tinyattn.intref`) accuracy on the
-test split, the float32 blob path (`tinyattn.floatref`), and the int8/float argmax agreement
+model's meta: float (the trained float64 model) vs int8 (`tinyattn.intmodel.intref`) accuracy on
+the
+test split, the float32 blob path (`tinyattn.intmodel.floatref`), and the int8/float argmax
+agreement
 over every sample. `--json` prints one JSON object as the last line of stdout. A model trained
 with `tinyattn train --csv FILE` finds its CSV again through the path its meta stores; `--csv`
 overrides it (e.g. after moving the file).
@@ -33,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from .blob import Blob, read_blob, write_blob
-from .cli import CLIError
-from .floatref import (
+from tinyattn.cli import CLIError
+from tinyattn.intmodel.blob import Blob, read_blob, write_blob
+from tinyattn.intmodel.floatref import (
     NpzModel,
     forward_npz,
     forward_seq,
@@ -44,9 +46,9 @@ from .floatref import (
     seq_float_ops,
     truncate_windows,
 )
-from .intref import quantize_input, run_int8
-from .paths import BUILD_DIR
-from .quantize import QuantizeError, float32_spec, quantize
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
+from tinyattn.paths import BUILD_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +81,7 @@ def load_data(model: NpzModel, csv: str | None = None, target: str | None = None
     """`(X [N, F] raw float64, y [N])`: `csv` if given, else the CSV the model was trained on
     (`meta["csv"]`, `meta["target"]`, written by `tinyattn train --csv`), else the vendored
     dataset named in the meta."""
-    from .data import DATASETS, load_csv, load_dataset
+    from tinyattn.data.tabular import DATASETS, load_csv, load_dataset
 
     name = model.meta.get("dataset", "")
     try:
@@ -111,7 +113,7 @@ def load_data(model: NpzModel, csv: str | None = None, target: str | None = None
 def load_seq_data(model: NpzModel):
     """`(train, test)` TSDatasets of a seq model from its meta (`ts_train`/`ts_test` paths,
     else the vendored `dataset`); test is None when no TEST file is recorded."""
-    from .tsdata import TS_DATASETS, load_ts, load_ts_dataset
+    from tinyattn.data.timeseries import TS_DATASETS, load_ts, load_ts_dataset
 
     meta, name = model.meta, str(model.meta.get("dataset", ""))
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .paths import DATA_DIR
+from tinyattn.paths import DATA_DIR
 
 # Largest |feature| accepted: the device server's limit (docs/protocol.md; boards compute in
 # float32, whose range ends near 3.4e38, and standardizing must not overflow on the way).

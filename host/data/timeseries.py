@@ -49,9 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_open
-from .data import MAX_ABS_FEATURE
-from .paths import DATA_DIR
+from tinyattn.atomic import atomic_open
+from tinyattn.data.tabular import MAX_ABS_FEATURE
+from tinyattn.paths import DATA_DIR
 
 TS_DIR = DATA_DIR / "ts"
 

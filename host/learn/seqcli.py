@@ -1,6 +1,6 @@
 """Host (CPython): the windows flow of `tinyattn train` — `seq-attn` on `.ts` data (issue 11).
 
-`tinyattn train` (host/train.py) parses the flags and hands a run on windows to `main` here:
+`tinyattn train` (host/learn/train.py) parses the flags and hands a run on windows to `main` here:
 `--dataset basicmotions|japanesevowels` (the vendored archive problems, their fixed TRAIN/TEST
 split) or `--ts TRAIN.ts [--test TEST.ts]` (any archive file, univariate too). Without
 `--test` a stratified part of TRAIN (`--test-fraction`, default 0.2, seed `--seed`) is held
@@ -8,7 +8,7 @@ out as the test part, and said so; the model file records which windows (`train.
 `train.test_idx`, indices into the TRAIN file) so `tinyattn export` evaluates on the same.
 
 Defaults (`seqdefaults.seq_defaults`): architecture, recipe and augmentation chosen per dataset
-by cross-validation on its TRAIN file only (host/seqdefaults.py says how and with which
+by cross-validation on its TRAIN file only (host/learn/seqdefaults.py says how and with which
 figures); another `.ts` file gets JapaneseVowels' recipe and width with a patch giving at most
 20 tokens. Every flag given overrides its default: `--patch --embed --heads --blocks --ff
 --shift` here, the recipe flags through `train.config_from_args` (one TrainConfig path for
@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from .seqdefaults import seq_defaults
-from .seqmodel import SeqAttnConfig, macs
-from .seqtrain import Augment, SeqTrainResult, evaluate_seq, train_seq
-from .tsdata import TS_DATASETS, TSDataset, load_ts, load_ts_dataset
+from tinyattn.data.timeseries import TS_DATASETS, TSDataset, load_ts, load_ts_dataset
+from tinyattn.learn.seqdefaults import seq_defaults
+from tinyattn.learn.seqmodel import SeqAttnConfig, macs
+from tinyattn.learn.seqtrain import Augment, SeqTrainResult, evaluate_seq, train_seq
 
 ARCH_FLAGS = {  # flag dest -> (SeqAttnConfig field, flag)
     "patch": ("patch", "--patch"),
@@ -63,7 +63,7 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --ts: its TEST file (the test figures); without it a stratified "
         "--test-fraction of TRAIN is held out",
     )  # fmt: skip
-    where = "default: per dataset, chosen by CV on TRAIN (host/seqdefaults.py)"
+    where = "default: per dataset, chosen by CV on TRAIN (host/learn/seqdefaults.py)"
     ts.add_argument("--patch", type=int, metavar="P", help=f"steps per token ({where})")
     ts.add_argument("--embed", type=int, metavar="E", help=f"token width ({where})")
     ts.add_argument("--heads", type=int, metavar="H", help=f"attention heads, E/H each ({where})")
@@ -83,7 +83,7 @@ def _is_windows(args: argparse.Namespace) -> bool:
 def check_flow(args: argparse.Namespace) -> str:
     """Which flow runs: "seq" (windows, `seq-attn`) or "rows" (features, iris models), after
     refusing flag combinations that cannot work, in one line each."""
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     windows = _is_windows(args)
     if args.ts is not None and args.csv is not None:
@@ -141,7 +141,7 @@ class SeqData:
 
 
 def _check_complete(ds: TSDataset) -> None:
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     bad = np.argwhere(np.isnan(ds.X) & ds.mask[:, :, None])  # (k, 3) window, step, channel
     if len(bad):
@@ -156,8 +156,8 @@ def _check_complete(ds: TSDataset) -> None:
 def load_windows(args: argparse.Namespace) -> SeqData:
     """TRAIN (and TEST) windows named by `--dataset` or `--ts`/`--test`; CLIError in one line
     for a bad file, missing values, or a TEST file that does not match TRAIN."""
-    from .cli import CLIError
-    from .model import ts_data_meta
+    from tinyattn.cli import CLIError
+    from tinyattn.learn.model import ts_data_meta
 
     try:
         if args.ts is not None:
@@ -193,8 +193,8 @@ def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:
 
 def seq_setup(args: argparse.Namespace, train: TSDataset):
     """`(arch, config, augment)`: the dataset's defaults with every flag given applied."""
-    from .cli import CLIError
-    from .train import config_from_args
+    from tinyattn.cli import CLIError
+    from tinyattn.learn.train import config_from_args
 
     d = seq_defaults(train.name, train.max_length)
     given = {field: getattr(args, dest) for dest, (field, _) in ARCH_FLAGS.items()
@@ -231,8 +231,8 @@ def _accuracy(result: SeqTrainResult, ds: TSDataset) -> float:
 def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]:
     """`(train part, test part, meta["train"] additions)`: TRAIN and TEST, or TRAIN's
     stratified hold-out when there is no TEST file."""
-    from .cli import CLIError
-    from .data import stratified_split
+    from tinyattn.cli import CLIError
+    from tinyattn.data.tabular import stratified_split
 
     if data.test is not None:
         return data.train, data.test, {}
@@ -246,9 +246,9 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
 
 def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
     """Train on the train part, evaluate on the test part, write the model file."""
-    from .cli import CLIError
-    from .model import save_model
-    from .train import _progress_bar
+    from tinyattn.cli import CLIError
+    from tinyattn.learn.model import save_model
+    from tinyattn.learn.train import _progress_bar
 
     train, test, split = _split(data, config)
     if data.test is None:
@@ -331,7 +331,7 @@ def cross_validate_seq(
     """Repeated stratified k-fold over the TRAIN windows `ds` (repeat r: seed `config.seed +
     r` for the folds, init, order and augmentation); each fold standardizes, trains and
     calibrates its int8 path on its own training windows (T from them too)."""
-    from .data import stratified_kfold
+    from tinyattn.data.tabular import stratified_kfold
 
     folds = []
     for r in range(repeats):
@@ -353,8 +353,8 @@ def cross_validate_seq(
 
 
 def run_cv(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
-    from .cli import CLIError
-    from .train import _progress_bar, cv_summary
+    from tinyattn.cli import CLIError
+    from tinyattn.learn.train import _progress_bar, cv_summary
 
     k, repeats = args.cv, args.repeats or 1
     bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
@@ -401,7 +401,7 @@ def run_cv(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     """`tinyattn train` on windows (after `check_flow` said "seq")."""
-    from .cli import CLIError
+    from tinyattn.cli import CLIError
 
     if args.target is not None:
         raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")

@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .layers import Attention, Dense, Layer, xavier_uniform
+from tinyattn.learn.layers import Attention, Dense, Layer, xavier_uniform
 
 POS_INIT_STD = 0.02  # learned positional embedding ~ N(0, 0.02²), as ViT / BERT
 

@@ -1,6 +1,7 @@
 """Host (CPython): several boards side by side — the `--port P --port Q` / `--boards N` options.
 
-`flash` and `parity` take a port as every command does (host/ports.py: a real board, `auto`, or
+`flash` and `parity` take a port as every command does (host/board/ports.py: a real board, `auto`,
+or
 none for a virtual board on build/board), or several: `--port` repeated, or `--boards N` for N
 virtual boards, board i on its own flash folder `build/board{i}` (so `flash --boards 3` then
 `parity --boards 3` find what was flashed). Each board gets its own thread and its own link or
@@ -22,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cli import CLIError
-from .link import DEFAULT_BAUD, LinkError
-from .paths import BUILD_DIR
-from .ports import board_port
+from tinyattn.board.link import DEFAULT_BAUD, LinkError
+from tinyattn.board.ports import board_port
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 MAX_BOARDS = 16  # virtual boards at once: each is a MicroPython process and a proxy thread
 

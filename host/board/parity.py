@@ -2,10 +2,11 @@
 
 Every sample of the model's dataset goes to the device server in `batch` requests; the replies
 are compared with the host references on the same blob:
-- int8: the device's integer logits must equal `tinyattn.intref` exactly (every integer), and
+- int8: the device's integer logits must equal `tinyattn.intmodel.intref` exactly (every integer),
+and
   the device's quantized input `xq` must equal the host's;
 - float: the device's float logits within `--tol` (1e-4) of the float32 reference
-  `tinyattn.floatref`;
+  `tinyattn.intmodel.floatref`;
 - argmax: the device's prediction equals the host's on each path.
 Each check is made per sample (`compare_sample`), and `compare` — a pure function of the host
 references and the device's replies — passes the run only if every sample was answered and
@@ -27,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_open
-from .cli import CLIError
-from .link import (
+from tinyattn.atomic import atomic_open
+from tinyattn.board.link import (
     DEFAULT_CONNECT_TIMEOUT,
     BoardLink,
     BoardReset,
@@ -39,7 +39,8 @@ from .link import (
     b64_batch,
     decode_b64_reply,
 )
-from .paths import BUILD_DIR
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR
 
 FLOAT_TOL = 1e-4
 DEFAULT_MODEL = BUILD_DIR / "model.npz"
@@ -67,7 +68,7 @@ class Windows:
 def load_windows(meta: dict) -> Windows:
     """The TEST windows of a seq model's data (`model.ts_data_meta`): the vendored dataset's
     TEST split, or the `ts_test` file (`ts_train` when the model was trained without one)."""
-    from .tsdata import load_ts, load_ts_dataset
+    from tinyattn.data.timeseries import load_ts, load_ts_dataset
 
     name = str(meta.get("dataset", ""))
     if meta.get("ts_train"):
@@ -88,8 +89,8 @@ def load_samples(
 ):
     """Raw features X [N, F] and labels y [N] of the dataset the model was trained on; for a
     sequence model its TEST windows (`Windows`: X [N, T', C] with lengths)."""
-    from .data import load_csv, load_dataset
-    from .tsdata import TS_DATASETS, load_ts_dataset
+    from tinyattn.data.tabular import load_csv, load_dataset
+    from tinyattn.data.timeseries import TS_DATASETS, load_ts_dataset
 
     if csv is not None:
         return load_csv(csv, target=target)
@@ -134,7 +135,7 @@ def fit_windows(
     """`(X [N, <= T, C], lengths, windows cut)`: windows longer than the blob's T cut to their
     first T steps, explicitly (`floatref.truncate_windows`), and counted; lengths None: every
     step of X valid."""
-    from .floatref import truncate_windows
+    from tinyattn.intmodel.floatref import truncate_windows
 
     X = np.asarray(X)
     if X.ndim != 3:
@@ -154,7 +155,7 @@ def check_samples(
     all finite with |x| <= MAX_ABS_FEATURE (the server's limit, docs/protocol.md). A sequence
     blob takes windows X [N, T', C] of the blob's C channels, checked at their valid steps
     (`lengths`)."""
-    from .data import MAX_ABS_FEATURE
+    from tinyattn.data.tabular import MAX_ABS_FEATURE
 
     if is_seq_blob(blob):
         if X.ndim != 3 or X.shape[2] != blob.n_features:
@@ -192,7 +193,7 @@ def check_samples(
 
 def read_blob_file(blob_path: Path) -> Any:
     """The host reader's view of the blob file; CLIError naming the problem and the fix."""
-    from .blob import BlobError, read_blob
+    from tinyattn.intmodel.blob import BlobError, read_blob
 
     try:
         return read_blob(blob_path.read_bytes(), source=str(blob_path))
@@ -208,9 +209,9 @@ def host_reference(
     """Host results for raw features X: xq, int8 logits (+argmax), float logits (+argmax).
     A sequence blob: windows X [N, T', C] with `lengths`; "xq" is then each window's n·C
     valid values (what the board sends back), and "steps" the lengths."""
-    from .blob import read_blob
-    from .floatref import run_float
-    from .intref import quantize_input, run_int8
+    from tinyattn.intmodel.blob import read_blob
+    from tinyattn.intmodel.floatref import run_float
+    from tinyattn.intmodel.intref import quantize_input, run_int8
 
     blob = read_blob(blob_bytes)
     ref: dict[str, Any] = {"blob": blob}
@@ -718,7 +719,7 @@ def parity(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .fleet import add_fleet_arguments
+    from tinyattn.board.fleet import add_fleet_arguments
 
     add_fleet_arguments(parser)
     parser.add_argument(
@@ -787,7 +788,7 @@ def bench_count(text: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .fleet import is_fleet, port_list
+    from tinyattn.board.fleet import is_fleet, port_list
 
     if args.target is not None and args.csv is None:
         raise CLIError("--target needs --csv FILE (it names the label column of that CSV)")
@@ -832,7 +833,7 @@ def main(args: argparse.Namespace) -> int:
 
     if is_fleet(args):
         return fleet_main(args, ports, run)
-    from .fleet import one_port
+    from tinyattn.board.fleet import one_port
 
     try:
         with one_port(ports[0]) as port:
@@ -855,7 +856,7 @@ def fleet_main(args: argparse.Namespace, ports: list, run) -> int:
     """Parity on several boards side by side: one row per board, a summary, the report of
     each board under "boards" in --report; exit 0 all PASS, else 1 (2 if a board could not
     be run to the end), naming every board that failed."""
-    from .fleet import failed_line, run_fleet
+    from tinyattn.board.fleet import failed_line, run_fleet
 
     results, wall = run_fleet(
         ports,

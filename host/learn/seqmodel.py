@@ -50,9 +50,16 @@ from typing import Any
 
 import numpy as np
 
-from .layers import Dense, Layer
-from .model import Sequential
-from .seqlayers import FeedForward, MaskedAvgPool, PatchEmbed, PosEmbed, ResidualAttention, SeqMask
+from tinyattn.learn.layers import Dense, Layer
+from tinyattn.learn.model import Sequential
+from tinyattn.learn.seqlayers import (
+    FeedForward,
+    MaskedAvgPool,
+    PatchEmbed,
+    PosEmbed,
+    ResidualAttention,
+    SeqMask,
+)
 
 SEQ_OPS = ("patch_embed", "pos_add", "ff", "masked_pool")  # plus "attention" with residual
 
@@ -121,8 +128,8 @@ def seq_layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
         if kind == "dense":
             return Dense(int(op["in"]), int(op["out"]), bias, rng)
     except KeyError as exc:
-        raise ValueError(f"op {op}: missing attribute {exc}; see host/seqmodel.py") from None
-    raise ValueError(f"op {kind!r} is not a sequence op ({op}); see host/seqmodel.py")
+        raise ValueError(f"op {op}: missing attribute {exc}; see host/learn/seqmodel.py") from None
+    raise ValueError(f"op {kind!r} is not a sequence op ({op}); see host/learn/seqmodel.py")
 
 
 def param_names(ops: list[dict[str, Any]]) -> list[str]:

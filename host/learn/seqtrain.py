@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from .floatref import NpzModel, truncate_windows
-from .intref import quantize_input, run_int8
-from .quantize import quantize
-from .seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
-from .train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
-from .tsdata import fit_channel_standardizer, standardize_windows
+from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windows
+from tinyattn.intmodel.floatref import NpzModel, truncate_windows
+from tinyattn.intmodel.intref import quantize_input, run_int8
+from tinyattn.intmodel.quantize import quantize
+from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
+from tinyattn.learn.train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
 
 
 @dataclass(frozen=True)

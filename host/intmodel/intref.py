@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blob import MYATTN_EXPLICIT, QuantModelSpec, seq_tokens
-from .floatref import seq_groups, valid_lengths
+from tinyattn.intmodel.blob import MYATTN_EXPLICIT, QuantModelSpec, seq_tokens
+from tinyattn.intmodel.floatref import seq_groups, valid_lengths
 
 BUDGET = 1 << 30
 LUT_SIZE = 256

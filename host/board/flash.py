@@ -38,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CLIError
-from .link import DEFAULT_CONNECT_TIMEOUT
-from .paths import BUILD_DIR, device_dir
+from tinyattn.board.link import DEFAULT_CONNECT_TIMEOUT
+from tinyattn.cli import CLIError
+from tinyattn.paths import BUILD_DIR, device_dir
 
 PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (also for mip)
 BLOB_NAME = "model.bin"
@@ -158,7 +158,7 @@ def check_port(port: str) -> None:
     another program holds (mpremote itself says "failed to access" for both)."""
     if not port.startswith("/"):
         return  # an mpremote shortcut (a0, u0, …) or a URL: mpremote resolves it
-    from .link import LinkError, open_port
+    from tinyattn.board.link import LinkError, open_port
 
     try:
         open_port(port).close()
@@ -318,7 +318,7 @@ def flash(
         raise CLIError("no blob to flash: give --blob FILE (or --train for the runtime only)")
     if blob is not None and not blob.is_file():
         raise CLIError(f"{blob}: no such blob; run 'make export' first")
-    from .blob import BlobError, read_blob
+    from tinyattn.intmodel.blob import BlobError, read_blob
 
     parsed = None
     try:  # the board's reader makes the same checks: do not deploy what it would refuse
@@ -455,7 +455,7 @@ def _sha256(path: Path) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .fleet import add_fleet_arguments
+    from tinyattn.board.fleet import add_fleet_arguments
 
     add_fleet_arguments(parser)
     parser.add_argument(
@@ -480,7 +480,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=False,
         help="deploy the .py sources (the board compiles them: ~40 KB more heap at load)",
     )
-    from .parity import positive_seconds
+    from tinyattn.board.parity import positive_seconds
 
     parser.add_argument(
         "--timeout", type=positive_seconds, default=DEFAULT_CONNECT_TIMEOUT,
@@ -506,7 +506,7 @@ def print_summary(summary: dict, where: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .fleet import failed_line, is_fleet, one_port, port_list, run_fleet
+    from tinyattn.board.fleet import failed_line, is_fleet, one_port, port_list, run_fleet
 
     ports = port_list(args)
     blob = None if args.train and not args.blob.is_file() else args.blob

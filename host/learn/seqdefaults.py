@@ -80,9 +80,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .seqmodel import SeqAttnConfig
-from .seqtrain import Augment
-from .train import TrainConfig
+from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqtrain import Augment
+from tinyattn.learn.train import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,3 @@
+"""Host (CPython): Learning: layers (forward and backward), losses, optimizers, the models,
+training.
+"""
