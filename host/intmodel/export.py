@@ -363,25 +363,8 @@ def export_model(
         "blob_float32_test_accuracy": _accuracy(logits_f32, y, test_idx),
         "blob_float32_max_abs_logit_diff": float(np.abs(logits_f32 - logits_float).max()),
     }
-    if blob.quantized:
-        logits_q = run_int8(blob, quantize_input(blob, X))  # (N, C) int64, asserts the budget
-        agree = int(np.sum(np.argmax(logits_q, axis=1) == np.argmax(logits_float, axis=1)))
-        report.update(
-            {
-                "int8_test_accuracy": _accuracy(logits_q, y, test_idx),
-                "int8_float_argmax_agreement": agree / len(y),
-                "int8_float_argmax_agree_count": agree,
-                "int8_max_abs_logit_error": float(
-                    np.abs(logits_q * blob.logit_scale - logits_float).max()
-                ),
-                "input_scale": blob.input_scale,
-                "logit_scale": blob.logit_scale,
-                "layers": layer_table(blob),
-            }
-        )
-    else:
-        report.update({"int8_test_accuracy": None, "int8_float_argmax_agreement": None})
-    return report
+    logits_q = run_int8(blob, quantize_input(blob, X)) if blob.quantized else None  # (N, C)
+    return report | int8_report(blob, logits_q, logits_float, y, test_idx)
 
 
 def _export_seq(
@@ -432,25 +415,26 @@ def _export_seq(
         "blob_float32_test_accuracy": _accuracy(logits_f32, y, idx),
         "blob_float32_max_abs_logit_diff": float(np.abs(logits_f32 - logits_float).max()),
     }
-    if blob.quantized:
-        logits_q = run_int8(blob, quantize_input(blob, X, n), n)  # asserts the budget
-        agree = int(np.sum(np.argmax(logits_q, axis=1) == np.argmax(logits_float, axis=1)))
-        report.update(
-            {
-                "int8_test_accuracy": _accuracy(logits_q, y, idx),
-                "int8_float_argmax_agreement": agree / len(y),
-                "int8_float_argmax_agree_count": agree,
-                "int8_max_abs_logit_error": float(
-                    np.abs(logits_q * blob.logit_scale - logits_float).max()
-                ),
-                "input_scale": blob.input_scale,
-                "logit_scale": blob.logit_scale,
-                "layers": layer_table(blob),
-            }
-        )
-    else:
-        report.update({"int8_test_accuracy": None, "int8_float_argmax_agreement": None})
-    return report
+    logits_q = run_int8(blob, quantize_input(blob, X, n), n) if blob.quantized else None
+    return report | int8_report(blob, logits_q, logits_float, y, idx)
+
+
+def int8_report(blob, logits_q, logits_float, y, idx) -> dict[str, Any]:
+    """The int8 figures of an export report from the integer logits `logits_q` (None for a
+    float32 blob; run_int8 has asserted the small-int budget on every sample)."""
+    if logits_q is None:
+        return {"int8_test_accuracy": None, "int8_float_argmax_agreement": None}
+    agree = int(np.sum(np.argmax(logits_q, axis=1) == np.argmax(logits_float, axis=1)))
+    error = np.abs(logits_q * blob.logit_scale - logits_float).max()  # in real logit units
+    return {
+        "int8_test_accuracy": _accuracy(logits_q, y, idx),
+        "int8_float_argmax_agreement": agree / len(y),
+        "int8_float_argmax_agree_count": agree,
+        "int8_max_abs_logit_error": float(error),
+        "input_scale": blob.input_scale,
+        "logit_scale": blob.logit_scale,
+        "layers": layer_table(blob),
+    }
 
 
 def _fmt(v: float | None) -> str:
