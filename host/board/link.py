@@ -39,6 +39,7 @@ TRACEBACK = b"Traceback (most recent call last)"
 # Errors the server gives a request that arrived damaged (docs/protocol.md): resend at once.
 CORRUPTED = ("crc mismatch", "request is not valid JSON", "bad crc field")
 DEFAULT_BAUD = 115200
+BUSY_WAIT = 1.0  # seconds a busy port is tried again before "port is busy" (a killed mpremote)
 # Seconds a silent board is waited for before a command gives up, the same for `flash` (the
 # first mpremote command) and `parity` (the raw REPL prompt): their --timeout default.
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -119,15 +120,18 @@ def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
         s.exclusive = True  # fail fast if mpremote or a terminal holds the port
     except (AttributeError, ValueError):
         pass
-    try:
-        s.open()
-    except serial.SerialException as exc:
-        from tinyattn.board.ports import (
-            describe_open_error,  # ports imports link at module level
-        )
+    from tinyattn.board.ports import describe_open_error, is_busy_error  # ports imports link
 
-        raise LinkError(describe_open_error(port, exc)) from None
-    return s
+    deadline = time.monotonic() + BUSY_WAIT
+    while True:
+        try:
+            s.open()
+            return s
+        except serial.SerialException as exc:
+            if is_busy_error(exc) and time.monotonic() < deadline:
+                time.sleep(0.05)  # a program that just ended (mpremote, Ctrl-C) lets go soon
+                continue
+            raise LinkError(describe_open_error(port, exc)) from None
 
 
 class BoardLink:

@@ -160,6 +160,12 @@ def is_permission_error(exc: BaseException) -> bool:
     return "[Errno 13]" in text or "Permission denied" in text
 
 
+def is_busy_error(exc: BaseException) -> bool:
+    """Another process holds the port (pyserial's exclusive lock, or EBUSY)."""
+    text = str(exc).lower()
+    return getattr(exc, "errno", None) == errno.EBUSY or "lock" in text or "busy" in text
+
+
 def describe_open_error(port: str, exc: BaseException) -> str:
     """One line for an exception from opening PORT (pyserial or os.open): what and the fix."""
     text = str(exc)
@@ -170,11 +176,7 @@ def describe_open_error(port: str, exc: BaseException) -> str:
             f"{port}: no such serial port; plug the board in (ls /dev/ttyACM* /dev/ttyUSB*, or "
             "'tinyattn devs') or start a virtual board with 'tinyattn board'"
         )
-    if (
-        getattr(exc, "errno", None) == errno.EBUSY
-        or "lock" in text.lower()
-        or "busy" in text.lower()
-    ):
+    if is_busy_error(exc):
         return (
             f"{port}: port is busy (another program, e.g. mpremote or a terminal, has it "
             "open); close it and retry"
