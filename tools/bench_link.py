@@ -1,10 +1,9 @@
 # Host (CPython): link throughput of compact batches over a virtual board paced like a UART.
 """`python -m tools.bench_link [--blob build/model.bin] [--json]` (and `tinyattn bench --link`).
 
-What parity sends (`--enc b64`: float32 features in base64, `host/board/parity.py` run_device) is
-sent
-to a virtual board (tools/vboard.py) paced at 115200 and 921600 baud, 8N1, and unpaced (like
-USB-CDC), and timed from the first request to the last reply. Every byte that crosses the
+What parity sends (`--enc b64`: float32 features in base64, `host/board/parity.py`
+run_device) is sent to a virtual board (tools/vboard.py) paced at 115200 and 921600 baud, 8N1,
+and unpaced (like USB-CDC), and timed from the first request to the last reply. Every byte that crosses the
 port during that time is counted on the host's side, both ways (request + reply), so
 
     bytes/sample = (bytes written + bytes read) / samples
@@ -16,14 +15,9 @@ is what the wire allows a request/reply protocol (one line out, one line back, n
 Two payloads:
 - Iris: the blob given (4 float32 features a sample), every sample of the dataset, path "both"
   (parity's default for an int8 blob: xq, int8 and float logits back).
-- window: a BasicMotions-shaped window of 100 × 6 float32 values = 600 features a sample. The
-  server's `batch` takes flat feature vectors and a seq-attn model's `n_features` is its
-  channel count C (device/attention.py), so a seq window cannot travel in a batch yet; the
-  window is measured with a stand-in blob of the same input size (one dense layer 600 -> 4,
-  quantized): the bytes on the wire per window are those a seq blob of T=100, C=6, P | 100
-  would need (600 float32 in; xq of 600 int8, 4 int32 and 4 float32 logits back); the
-  server's compute per window is the stand-in's, not the seq model's (tools/bench_device.py
-  --seq measures that).
+- window: BasicMotions TEST windows (100 steps × 6 channels, float32: 600 values a window)
+  through the BasicMotions seq-attn blob (its defaults, trained here in ~0.3 s), path "both"
+  (xq, int8 and float logits back), the window's length sent with it.
 
 The runtime is flashed once (unpaced) into a flash folder; each rate then starts a board on
 that folder. Timing is wall clock on a shared machine: a single run, not a gate.
@@ -41,30 +35,10 @@ from typing import Any
 import numpy as np
 
 BAUDS: tuple[int | None, ...] = (115200, 921600, None)  # None: unpaced, like USB-CDC
-WINDOW_T, WINDOW_C = 100, 6  # BasicMotions: 100 steps of 6 channels (accelerometer, gyroscope)
-WINDOW_BLOB = "window.bin"
-# The window's batch does not fit a 100 KiB heap: server_b64 turns the 600 float32 into lists
-# of boxed floats (feats, the quantize scratch: ~30 KB on the 64-bit unix port) next to the
-# 3.3 KB request line, its decoded bytes and an array copy, and the stand-in leaves ~43 KB
-# free ("out of memory handling the request"). The link is measured with room to spare.
-HEAP = "200k"
-
-
-def window_blob(path: Path, seed: int = 0) -> Path:
-    """The window stand-in: one dense layer 600 -> 4, quantized on random windows."""
-    from tinyattn.intmodel.blob import write_blob
-    from tinyattn.intmodel.floatref import load_npz
-    from tinyattn.intmodel.quantize import quantize
-    from tinyattn.learn.model import build_from_ops, save_model
-
-    F = WINDOW_T * WINDOW_C
-    model = build_from_ops([{"op": "dense", "in": F, "out": 4, "bias": True}], seed=seed)
-    npz = path.with_suffix(".npz")
-    meta = {"model": "window-standin", "class_names": ["standing", "running", "walking", "badm"]}
-    save_model(npz, model, np.zeros(F), np.ones(F), meta)
-    X = np.random.default_rng(seed).normal(size=(64, F))  # (N, T*C)
-    write_blob(path, quantize(load_npz(npz), X))
-    return path
+WINDOW_BLOB = "basicmotions.bin"
+# The BasicMotions model's server needs more than a 100 KiB virtual board: after loading there
+# is no free block for a 3.3 KB request (fragmentation; docs/protocol.md) — the seq demo's heap.
+HEAP = "160k"
 
 
 class _Counter:
@@ -86,8 +60,12 @@ class _Counter:
         port.write, port.read = counted_write, counted_read
 
 
-def measure(port: str, baud: int | None, model_path: str, X: np.ndarray, path: str) -> dict:
-    """Send X [N, F] (as parity does, enc b64) over the board on `port`; figures of the run."""
+def measure(
+    port: str, baud: int | None, model_path: str, X: np.ndarray, path: str,
+    lengths: np.ndarray | None = None,
+) -> dict:  # fmt: skip
+    """Send X [N, F] or windows X [N, T, C] with `lengths` (as parity does, enc b64) over the
+    board on `port`; figures of the run."""
     from tinyattn.board.link import BoardLink, as_sent
     from tinyattn.board.parity import board_info, run_device
 
@@ -97,7 +75,7 @@ def measure(port: str, baud: int | None, model_path: str, X: np.ndarray, path: s
         try:
             info = board_info(link)
             count = _Counter(link.serial)
-            dev = run_device(link, X, path, 0, False, enc="b64", info=info)
+            dev = run_device(link, X, path, 0, False, enc="b64", info=info, lengths=lengths)
             if dev.get("error"):
                 raise RuntimeError(f"{model_path} at {baud or 'unpaced'}: {dev['error']}")
             bench = link.request("bench", n=50, path="int8", timeout=60)
@@ -125,29 +103,31 @@ def measure(port: str, baud: int | None, model_path: str, X: np.ndarray, path: s
 def bench_link(
     blob: Path, X_iris: np.ndarray, n_windows: int = 12, heap: str = HEAP
 ) -> dict[str, Any]:
-    """Iris (blob, X_iris) and the window stand-in at every rate in BAUDS."""
+    """Iris (blob, X_iris) and BasicMotions TEST windows at every rate in BAUDS."""
+    from tinyattn.bench import seq_blob
     from tinyattn.board.flash import flash
+    from tinyattn.data.timeseries import load_ts_dataset
     from tools.vboard import VirtualBoard
 
-    rng = np.random.default_rng(1)
-    X_win = rng.normal(size=(n_windows, WINDOW_T * WINDOW_C))  # (N, T*C)
+    test = load_ts_dataset("basicmotions", "test")
+    X_win, n_win = test.X[:n_windows], test.lengths[:n_windows]  # (N, 100, 6), (N,)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         fs = Path(tmp) / "flash"
         with VirtualBoard(fs) as vb:
             flash(vb.port, blob, progress=False)
-        window_blob(fs / WINDOW_BLOB)
+        seq_blob(fs / WINDOW_BLOB)
         for baud in BAUDS:
             with VirtualBoard(fs, baud=baud, heap=heap) as vb:
-                payloads = (("iris", "model.bin", X_iris, "both"),
-                            ("window", WINDOW_BLOB, X_win, "int8"))  # fmt: skip
-                for name, model_path, X, path in payloads:
+                payloads = (("iris", "model.bin", X_iris, None),
+                            ("window", WINDOW_BLOB, X_win, n_win))  # fmt: skip
+                for name, model_path, X, lengths in payloads:
                     t0 = time.perf_counter()
-                    r = measure(vb.port, baud, model_path, X, path)
-                    r["path"] = path
+                    r = measure(vb.port, baud, model_path, X, "both", lengths)
+                    r["path"] = "both"
                     r["payload"], r["wall_s"] = name, time.perf_counter() - t0
                     rows.append(r)
-    features = {"iris": X_iris.shape[1], "window": X_win.shape[1]}
+    features = {"iris": X_iris.shape[1], "window": X_win.shape[1] * X_win.shape[2]}
     return {"rows": rows, "features": features, "heap": heap}
 
 
@@ -166,9 +146,9 @@ def format_table(result: dict[str, Any]) -> str:
             f"{r['bytes_per_sample']:>10.1f}{split:>12}{ceil:>11}{pct:>12}"
         )
     lines.append(
-        f"B/sample: request + reply bytes on the wire; ceiling: (baud/10) / B/sample. iris: "
-        f"path both; window: 100 x 6 float32 through a 600-feature stand-in blob, path int8 "
-        f"(the server's batch has no seq windows yet); heap {result['heap']}"
+        f"B/sample: request + reply bytes on the wire; ceiling: (baud/10) / B/sample; path "
+        f"both (xq, int8 and float logits back). window: BasicMotions TEST windows (100 x 6 "
+        f"float32) through its seq-attn blob; virtual board heap {result['heap']}"
     )
     return "\n".join(lines)
 

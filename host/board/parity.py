@@ -382,9 +382,9 @@ def run_device(
     max_line = int(info.get("max_line", 4096))
     if enc == "b64":  # half a line: a 100 KiB heap holding a Wine model still decodes it
         max_line = max_line // 2
-        if lengths is not None:  # a window longer than that goes alone, in a whole line
-            longest = int(np.max(lengths, initial=1)) * X.shape[-1]
-            max_line = max(max_line, min(2 * max_line, (16 * longest + 2) // 3 + 400))
+        # a sample (row, or window of n·C values) longer than that goes alone, in a whole line
+        longest = X.shape[-1] * (1 if lengths is None else int(np.max(lengths, initial=1)))
+        max_line = max(max_line, min(2 * max_line, (16 * longest + 2) // 3 + 400))
     groups = _batches(X, int(max_batch), max_line, enc, lengths)
     bar = tqdm(
         total=len(X),
