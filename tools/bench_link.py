@@ -3,8 +3,9 @@
 
 What parity sends (`--enc b64`: float32 features in base64, `host/board/parity.py`
 run_device) is sent to a virtual board (tools/vboard.py) paced at 115200 and 921600 baud, 8N1,
-and unpaced (like USB-CDC), and timed from the first request to the last reply. Every byte that crosses the
-port during that time is counted on the host's side, both ways (request + reply), so
+and unpaced (like USB-CDC), and timed from the first request to the last reply. Every byte
+that crosses the port during that time is counted on the host's side, both ways (request +
+reply), so
 
     bytes/sample = (bytes written + bytes read) / samples
     ceiling      = (baud / 10) / bytes/sample   samples/s  (8N1: 10 bits a byte)
