@@ -2,8 +2,7 @@
 """First phase of reading `model.bin` (docs/blob-format.md, version 1), `struct` + `array` only.
 
 `read_records(mv, source)` checks, in the host reader's order (`tinyattn.intmodel.blob.read_blob`)
-and
-with its messages, magic, version, size, CRC, the header fields, the sections, op records,
+and with its messages, magic, version, size, CRC, the header fields, the sections, op records,
 tensor records and the data section, and raises BlobError `"<source>: <problem>; <remedy>"`.
 Tensors come out as flat arrays ('b' int8, 'h' int16, 'i' int32, 'f' float32, 'H' uint16).
 The op and dtype tables live here; attention_ops.check_ops is the second phase.

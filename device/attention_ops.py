@@ -7,8 +7,7 @@ attention_tensors.read_tensors have checked the file structure and been dropped 
 phases never sit in a small heap together).
 
 Messages as the host reader's (`tinyattn.intmodel.blob._check_op`): `shape mismatch in op K
-(dense):
-...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
+(dense): ...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
 The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py, imported from here
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """

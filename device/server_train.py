@@ -4,8 +4,7 @@
 Imported by server.py on the first `train_*` request, never for inference; `server.run(None)`
 starts a training session: the same server loop with no inference model loaded, so the heap
 goes to training. The host (tinyattn.board.onboard) sends the initial weights and the rows as
-files,
-then one `train_epoch` request per epoch carrying that epoch's minibatch order (the host's
+files, then one `train_epoch` request per epoch carrying that epoch's minibatch order (the host's
 permutation), and fetches the weights back.
 
 Files on the board's filesystem:

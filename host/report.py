@@ -27,8 +27,8 @@ report's files (`.png`, `.html`, `.md`); anything else there is refused before a
 
 The int8 figures use `--blob`; without it `build/model.bin` if it exists and was exported from
 this model, else a blob exported to a temporary file (`tinyattn.intmodel.export.export_model`);
-when the
-model cannot be exported (an op the blob format lacks) they are skipped with a note. Samples
+when the model cannot be exported (an op the blob format lacks) they are skipped with a note.
+Samples
 default to the first test-split sample (TEST window) of each class. matplotlib (the optional extra
 `report`) is imported only here, and figures are drawn on the Agg canvas without pyplot, so
 nothing global changes.

@@ -1,7 +1,6 @@
 # Host (CPython): the small-int budget, proven by both blob readers at load (issue 10, §2).
 """Both readers (`tinyattn.intmodel.blob.read_blob`, the device's `attention.read_blob`) compute
-the
-worst case of every requantization site from the stored integers, for any int8 input
+the worst case of every requantization site from the stored integers, for any int8 input
 (docs/quantization.md, "Choice of M and shift"), and refuse a blob whose `max|acc|` or
 `max|acc|·M + 2**(shift-1)` reaches 2**30, with the same message.
 

@@ -2,8 +2,8 @@
 
 In one run, on the archive's official TRAIN/TEST split of BasicMotions and JapaneseVowels: our
 `seq-attn` with its defaults (`tinyattn.learn.seqdefaults`, trained on TRAIN, the int8 path
-calibrated
-on TRAIN as `tinyattn export` does) — float and int8 test accuracy, blob bytes, MACs and training
+calibrated on TRAIN as `tinyattn export` does) — float and int8 test accuracy, blob bytes, MACs and
+training
 seconds — next to peers on the same split:
 
 - MiniRocket (`sktime` MiniRocketMultivariate, 10k kernels) + RidgeClassifierCV (alphas

@@ -12,8 +12,8 @@ with our `Wqkv` as its `in_proj_weight` and `Wo` as `out_proj.weight`.
 
 `bench_train_seq()` does the same for the BasicMotions `seq-attn` model (issue 11, must-show 7;
 target NumPy <= 1x PyTorch): its defaults (`tinyattn.learn.seqdefaults`: architecture, epochs,
-batch
-size, AdamW, cosine rate, label smoothing, augmentation) on the 40 standardized TRAIN windows,
+batch size, AdamW, cosine rate, label smoothing, augmentation) on the 40 standardized TRAIN
+windows,
 ours `seqtrain.fit_seq` against the twin `tools.torch_twins.SeqAttnTorch` in the same loop
 (minibatch order and augmented batches drawn by the same NumPy generator, outside neither
 side's timing: both loops include them), float64 on both sides.

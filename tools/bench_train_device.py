@@ -23,8 +23,7 @@ Figures (runner side):
 - held: heap taken by net + optimizer + data (a `gc.mem_alloc()` delta around building them).
 - smallest heap: the smallest `-X heapsize` (4 KiB steps) at which one epoch completes.
 Host: s/epoch of `tinyattn.learn.train.fit` (NumPy float64, no per-epoch evaluation), and the
-device
-code itself under CPython (pure kernels).
+device code itself under CPython (pure kernels).
 
 `bench_train_device(...) -> dict` returns everything (for `make bench`); `main()` prints it.
 

@@ -1,8 +1,7 @@
 """Host (CPython): several boards side by side — the `--port P --port Q` / `--boards N` options.
 
 `flash` and `parity` take a port as every command does (host/board/ports.py: a real board, `auto`,
-or
-none for a virtual board on build/board), or several: `--port` repeated, or `--boards N` for N
+or none for a virtual board on build/board), or several: `--port` repeated, or `--boards N` for N
 virtual boards, board i on its own flash folder `build/board{i}` (so `flash --boards 3` then
 `parity --boards 3` find what was flashed). Each board gets its own thread and its own link or
 mpremote process; a board's failure is its row, never the others'. The caller prints one row

@@ -3,8 +3,7 @@
 Every sample of the model's dataset goes to the device server in `batch` requests; the replies
 are compared with the host references on the same blob:
 - int8: the device's integer logits must equal `tinyattn.intmodel.intref` exactly (every integer),
-and
-  the device's quantized input `xq` must equal the host's;
+and the device's quantized input `xq` must equal the host's;
 - float: the device's float logits within `--tol` (1e-4) of the float32 reference
   `tinyattn.intmodel.floatref`;
 - argmax: the device's prediction equals the host's on each path.

@@ -6,8 +6,8 @@
     tinyattn predict --ts windows.ts [--port ...]        # a sequence model's windows
 
 A sequence blob (seq-attn) classifies the windows of a `.ts` file (tinyattn.data.timeseries:
-unequal
-lengths too); windows longer than the model's T are cut to their first T steps and counted on
+unequal lengths too); windows longer than the model's T are cut to their first T steps and counted
+on
 stderr (parity.fit_windows). The file's class labels are not used.
 
 The CSV has a header row and the model's features in training order; a label column is

@@ -6,10 +6,9 @@ Reads the trained model (docs/model-format.md), quantizes it to int8 calibrated 
 split (docs/quantization.md) — or keeps float32 weights with `--float32` — writes the blob
 atomically (docs/blob-format.md), reads it back, and evaluates it on the dataset named in the
 model's meta: float (the trained float64 model) vs int8 (`tinyattn.intmodel.intref`) accuracy on
-the
-test split, the float32 blob path (`tinyattn.intmodel.floatref`), and the int8/float argmax
-agreement
-over every sample. `--json` prints one JSON object as the last line of stdout. A model trained
+the test split, the float32 blob path (`tinyattn.intmodel.floatref`), and the int8/float argmax
+agreement over every sample. `--json` prints one JSON object as the last line of stdout. A model
+trained
 with `tinyattn train --csv FILE` finds its CSV again through the path its meta stores; `--csv`
 overrides it (e.g. after moving the file).
 

@@ -1,3 +1,2 @@
 """Host (CPython): Learning: layers (forward and backward), losses, optimizers, the models,
-training.
-"""
+training. """
