@@ -38,7 +38,7 @@ from tinyattn.paths import BUILD_DIR
 def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarray, list[str]]:
     """Features X [N, F] and their column names from a CSV with a header row; the messages
     are those of data.load_csv (what `parity --csv` says)."""
-    from tinyattn.data.tabular import MAX_ABS_FEATURE, check_header
+    from tinyattn.data.tabular import check_header, feature_rows
 
     try:
         with path.open(newline="") as f:
@@ -61,28 +61,10 @@ def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarr
         target = header[-1]  # a label column last, as train --csv takes it by default
     t = header.index(target) if target is not None else -1
     names = [h for j, h in enumerate(header) if j != t]
-    X = np.empty((len(rows) - 1, len(names)))  # (N, F)
-    for r, row in enumerate(rows[1:]):
-        line = r + 2  # 1-based, after the header
-        if len(row) != len(header):
-            raise CLIError(
-                f"{path}:{line}: {len(row)} fields, header has {len(header)}; fix the row"
-            )
-        cells = [cell for j, cell in enumerate(row) if j != t]
-        for j, cell in enumerate(cells):
-            try:
-                X[r, j] = value = float(cell)
-            except ValueError:
-                raise CLIError(
-                    f"{path}:{line}: column {names[j]!r} is {cell!r}, not a number; "
-                    "features must be numeric (drop or encode that column)"
-                ) from None
-            if not abs(value) <= MAX_ABS_FEATURE:
-                what = "not a finite number" if not np.isfinite(value) else "too large"
-                raise CLIError(
-                    f"{path}:{line}: column {names[j]!r} is {cell.strip()!r}, {what} "
-                    f"(features must be finite, |x| <= {MAX_ABS_FEATURE:g}); fix or drop the row"
-                )
+    try:
+        X = feature_rows(path, rows, names, t)  # (N, F), the checks and words of load_csv
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     return X, names
 
 

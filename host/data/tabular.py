@@ -109,30 +109,8 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     if not feature_names:
         raise ValueError(f"{path}: only the target column {target!r}; need at least one feature")
 
-    X = np.empty((len(rows) - 1, len(feature_names)))  # (N, F)
-    labels: list[str] = []
-    for r, row in enumerate(rows[1:]):
-        line = r + 2  # 1-based, after the header
-        if len(row) != len(header):
-            raise ValueError(
-                f"{path}:{line}: {len(row)} fields, header has {len(header)}; fix the row"
-            )
-        labels.append(row[t].strip())
-        cells = [cell for j, cell in enumerate(row) if j != t]
-        for j, cell in enumerate(cells):
-            try:
-                X[r, j] = value = float(cell)
-            except ValueError:
-                raise ValueError(
-                    f"{path}:{line}: column {feature_names[j]!r} is {cell!r}, not a number; "
-                    "features must be numeric (drop or encode that column)"
-                ) from None
-            if not abs(value) <= MAX_ABS_FEATURE:  # NaN fails this too
-                what = "not a finite number" if not np.isfinite(value) else "too large"
-                raise ValueError(
-                    f"{path}:{line}: column {feature_names[j]!r} is {cell.strip()!r}, {what} "
-                    f"(features must be finite, |x| <= {MAX_ABS_FEATURE:g}); fix or drop the row"
-                )
+    X = feature_rows(path, rows, feature_names, t)  # (N, F)
+    labels = [row[t].strip() for row in rows[1:]]
 
     class_names = sorted(set(labels), key=_label_key(set(labels)))
     if len(class_names) < 2:
@@ -140,6 +118,34 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     index = {c: i for i, c in enumerate(class_names)}
     y = np.array([index[label] for label in labels], dtype=np.int64)
     return Dataset(name or path.stem, X, y, feature_names, class_names)
+
+
+def feature_rows(path: str | Path, rows: list[list[str]], names: list[str], t: int) -> np.ndarray:
+    """The data rows (`rows[1:]`, after the header) as numbers `X [N, F]`, leaving out column
+    `t` (the label; -1: none). One-line ValueError naming the line and column for a row of the
+    wrong length, a non-number, NaN/inf or |x| > MAX_ABS_FEATURE."""
+    width = len(rows[0])
+    X = np.empty((len(rows) - 1, len(names)))  # (N, F)
+    for r, row in enumerate(rows[1:]):
+        line = r + 2  # 1-based, after the header
+        if len(row) != width:
+            raise ValueError(f"{path}:{line}: {len(row)} fields, header has {width}; fix the row")
+        cells = [cell for j, cell in enumerate(row) if j != t]
+        for j, cell in enumerate(cells):
+            try:
+                X[r, j] = value = float(cell)
+            except ValueError:
+                raise ValueError(
+                    f"{path}:{line}: column {names[j]!r} is {cell!r}, not a number; "
+                    "features must be numeric (drop or encode that column)"
+                ) from None
+            if not abs(value) <= MAX_ABS_FEATURE:  # NaN fails this too
+                what = "not a finite number" if not np.isfinite(value) else "too large"
+                raise ValueError(
+                    f"{path}:{line}: column {names[j]!r} is {cell.strip()!r}, {what} "
+                    f"(features must be finite, |x| <= {MAX_ABS_FEATURE:g}); fix or drop the row"
+                )
+    return X
 
 
 def load_dataset(name: str) -> Dataset:
