@@ -82,29 +82,44 @@ def _twin_params(twin) -> np.ndarray:
     return np.concatenate([p.detach().numpy().ravel() for p in order])
 
 
-def _fit_torch(twin, X: np.ndarray, y: np.ndarray, config: TrainConfig) -> None:
-    """The same loop as `tinyattn.learn.train.fit`, in PyTorch."""
+def _fit_torch(
+    twin, x: np.ndarray, y: np.ndarray, config: TrainConfig,
+    lengths: np.ndarray | None = None, augment=None,
+) -> None:  # fmt: skip
+    """Our training loop in PyTorch: `tinyattn.learn.train.fit` on rows, or with `lengths`
+    `seqtrain.fit_seq` on windows (augmentation drawn from the same NumPy generator). The same
+    minibatches, AdamW groups (no decay on biases and the positional embedding) and rates."""
     import torch
 
-    decay = [p for p in twin.parameters() if p.ndim == 2]
-    no_decay = [p for p in twin.parameters() if p.ndim != 2]
+    from tinyattn.learn.seqtrain import augment_batch
+
+    decay = [p for n, p in twin.named_parameters() if p.ndim == 2 and n != "pos"]
+    no_decay = [p for n, p in twin.named_parameters() if p.ndim != 2 or n == "pos"]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay},
          {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,
     )  # fmt: skip
-    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     rng = np.random.default_rng([config.seed, 1])  # the same minibatch order as ours
-    N, bs = len(X), config.batch_size
+    N, bs = len(x), config.batch_size
     total_steps = config.epochs * -(-N // bs)
+    yt = torch.from_numpy(y)
+    aug = augment if augment is not None and augment.active else None
     step = 0
     twin.train()
     for _ in range(config.epochs):
-        order = torch.from_numpy(rng.permutation(N))
+        order = rng.permutation(N)
         for start in range(0, N, bs):
             idx = order[start : start + bs]
+            if lengths is None:
+                logits = twin(torch.from_numpy(x[idx]))
+            else:
+                xb, nb = x[idx], lengths[idx]
+                if aug is not None:
+                    xb, nb = augment_batch(xb, nb, aug, rng)
+                logits = twin(torch.from_numpy(xb), torch.from_numpy(nb))
             loss = torch.nn.functional.cross_entropy(
-                twin(Xt[idx]), yt[idx], label_smoothing=config.label_smoothing
+                logits, yt[idx], label_smoothing=config.label_smoothing
             )
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -187,47 +202,6 @@ def bench_train(
     return result
 
 
-def _fit_torch_seq(twin, x: np.ndarray, lengths: np.ndarray, y: np.ndarray, config, augment):
-    """`seqtrain.fit_seq` in PyTorch: the same minibatches, augmentation draws (NumPy, same
-    generator), AdamW groups (no decay on biases and the positional embedding) and rates."""
-    import torch
-
-    from tinyattn.learn.seqtrain import augment_batch
-
-    decay = [p for n, p in twin.named_parameters() if p.ndim == 2 and n != "pos"]
-    no_decay = [p for n, p in twin.named_parameters() if p.ndim != 2 or n == "pos"]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-    )  # fmt: skip
-    rng = np.random.default_rng([config.seed, 1])
-    N, bs = len(x), config.batch_size
-    total_steps = config.epochs * -(-N // bs)
-    yt = torch.from_numpy(y)
-    aug = augment if augment is not None and augment.active else None
-    step = 0
-    twin.train()
-    for _ in range(config.epochs):
-        order = rng.permutation(N)
-        for start in range(0, N, bs):
-            idx = order[start : start + bs]
-            xb, nb = x[idx], lengths[idx]
-            if aug is not None:
-                xb, nb = augment_batch(xb, nb, aug, rng)
-            logits = twin(torch.from_numpy(xb), torch.from_numpy(nb))
-            loss = torch.nn.functional.cross_entropy(
-                logits, yt[idx], label_smoothing=config.label_smoothing
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            lr = learning_rate(config, step, total_steps)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            opt.step()
-            step += 1
-
-
 def bench_train_seq(
     epochs: int | None = None,
     batch_size: int | None = None,
@@ -292,7 +266,7 @@ def bench_train_seq(
         for _ in range(repeats):
             twin = SeqAttnTorch(build())
             t0 = time.perf_counter()
-            _fit_torch_seq(twin, x, n, y, config, d.augment)
+            _fit_torch(twin, x, y, config, n, d.augment)
             torch_s.append(time.perf_counter() - t0)
         threads_used = torch.get_num_threads()
     finally:
