@@ -624,7 +624,7 @@ class Net:
         layers = []
         tokens, width, P = 1, n_in, 0
         for i in range(len(ops)):
-            layer = _layer(ops[i], tokens, width, batch, P, input_grad or P > 0)
+            layer = self.layer(ops[i], tokens, width, batch, P, input_grad or P > 0)
             layers.append(layer)
             P += layer.n_params
             tokens, width = layer.tokens, layer.width
@@ -651,8 +651,13 @@ class Net:
         self.dlogits = buf(batch * width)  # (B, C)
         self.dx = None
 
-    def gather(self, X, labels, order, start, n):
-        """Rows order[start:start+n] of X [N, F] (array('f')) and labels [N] into x, labels."""
+    def layer(self, op, tokens, width, batch, offset, need_dx):
+        """The layer of `op` (attention_train_seq.SeqNet adds the sequence ops)."""
+        return _layer(op, tokens, width, batch, offset, need_dx)
+
+    def gather(self, X, labels, order, start, n, lengths=None):
+        """Rows order[start:start+n] of X [N, F] (array('f')) and labels [N] into x, labels
+        (`lengths`: window models only, attention_train_seq.SeqNet)."""
         F = self.n_in
         x = self.x
         j = 0
@@ -762,9 +767,11 @@ class Trainer:
     """host/learn/train.py `fit` on the device: minibatches in the host's order, scheduled steps.
 
     X: array('f') [N, F] (normalized features), labels: bytes-like [N]; epoch(order) runs one
-    epoch over `order` (N row indices, the host's permutation) and returns the mean loss."""
+    epoch over `order` (N row indices, the host's permutation) and returns the mean loss.
+    A window model (attention_train_seq.SeqNet): X [N, T*C] and `lengths` [N] (None: all T)."""
 
-    def __init__(self, net, opt, X, labels, epochs, lr, cosine=True, label_smoothing=0.0, step=0):
+    def __init__(self, net, opt, X, labels, epochs, lr, cosine=True, label_smoothing=0.0, step=0,
+                 lengths=None):  # fmt: skip
         self.net = net
         self.opt = opt
         self.X = X
@@ -776,10 +783,11 @@ class Trainer:
         self.steps_per_epoch = -(-self.n_rows // net.batch)
         self.total_steps = epochs * self.steps_per_epoch
         self.step = step  # global step: the schedule's position
+        self.lengths = lengths
 
     def train_step(self, order, start, n):
         net = self.net
-        net.gather(self.X, self.labels, order, start, n)
+        net.gather(self.X, self.labels, order, start, n, self.lengths)
         net.forward(n)
         loss = net.loss(n, self.eps)
         net.backward(n)
@@ -800,7 +808,7 @@ class Trainer:
                 on_step(self.step)
         return total / N
 
-    def evaluate(self, X, labels, order=None):
+    def evaluate(self, X, labels, order=None, lengths=None):
         """(mean loss, correct) of the current weights over rows `order` (default: all)."""
         net = self.net
         N = len(labels) if order is None else len(order)
@@ -812,12 +820,22 @@ class Trainer:
         start = 0
         while start < N:
             n = B if N - start > B else N - start
-            net.gather(X, labels, order, start, n)
+            net.gather(X, labels, order, start, n, lengths)
             net.forward(n)
             total += net.loss(n, 0.0) * n
             hits += net.correct(n)
             start += n
         return total / N, hits
+
+
+def new_net(ops, n_features, batch, theta=None, input_grad=False):
+    """Net for an op list; a window model (op 0 `patch_embed`: n_features = channels C) is
+    attention_train_seq.SeqNet, imported only then (the Iris session never loads its code)."""
+    if ops and ops[0].get("op") == "patch_embed":
+        from attention_train_seq import SeqNet
+
+        return SeqNet(ops, n_features, batch, theta, input_grad)
+    return Net(ops, n_features, batch, theta, input_grad)
 
 
 # ----------------------------------------------------------------------------------- files
@@ -835,7 +853,8 @@ def from_file(path, batch, input_grad=False):
     if "ops" not in m or "n_features" not in m:
         raise ValueError("%s: meta lacks 'ops' or 'n_features'; write it with tinyattn."
                          "boardmodel" % path)  # fmt: skip
-    return Net(m["ops"], int(m["n_features"]), batch, theta, input_grad), meta, step, state
+    net = new_net(m["ops"], int(m["n_features"]), batch, theta, input_grad)
+    return net, meta, step, state
 
 
 def to_file(path, net, meta, opt=None):

@@ -1,0 +1,429 @@
+# Device (MicroPython; also runs unchanged under CPython): float32 training of the sequence
+# model `seq-attn` — the window net, its sequence blocks (forward with caches, backward), masks.
+"""On-board training of windows [T, C] with lengths (DESIGN §9, §11; issue 13). Imported only for
+a model whose op 0 is `patch_embed` (attention_train.new_net / from_file); never for inference.
+
+Mirrors host/learn/seqlayers.py + seqmodel.py to float32 rounding (tests/test_device_train_seq.py):
+
+    x [T, C] (valid steps t < len)  -> tokens [S, P*C], S = ceil(T/P)  (SeqNet.gather)
+    patch_embed  h = tok W^T + b                          W [E, P*C], b [E]    [S, E]
+    pos_add      h = h + pos                              pos [S, E] (no decay) [S, E]
+    attention    h = h + MHA(h), keys t >= n masked       Wqkv, Wo, bqkv, bo   [S, E]
+    ff           h = h + relu(h W1^T + b1) W2^T + b2      W1 [F,E], W2 [E,F], b1, b2
+    masked_pool  m = (1/n) sum_{s<n} h_s                                        [E]
+    dense        logits = m Wc^T + bc                     (attention_train.Dense)
+
+n = ceil(len / P) valid tokens. Masking as the host: padded steps are *written* as 0 by gather
+(selected, never multiplied: garbage or NaN there stays out), a padded token is never a key
+(its softmax weight is exactly 0) and never pooled, so its gradient is exactly 0 and it changes
+neither a logit nor a gradient. Its own query row is skipped: ctx = 0 there (the host computes it
+from zeros and parameters; either way it only meets zero gradients).
+
+Attention, one query row s < n at a time (no S x S matrix is kept; per head, D = E/H,
+c = 1/sqrt(D)):
+  forward   a_t = softmax_t(c q_s.k_t) over t < n;  ctx_s = sum_t a_t v_t;  lse_s cached [B,H,S]
+  backward  a_t = exp(c q_s.k_t - lse_s) again;  dA_t = dctx_s.v_t;
+            dS_t = c a_t (dA_t - sum_u a_u dA_u);  dQ_s = sum_t dS_t k_t;
+            dK_t += dS_t q_s;  dV_t += a_t dctx_s
+  residual  y = x + out;  dx = dy + (the attention's dx)
+Feed-forward: z = relu(x W1^T + b1) (cached), y = x + z W2^T + b2;
+  dz = (dy W2) * [z > 0];  gW2 = dy^T z, gW1 = dz^T x;  dx = dy + dz W1.
+Pool: dx_s = dy / n for s < n, else 0.  Pos: gpos = sum_b dy.
+
+Storage: the parameters are slices of attention_train.Net's flat theta in the host's
+`Sequential.theta` order (each layer's `params` dict order): patch_embed W, b; pos; attention
+Wqkv, Wo, bqkv, bo; ff W1, W2, b1, b2; dense W, b. Weight decay (mask 1) on W, Wqkv, Wo, W1,
+W2 — not on pos (as SeqModel) nor biases. Buffers are allocated once in SeqNet(...); the
+backward gradients [B,S,E] alternate between two buffers by layer parity and the backward
+scratch ([B,S,max(3E,F)]) is one buffer, shared by all blocks.
+
+References: host/learn/seqlayers.py (the masks); Vaswani et al. (2017); Dao et al. (2022),
+"FlashAttention" (recomputing the attention row from its log-sum-exp in backward).
+"""
+
+import math
+from array import array
+
+import attention_train as at
+
+
+# ------------------------------------------------------------------------------------ kernels
+
+
+def mha_fwd(qkv, ctx, lse, a, ntok, B, S, E, H, scale):
+    """ctx [B,S,E], lse [B,H,S] from qkv [B,S,3E]; window b attends over its first ntok[b]
+    tokens; padded query rows get ctx 0. a: one row of weights (S,) scratch."""
+    D = E // H
+    E3 = 3 * E
+    exp = math.exp
+    log = math.log
+    for b in range(B):
+        n = ntok[b]
+        base = b * S * E3
+        for h in range(H):
+            ho = h * D
+            for s in range(S):
+                co = (b * S + s) * E + ho
+                if s >= n:  # padded query: no row
+                    for d in range(D):
+                        ctx[co + d] = 0.0
+                    continue
+                qo = base + s * E3 + ho
+                mx = -1e38  # below any score
+                for t in range(n):  # scores c q_s.k_t over the valid keys  (n,)
+                    ko = base + t * E3 + E + ho
+                    acc = 0.0
+                    for d in range(D):
+                        acc += qkv[qo + d] * qkv[ko + d]
+                    acc *= scale
+                    a[t] = acc
+                    if acc > mx:
+                        mx = acc
+                tot = 0.0
+                for t in range(n):  # softmax, row max first
+                    e = exp(a[t] - mx)
+                    a[t] = e
+                    tot += e
+                lse[(b * H + h) * S + s] = mx + log(tot)
+                for d in range(D):  # ctx_s = sum_t a_t v_t  (D,)
+                    acc = 0.0
+                    vo = base + 2 * E + ho + d
+                    for t in range(n):
+                        acc += a[t] * qkv[vo]
+                        vo += E3
+                    ctx[co + d] = acc / tot
+
+
+def mha_bwd(qkv, lse, dctx, dqkv, a, ds, ntok, B, S, E, H, scale):
+    """dqkv [B,S,3E] (layout of qkv) from dctx [B,S,E]; rows recomputed from lse. a, ds: (S,)."""
+    D = E // H
+    E3 = 3 * E
+    exp = math.exp
+    for i in range(B * S * E3):
+        dqkv[i] = 0.0
+    for b in range(B):
+        n = ntok[b]
+        base = b * S * E3
+        for h in range(H):
+            ho = h * D
+            for s in range(n):
+                qo = base + s * E3 + ho
+                do = (b * S + s) * E + ho
+                m = lse[(b * H + h) * S + s]
+                dot = 0.0
+                for t in range(n):  # a_t again, dA_t = dctx_s.v_t
+                    ko = base + t * E3 + E + ho
+                    acc = 0.0
+                    dacc = 0.0
+                    for d in range(D):
+                        acc += qkv[qo + d] * qkv[ko + d]
+                        dacc += dctx[do + d] * qkv[ko + E + d]
+                    p = exp(acc * scale - m)
+                    a[t] = p
+                    ds[t] = dacc
+                    dot += p * dacc
+                for t in range(n):  # dS_t; dK_t += dS_t q_s, dV_t += a_t dctx_s
+                    p = a[t]
+                    g = p * (ds[t] - dot) * scale
+                    ds[t] = g
+                    ko = base + t * E3 + E + ho
+                    for d in range(D):
+                        dqkv[ko + d] += g * qkv[qo + d]
+                        dqkv[ko + E + d] += p * dctx[do + d]
+                for d in range(D):  # dQ_s = sum_t dS_t k_t
+                    acc = 0.0
+                    ko = base + E + ho + d
+                    for t in range(n):
+                        acc += ds[t] * qkv[ko]
+                        ko += E3
+                    dqkv[qo + d] = acc
+
+
+def add_into(y, x, n):
+    """y[i] += x[i] for i < n (the residual adds)."""
+    for i in range(n):
+        y[i] += x[i]
+
+
+# ------------------------------------------------------------------------------------- layers
+# The attention_train.Layer protocol: tokens, width, n_params; bind(th, g, mask);
+# forward(x, n) -> y; backward(dy, n) -> dx. `win` is the batch's Windows (ntok, shared buffers);
+# `index` the op's position (its backward gradient buffer alternates with its neighbours').
+
+
+class Windows:
+    """What the sequence layers of one net share: ntok [B], the valid tokens of each window of
+    the batch (SeqNet.gather sets it); one attention row and its gradient (S,); and the backward
+    buffers (`shared`: one per key, the largest size asked for)."""
+
+    def __init__(self, batch, tokens):
+        self.ntok = array("H", bytes(2 * batch))  # (B,)
+        self.row_a = at.buf(tokens)  # (S,) a_t of one query row
+        self.row_d = at.buf(tokens)  # (S,) dA_t, then dS_t
+        self.buffers = {}
+
+    def shared(self, key, n):
+        b = self.buffers.get(key)
+        if b is None or len(b) < n:
+            b = self.buffers[key] = at.buf(n)
+        return b
+
+
+class PosAdd(at.Layer):
+    """op `pos_add`: x + pos, in place on the input (the patch embedding's own output)."""
+
+    def __init__(self, op, tokens, width, offset):
+        S = int(op["tokens"])
+        E = int(op["embed_dim"])
+        if (S, E) != (tokens, width):
+            raise ValueError("pos_add [%d, %d] on tokens [%d, %d]" % (S, E, tokens, width))
+        self.tokens = S
+        self.width = E
+        self.po = offset
+        self.n_params = S * E
+
+    def forward(self, x, n):
+        th, po, SE = self.th, self.po, self.tokens * self.width
+        i = 0
+        for _ in range(n):
+            for j in range(po, po + SE):
+                x[i] += th[j]
+                i += 1
+        return x
+
+    def backward(self, dy, n):
+        g, po, SE = self.g, self.po, self.tokens * self.width
+        for j in range(SE):  # gpos = sum_b dy[b]  (S, E)
+            acc = 0.0
+            for i in range(j, n * SE, SE):
+                acc += dy[i]
+            g[po + j] = acc
+        return dy
+
+
+class ResAttention(at.Layer):
+    """op `attention` with residual + key_mask: x + MHA(x); caches qkv [B,S,3E], ctx, lse."""
+
+    def __init__(self, op, tokens, width, batch, offset, win, index):
+        E = int(op["embed_dim"])
+        H = int(op["num_heads"])
+        if width != E or E % H:
+            raise ValueError("attention embed_dim=%d num_heads=%d on tokens of %d" % (E, H, width))
+        S = tokens
+        self.S = S
+        self.E = E
+        self.H = H
+        self.tokens = S
+        self.width = E
+        self.scale = 1.0 / math.sqrt(E // H)
+        self.win = win
+        self.wqkv = offset  # Wqkv [3E, E], Wo [E, E], bqkv [3E], bo [E]
+        self.wo = offset + 3 * E * E
+        bias = op.get("bias", True)
+        self.bqkv = self.wo + E * E if bias else -1
+        self.bo = self.bqkv + 3 * E if bias else -1
+        self.n_params = 4 * E * E + (4 * E if bias else 0)
+        self.qkv = at.buf(batch * S * 3 * E)  # (B, S, 3E) cache
+        self.ctx = at.buf(batch * S * E)  # (B, S, E) cache
+        self.lse = at.buf(batch * H * S)  # (B, H, S) cache: each row's log-sum-exp
+        self.y = at.buf(batch * S * E)  # (B, S, E)
+        self.dqkv = win.shared("scratch", batch * S * 3 * E)  # (B, S, 3E)
+        self.dx = win.shared(index & 1, batch * S * E)  # (B, S, E), also dctx
+
+    def bind(self, th, g, mask):
+        self.th = th
+        self.g = g
+        for i in range(self.wqkv, self.wo + self.E * self.E):
+            mask[i] = 1
+
+    def forward(self, x, n):
+        S, E, th, rows, win = self.S, self.E, self.th, n * self.S, self.win
+        self.x = x
+        at.dense_fwd(x, self.qkv, th, self.wqkv, self.bqkv, rows, E, 3 * E)
+        mha_fwd(self.qkv, self.ctx, self.lse, win.row_a, win.ntok, n, S, E, self.H, self.scale)
+        at.dense_fwd(self.ctx, self.y, th, self.wo, self.bo, rows, E, E)
+        add_into(self.y, x, rows * E)
+        return self.y
+
+    def backward(self, dy, n):
+        S, E, th, g, rows, win = self.S, self.E, self.th, self.g, n * self.S, self.win
+        dctx = self.dx
+        at.dense_bwd(self.ctx, dy, dctx, th, g, self.wo, self.bo, rows, E, E)
+        mha_bwd(self.qkv, self.lse, dctx, self.dqkv, win.row_a, win.row_d, win.ntok, n, S, E,
+                self.H, self.scale)  # fmt: skip
+        at.dense_bwd(self.x, self.dqkv, self.dx, th, g, self.wqkv, self.bqkv, rows, E, 3 * E)
+        add_into(self.dx, dy, rows * E)
+        return self.dx
+
+
+class FeedForward(at.Layer):
+    """op `ff`: x + relu(x W1^T + b1) W2^T + b2, token-wise; caches z [B,S,F]."""
+
+    def __init__(self, op, tokens, width, batch, offset, win, index):
+        E = int(op["embed_dim"])
+        F = int(op["hidden"])
+        if width != E:
+            raise ValueError("ff embed_dim=%d on tokens of %d" % (E, width))
+        if not op.get("residual", True):
+            raise ValueError("ff: only the residual feed-forward exists")
+        self.E = E
+        self.F = F
+        self.tokens = tokens
+        self.width = E
+        bias = op.get("bias", True)
+        self.w1 = offset  # W1 [F, E], W2 [E, F], b1 [F], b2 [E] (the host's params order)
+        self.w2 = offset + F * E
+        self.b1 = self.w2 + E * F if bias else -1
+        self.b2 = self.b1 + F if bias else -1
+        self.n_params = 2 * E * F + ((F + E) if bias else 0)
+        self.z = at.buf(batch * tokens * F)  # (B, S, F) cache: relu output
+        self.y = at.buf(batch * tokens * E)  # (B, S, E)
+        self.dz = win.shared("scratch", batch * tokens * F)  # (B, S, F)
+        self.dx = win.shared(index & 1, batch * tokens * E)  # (B, S, E)
+
+    def bind(self, th, g, mask):
+        self.th = th
+        self.g = g
+        for i in range(self.w1, self.w1 + 2 * self.E * self.F):
+            mask[i] = 1
+
+    def forward(self, x, n):
+        E, F, th, z, rows = self.E, self.F, self.th, self.z, n * self.tokens
+        self.x = x
+        at.dense_fwd(x, z, th, self.w1, self.b1, rows, E, F)
+        for i in range(rows * F):
+            if z[i] < 0.0:
+                z[i] = 0.0
+        at.dense_fwd(z, self.y, th, self.w2, self.b2, rows, F, E)
+        add_into(self.y, x, rows * E)
+        return self.y
+
+    def backward(self, dy, n):
+        E, F, th, g, z, dz = self.E, self.F, self.th, self.g, self.z, self.dz
+        rows = n * self.tokens
+        at.dense_bwd(z, dy, dz, th, g, self.w2, self.b2, rows, F, E)
+        for i in range(rows * F):
+            if z[i] <= 0.0:
+                dz[i] = 0.0
+        at.dense_bwd(self.x, dz, self.dx, th, g, self.w1, self.b1, rows, E, F)
+        add_into(self.dx, dy, rows * E)
+        return self.dx
+
+
+class MaskedPool(at.Layer):
+    """op `masked_pool`: mean over each window's ntok[b] valid tokens [B,S,E] -> [B,E]."""
+
+    def __init__(self, tokens, width, batch, win, index):
+        self.S = tokens
+        self.E = width
+        self.tokens = 1
+        self.width = width
+        self.win = win
+        self.y = at.buf(batch * width)  # (B, E)
+        self.dx = win.shared(index & 1, batch * tokens * width)  # (B, S, E)
+
+    def forward(self, x, n):
+        S, E, y, ntok = self.S, self.E, self.y, self.win.ntok
+        for b in range(n):
+            k = ntok[b]
+            for e in range(E):
+                acc = 0.0
+                i = b * S * E + e
+                for _ in range(k):
+                    acc += x[i]
+                    i += E
+                y[b * E + e] = acc / k
+        return y
+
+    def backward(self, dy, n):
+        S, E, dx, ntok = self.S, self.E, self.dx, self.win.ntok
+        i = 0
+        for b in range(n):
+            k = ntok[b]
+            for s in range(S):
+                for e in range(b * E, b * E + E):
+                    dx[i] = dy[e] / k if s < k else 0.0
+                    i += 1
+        return dx
+
+
+# ---------------------------------------------------------------------------------------- net
+
+
+def layer(op, tokens, width, batch, offset, need_dx, win, index):
+    """The training layer of a window model's op `op` (the index-th op); ValueError if none."""
+    kind = op.get("op")
+    if kind == "patch_embed":  # tokens [S, P*C] (SeqNet.gather) through one shared Dense
+        PC = int(op["patch"]) * int(op["channels"])
+        if index or tokens != 1 or width % PC:
+            raise ValueError("patch_embed must be the first op, on windows of [S, %d]" % PC)
+        dense = {"in": PC, "out": int(op["embed_dim"]), "bias": op.get("bias", True)}
+        return at.Dense(dense, width // PC, PC, batch, offset, need_dx)
+    if kind == "pos_add":
+        return PosAdd(op, tokens, width, offset)
+    if kind == "attention":
+        if not (op.get("residual") and op.get("key_mask", True)):
+            raise ValueError("a window model's attention is residual with a key mask")
+        return ResAttention(op, tokens, width, batch, offset, win, index)
+    if kind == "ff":
+        return FeedForward(op, tokens, width, batch, offset, win, index)
+    if kind == "masked_pool":
+        return MaskedPool(tokens, width, batch, win, index)
+    if kind == "avgpool":
+        raise ValueError("avgpool would average padded tokens; a window model uses masked_pool")
+    return at._layer(op, tokens, width, batch, offset, need_dx)
+
+
+class SeqNet(at.Net):
+    """attention_train.Net for a `seq-attn` op list: windows [T, C] with lengths.
+
+    channels: C (the board meta's n_features). The input buffer x holds `batch` windows as
+    tokens [S, P*C] (S*P*C floats each, zero past each window's length; n_in = S*P*C).
+    gather(X, labels, order, start, n, lengths) reads windows of X [N, T*C] (array('f'),
+    row-major [T, C], the model's T) with lengths [N] in 1..T (None: all T) and sets
+    win.ntok."""
+
+    def __init__(self, ops, channels, batch, theta=None, input_grad=False):
+        op = ops[0] if ops else {}
+        if op.get("op") != "patch_embed":
+            raise ValueError("a window model starts with patch_embed, not %r" % op.get("op"))
+        if input_grad:
+            raise ValueError("input gradients of a window model are not supported")
+        T = int(op["steps"])
+        C = int(op["channels"])
+        P = int(op["patch"])
+        if C != channels:
+            raise ValueError("patch_embed takes %d channels, the data has %d" % (C, channels))
+        S = (T + P - 1) // P
+        self.steps = T
+        self.channels = C
+        self.patch = P
+        self.win = Windows(batch, S)
+        self._index = 0
+        at.Net.__init__(self, ops, S * P * C, batch, theta)
+        self.win.buffers = None  # built: nothing more to share
+
+    def layer(self, op, tokens, width, batch, offset, need_dx):
+        self._index += 1
+        return layer(op, tokens, width, batch, offset, need_dx, self.win, self._index - 1)
+
+    def gather(self, X, labels, order, start, n, lengths=None):
+        """Windows order[start:start+n] of X [N, T*C] into x (zero past each length), their
+        labels and ntok."""
+        T, C, P, W = self.steps, self.channels, self.patch, self.n_in
+        x = self.x
+        ntok = self.win.ntok
+        for r in range(n):
+            row = order[start + r]
+            k = T if lengths is None else lengths[row]
+            if k < 1 or k > T:
+                raise ValueError("window %d has length %d; lengths must lie in 1..%d" % (
+                    row, k, T))  # fmt: skip
+            o = row * T * C - r * W
+            j = r * W
+            for i in range(j, j + k * C):
+                x[i] = X[o + i]
+            for i in range(j + k * C, j + W):
+                x[i] = 0.0
+            ntok[r] = (k + P - 1) // P
+            self.labels[r] = labels[row]

@@ -1,0 +1,476 @@
+# Host (CPython): on-board training of the sequence model (device/attention_train_seq.py) against
+# the host's float32 NumPy step, under CPython and the MicroPython unix port.
+"""Issue 13, Build item 1 for `seq-attn` (issue 11): one training step of the device code vs the
+host's float32 step (host/learn/seqlayers.py, seqmodel.py, losses + train.py's smoothing,
+optim.py) from the same weights and batch, within test_device_train's TOL_REL relative or
+TOL_ABS absolute, elementwise:
+
+- each new layer alone (pos_add, residual masked attention with 1/2/4 heads and without
+  biases, ff with and without biases, masked_pool) on tokens with some windows padded: output
+  (valid tokens), input gradient and parameter gradients. The layer's dy is 0 on padded tokens,
+  as it always is inside the model (pooling gives them none);
+- patch_embed through the smallest window model (patch_embed, masked_pool, dense; T not a
+  multiple of P);
+- whole models on real windows: BasicMotions-shaped (T=100, C=6, equal lengths; a small one and
+  the tuned default architecture) and JapaneseVowels-shaped (C=12, unequal lengths 7..26, the
+  padding filled with garbage; two blocks, and the tuned default), logits, every gradient, the
+  weight-decay mask and the weights after AdamW / SGD steps;
+- padding invariance on the device: the same batch with its padding zero or garbage (huge
+  values, inf, NaN) gives bit-identical logits, gradients and weights;
+- a few epochs of Trainer (lengths, the host's minibatch order) against host `fit_seq`.
+
+The device side runs DRIVER below (valid under CPython and MicroPython), the harness of
+tests/test_device_train.py (`run_case`'s conventions: JSON spec + float32 files in, float32
+files out). The MicroPython tests run it with `micropython` over the modules compiled by
+mpy-cross, pure and native kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from device_support import DEVICE_DIR, compile_mpy, find
+from test_device_train import TOL_ABS, bind_f32, compare, host_loss
+
+from tinyattn.data.timeseries import fit_channel_standardizer, load_ts_dataset, standardize_windows
+from tinyattn.learn.optim import SGD, Adam
+from tinyattn.learn.seqlayers import SeqMask
+from tinyattn.learn.seqmodel import (
+    SeqAttnConfig,
+    build_seq_from_ops,
+    seq_attn_ops,
+    seq_layer_from_op,
+)
+from tinyattn.learn.seqtrain import fit_seq
+from tinyattn.learn.train import TrainConfig
+
+# argv: modules dir, spec.json, kernels. As test_device_train.DRIVER, plus "lengths" (window
+# model) or "ntok" (one layer) in the spec.
+DRIVER = """
+import sys, json
+from array import array
+sys.path.insert(0, sys.argv[1])
+import attention_train as at
+at.use_kernels(sys.argv[3])
+import attention_train_seq as ats
+f = open(sys.argv[2]); spec = json.loads(f.read()); f.close()
+D = spec["dir"] + "/"
+
+def load(name):
+    f = open(D + name + ".f32", "rb"); a = array("f", f.read()); f.close()
+    return a
+
+def save(name, a):
+    f = open(D + name + ".out", "wb"); f.write(a); f.close()
+
+B = spec["batch"]
+n = spec["n"]
+if spec["kind"] == "layer":
+    S, E = spec["shape"]
+    win = ats.Windows(B, S)
+    for b in range(n):
+        win.ntok[b] = spec["ntok"][b]
+    layer = ats.layer(spec["op"], S, E, B, 0, True, win, 1)
+    th = load("theta")
+    g = at.buf(layer.n_params)
+    layer.bind(th, g, bytearray(layer.n_params))
+    save("y", layer.forward(load("x"), n))
+    save("dx", layer.backward(load("dy"), n))
+    save("grad", g)
+else:
+    net = at.new_net(spec["ops"], spec["channels"], B, load("theta"))
+    o = spec["opt"]
+    opt = at.optimizer(net, o["name"], o["lr"], o["weight_decay"], o["momentum"])
+    X = load("x")
+    labels = bytes(spec["labels"])
+    lengths = spec["lengths"]
+    if spec["kind"] == "epochs":
+        t = at.Trainer(net, opt, X, labels, len(spec["orders"]), o["lr"], True, spec["eps"],
+                       0, lengths)
+        for order in spec["orders"]:
+            print(repr(t.epoch(order)))
+    else:
+        order = list(range(n))
+        for k in range(spec["steps"]):
+            net.gather(X, labels, order, 0, n, lengths)
+            net.forward(n)
+            loss = net.loss(n, spec["eps"])
+            net.backward(n)
+            if k == 0:
+                save("y", net.logits)
+                save("grad", net.grad)
+                save("mask", array("f", [float(v) for v in net.mask]))
+                print(repr(loss))
+            opt.step(o["lr"])
+    save("theta", net.theta)
+"""
+
+
+def run_case(interp: list[str], spec: dict, arrays: dict, tmp: Path, modules: Path,
+             kernels: str = "pure") -> tuple[dict[str, np.ndarray], list[str]]:  # fmt: skip
+    """DRIVER under `interp` on `spec` + float32 `arrays`: (outputs by name, stdout lines)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    for old in tmp.glob("*.out"):
+        old.unlink()
+    spec = {**spec, "dir": str(tmp)}
+    for name, a in arrays.items():
+        np.ascontiguousarray(a, dtype=np.float32).tofile(tmp / f"{name}.f32")
+    (tmp / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run([*interp, "-c", DRIVER, str(modules), str(tmp / "spec.json"), kernels],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, f"device driver failed:\n{proc.stdout[-2000:]}\n{proc.stderr}"
+    outs = {p.stem: np.fromfile(p, dtype=np.float32) for p in tmp.glob("*.out")}
+    return outs, proc.stdout.splitlines()
+
+
+# ------------------------------------------------------------------------------ layer cases
+
+E, H, F = 8, 2, 12
+LAYER_CASES = {  # op, tokens S, valid tokens of each window (n = 5 of a batch of 6)
+    "pos_add": ({"op": "pos_add", "tokens": 5, "embed_dim": E}, 5, [5, 3, 1, 5, 2]),
+    "attention": ({"op": "attention", "embed_dim": E, "num_heads": H, "bias": True,
+                   "residual": True, "key_mask": True}, 5, [5, 3, 1, 5, 2]),
+    "attention-full": ({"op": "attention", "embed_dim": E, "num_heads": H, "bias": True,
+                        "residual": True, "key_mask": True}, 4, [4, 4, 4, 4, 4]),
+    "attention-h4-nobias": ({"op": "attention", "embed_dim": E, "num_heads": 4, "bias": False,
+                             "residual": True, "key_mask": True}, 6, [2, 6, 5, 1, 3]),
+    "attention-h1": ({"op": "attention", "embed_dim": 6, "num_heads": 1, "bias": True,
+                      "residual": True, "key_mask": True}, 3, [3, 1, 2, 3, 2]),
+    "ff": ({"op": "ff", "embed_dim": E, "hidden": F, "bias": True, "residual": True}, 5,
+           [5, 3, 1, 5, 2]),
+    "ff-nobias": ({"op": "ff", "embed_dim": E, "hidden": F, "bias": False, "residual": True},
+                  4, [4, 4, 2, 1, 3]),
+    "masked_pool": ({"op": "masked_pool"}, 5, [5, 3, 1, 5, 2]),
+}  # fmt: skip
+
+
+def layer_case(key: str, batch: int = 6, seed: int = 0):
+    """One sequence layer on n windows of S tokens (ntok valid), random weights, x and dy."""
+    op, S, ntok = LAYER_CASES[key]
+    n = len(ntok)
+    width = int(op.get("embed_dim", E))
+    rng = np.random.default_rng(seed)
+    layer = seq_layer_from_op(op, rng)
+    P = sum(p.size for p in layer.params.values())
+    theta = rng.normal(0.0, 0.3, P).astype(np.float32)  # biases non-zero too
+    _, grad = bind_f32([layer], theta)
+    x = rng.normal(0.0, 1.0, (n, S, width)).astype(np.float32)
+    mask = SeqMask.from_lengths(np.array(ntok), S, 1, np.float32)  # one step a token
+    valid = np.arange(S)[None, :] < np.array(ntok)[:, None]  # (n, S)
+    if getattr(layer, "uses_mask", False):
+        y = layer.forward(x.copy(), training=True, mask=mask)
+    else:
+        y = layer.forward(x.copy(), training=True)
+    dy = (rng.normal(0.0, 1.0, y.shape) / n).astype(np.float32)  # a mean loss's scale
+    if y.ndim == 3:
+        dy[~valid] = 0.0  # the model never sends a padded token a gradient
+    dx = layer.backward(dy)
+    host = {"y": y, "dx": dx, "grad": grad}
+    if op["op"] == "attention":  # padded query rows are skipped on the device: compare the rest
+        host["y_valid"] = np.repeat(valid.ravel(), width)
+    spec = {"kind": "layer", "op": op, "shape": [S, width], "batch": batch, "n": n,
+            "ntok": ntok}  # fmt: skip
+    return spec, {"theta": theta, "x": x, "dy": dy}, host
+
+
+def compare_seq(case: tuple, outs: dict, lines: list[str], label: str) -> dict[str, tuple]:
+    """test_device_train.compare, the output restricted to valid tokens where the case says."""
+    spec, arrays, host = case
+    if "y_valid" in host:
+        keep = host["y_valid"]
+        outs = {**outs, "y": outs["y"][: keep.size][keep]}
+        host = {**host, "y": host["y"].ravel()[keep]}
+    return compare((spec, arrays, host), outs, lines, label)
+
+
+# ------------------------------------------------------------------------------ model cases
+
+
+def windows(name: str, n: int, seed: int = 0):
+    """n standardized TRAIN windows of an archive problem (float32, [n, T, C]), their lengths
+    and labels, in a seeded order; T is the TRAIN split's longest window."""
+    d = load_ts_dataset(name, "train")
+    mean, std = fit_channel_standardizer(d.X, d.lengths)
+    X = standardize_windows(d.X, d.lengths, mean, std).astype(np.float32)
+    idx = np.random.default_rng(seed).permutation(len(X))[:n]
+    return X[idx], d.lengths[idx].astype(np.int64), d.y[idx], d.n_classes
+
+
+def garbage(x: np.ndarray, lengths: np.ndarray, seed: int = 5, nan: bool = False) -> np.ndarray:
+    """x with every padded step (t >= length) overwritten by huge values (and inf/NaN)."""
+    x = x.copy()
+    rng = np.random.default_rng(seed)
+    for b, k in enumerate(lengths):
+        x[b, k:] = rng.normal(0.0, 1e30, x[b, k:].shape)
+        if nan and k < x.shape[1]:
+            x[b, k, 0], x[b, -1, -1] = np.nan, np.inf
+    return x
+
+
+def model_case(ops, x, lengths, labels, optimizer="adam", steps=1, eps=0.0, lr=0.01,
+               weight_decay=0.01, momentum=0.9, batch=16, seed=0):  # fmt: skip
+    """One window model, one batch: the host float32 step(s) from build_seq_from_ops(ops)."""
+    model = build_seq_from_ops(ops, seed, np.float32)
+    theta0 = model.theta.copy()
+    mask = model.decay_mask.astype(np.float32)
+    if optimizer == "adam":
+        opt = Adam(model.theta, model.grad, lr, weight_decay=weight_decay, decay_mask=mask)
+    else:
+        opt = SGD(model.theta, model.grad, lr, momentum, weight_decay=weight_decay,
+                  decay_mask=mask)  # fmt: skip
+    full = bool(np.all(lengths == x.shape[1]))
+    host: dict = {}
+    for k in range(steps):
+        logits = model.forward(x, training=True, lengths=None if full else lengths)
+        loss, d = host_loss(logits, labels, eps)
+        model.backward(d)
+        if k == 0:
+            host.update(y=logits.copy(), loss=loss, grad=model.grad.copy(), mask=mask)
+            if optimizer == "adam":  # test_device_train.compare: Adam's noise steps
+                host.update(noise=np.abs(model.grad) < TOL_ABS, noise_bound=2 * steps * lr)
+        opt.step(lr)
+    host["theta"] = model.theta.copy()
+    spec = {"kind": "model", "ops": ops, "channels": x.shape[2], "batch": batch, "n": len(x),
+            "eps": eps, "steps": steps, "labels": [int(v) for v in labels],
+            "lengths": None if full else [int(v) for v in lengths],
+            "opt": {"name": optimizer, "lr": lr, "weight_decay": weight_decay,
+                    "momentum": momentum}}  # fmt: skip
+    return spec, {"theta": theta0, "x": x}, host
+
+
+def arch(P, E, H, L, F):
+    return SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=F)
+
+
+def bm_case(config, n=8, batch=8, **kw):
+    x, lengths, y, K = windows("basicmotions", n)
+    return model_case(seq_attn_ops(x.shape[1], x.shape[2], K, config), x, lengths, y,
+                      batch=batch, **kw)  # fmt: skip
+
+
+def jv_case(config, n=13, batch=16, **kw):
+    x, lengths, y, K = windows("japanesevowels", n, seed=1)
+    assert lengths.min() < x.shape[1], "the batch must have padded windows"
+    return model_case(seq_attn_ops(x.shape[1], x.shape[2], K, config), garbage(x, lengths),
+                      lengths, y, batch=batch, **kw)  # fmt: skip
+
+
+def patch_case():
+    """patch_embed alone (with masked_pool and a head): T=10 steps, P=4 (the last patch half
+    zero-filled), random windows of lengths 1..10 with garbage padding."""
+    rng = np.random.default_rng(3)
+    T, C, P, K, n = 10, 3, 4, 4, 6
+    ops = [{"op": "patch_embed", "steps": T, "channels": C, "patch": P, "embed_dim": 5,
+            "bias": True}, {"op": "masked_pool"}, {"op": "dense", "in": 5, "out": K}]  # fmt: skip
+    x = rng.normal(0.0, 1.0, (n, T, C)).astype(np.float32)
+    lengths = np.array([10, 1, 4, 5, 9, 8])
+    return model_case(ops, garbage(x, lengths), lengths, rng.integers(0, K, n), batch=7)
+
+
+MODEL_CASES = {
+    "patch_embed-pool-dense": patch_case,
+    "basicmotions-small-adam": lambda: bm_case(arch(10, 8, 2, 1, 16)),
+    "basicmotions-default-adam": lambda: bm_case(arch(5, 16, 2, 1, 32), n=6, batch=6),
+    "japanesevowels-2blocks-adam-smooth": lambda: jv_case(arch(2, 8, 2, 2, 12), eps=0.1,
+                                                          weight_decay=0.1),
+    "japanesevowels-2blocks-sgd-3steps": lambda: jv_case(arch(3, 8, 4, 2, 12), optimizer="sgd",
+                                                         steps=3, n=9),
+    "japanesevowels-default-adam-smooth": lambda: jv_case(arch(1, 16, 4, 1, 32), eps=0.1,
+                                                          weight_decay=0.1, lr=0.003),
+}  # fmt: skip
+
+
+def padding_pair(nan: bool):
+    """The JapaneseVowels 2-block case twice: padding zero, and padding garbage."""
+    x, lengths, y, K = windows("japanesevowels", 11, seed=2)
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, arch(2, 8, 2, 2, 12))
+    zero = model_case(ops, x, lengths, y, steps=2, eps=0.1)
+    return zero, {**zero[1], "x": garbage(x, lengths, seed=9, nan=nan)}
+
+
+def epochs_case(name: str, config, train: TrainConfig, n: int):
+    """`train.epochs` epochs of host fit_seq (float32) and the device Trainer's spec for them."""
+    x, lengths, y, K = windows(name, n, seed=4)
+    x = garbage(x, lengths)  # fit_seq never reads padding either
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, config)
+    model = build_seq_from_ops(ops, train.seed, np.float32)
+    theta0 = model.theta.copy()
+    fit_seq(model, x, lengths, y, train)
+    rng = np.random.default_rng([train.seed, 1])  # fit_seq's minibatch order
+    orders = [[int(i) for i in rng.permutation(n)] for _ in range(train.epochs)]
+    full = bool(np.all(lengths == x.shape[1]))
+    spec = {"kind": "epochs", "ops": ops, "channels": x.shape[2], "batch": train.batch_size,
+            "n": n, "eps": train.label_smoothing, "labels": [int(v) for v in y],
+            "lengths": None if full else [int(v) for v in lengths], "orders": orders,
+            "opt": {"name": "adam", "lr": train.lr, "weight_decay": train.weight_decay,
+                    "momentum": 0.9}}  # fmt: skip
+    return spec, {"theta": theta0, "x": x}, model
+
+
+def key_bias_noise(model) -> np.ndarray:
+    """True on each attention's key bias bk: its gradient is 0 in exact arithmetic (softmax
+    ignores a shift shared by all keys), so Adam's steps on it are rounding noise of up to lr."""
+    noise = np.zeros(model.n_params, bool)
+    for name, (value, _) in model.named_parameters().items():
+        if name.endswith(".attn.bk"):
+            start = model._offset(value)
+            noise[start : start + value.size] = True
+    return noise
+
+
+EPOCH_CASES = {
+    "basicmotions": lambda: epochs_case(
+        "basicmotions", arch(10, 8, 2, 1, 16),
+        TrainConfig(epochs=3, lr=0.01, weight_decay=0.01, label_smoothing=0.0), 40),
+    "japanesevowels": lambda: epochs_case(
+        "japanesevowels", arch(2, 8, 2, 2, 12),
+        TrainConfig(epochs=2, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48),
+}  # fmt: skip
+
+
+def check_epochs(case, outs, label, lr, epochs, steps_per_epoch) -> float:
+    """Device weights after the epochs vs host fit_seq: 1e-4 absolute (the step math composes;
+    Adam amplifies rounding where gradients are ~0, so looser than one step), key biases within
+    their noise bound. Returns the max error off the key biases."""
+    spec, _, model = case
+    err = np.abs(outs["theta"].astype(np.float64) - model.theta)
+    noise = key_bias_noise(model)
+    assert err[noise].max() <= 2 * epochs * steps_per_epoch * lr, label
+    worst = float(err[~noise].max())
+    assert worst < 1e-4, f"{label}: max |theta_device - theta_host| {worst:.3g}"
+    return worst
+
+
+def padding_invariance(run) -> None:
+    for nan in (False, True):
+        (spec, zero_in, _), bad_in = padding_pair(nan)
+        zero, _ = run(spec, zero_in, "zero")
+        bad, _ = run(spec, bad_in, "garbage")
+        for name in ("y", "grad", "theta"):
+            assert np.array_equal(zero[name], bad[name]), f"{name} changed by padding (nan={nan})"
+
+
+CPYTHON = [sys.executable]
+
+
+# ------------------------------------------------------------------------------ CPython tests
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("key", sorted(LAYER_CASES))
+def test_device_train_seq_layer_step_matches_host_float32(key, tmp_path):
+    case = layer_case(key)
+    outs, lines = run_case(CPYTHON, case[0], case[1], tmp_path, DEVICE_DIR)
+    compare_seq(case, outs, lines, key)
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("key", sorted(MODEL_CASES))
+def test_device_train_seq_model_step_matches_host_float32(key, tmp_path):
+    case = MODEL_CASES[key]()
+    outs, lines = run_case(CPYTHON, case[0], case[1], tmp_path, DEVICE_DIR)
+    compare_seq(case, outs, lines, key)
+
+
+@pytest.mark.host
+def test_device_train_seq_padding_changes_nothing(tmp_path):
+    padding_invariance(lambda spec, arrays, sub: run_case(CPYTHON, spec, arrays, tmp_path / sub,
+                                                          DEVICE_DIR))  # fmt: skip
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("key", sorted(EPOCH_CASES))
+def test_device_train_seq_epochs_follow_host_fit_seq(key, tmp_path):
+    case = EPOCH_CASES[key]()
+    spec = case[0]
+    outs, lines = run_case(CPYTHON, spec, case[1], tmp_path, DEVICE_DIR)
+    assert len(lines) == len(spec["orders"])
+    steps = -(-spec["n"] // spec["batch"])
+    check_epochs(case, outs, key, spec["opt"]["lr"], len(spec["orders"]), steps)
+
+
+@pytest.fixture(scope="module")
+def at():
+    sys.path.insert(0, str(DEVICE_DIR))
+    try:
+        import attention_train
+
+        yield attention_train
+    finally:
+        sys.path.remove(str(DEVICE_DIR))
+
+
+@pytest.mark.host
+def test_device_train_seq_net_rejects_what_it_cannot_train(at):
+    import attention_train_seq as ats
+
+    ops = seq_attn_ops(10, 3, 4, arch(5, 8, 2, 1, 16))
+    assert isinstance(at.new_net(ops, 3, 2), ats.SeqNet)
+    assert not isinstance(at.new_net([{"op": "dense", "in": 4, "out": 3}], 4, 2), ats.SeqNet)
+    with pytest.raises(ValueError, match="3 channels, the data has 4"):
+        at.new_net(ops, 4, 2)
+    with pytest.raises(ValueError, match="key mask"):
+        at.new_net(ops[:2] + [{**ops[2], "residual": False}] + ops[3:], 3, 2)
+    with pytest.raises(ValueError, match="masked_pool"):
+        at.new_net(ops[:-2] + [{"op": "avgpool"}] + ops[-1:], 3, 2)
+    with pytest.raises(ValueError, match="first op"):
+        at.new_net(ops[:1] + ops, 3, 2)
+    net = at.new_net(ops, 3, 2)
+    with pytest.raises(ValueError, match="lengths must lie in 1..10"):
+        net.gather([0.0] * 60, b"\0\0", [0, 1], 0, 2, [10, 0])
+
+
+# -------------------------------------------------------------------------- MicroPython tests
+
+KERNELS = ("pure", "native")
+STEP_HEAP = "2m"  # the harness (JSON spec, whole float32 files) and batch-sized buffers
+
+
+@pytest.fixture(scope="module")
+def mpy(tmp_path_factory):
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed (set TINYATTN_MICROPYTHON)")
+    return compile_mpy(tmp_path_factory.mktemp("mpy"))
+
+
+def _mp() -> list[str]:
+    return [find("micropython"), "-X", f"heapsize={STEP_HEAP}"]
+
+
+@pytest.mark.micropython
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("key", sorted(LAYER_CASES))
+def test_device_train_seq_mp_layer_step_matches_host_float32(key, kernels, mpy, tmp_path):
+    case = layer_case(key)
+    outs, lines = run_case(_mp(), case[0], case[1], tmp_path, mpy, kernels)
+    compare_seq(case, outs, lines, f"{key} ({kernels})")
+
+
+@pytest.mark.micropython
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("key", sorted(MODEL_CASES))
+def test_device_train_seq_mp_model_step_matches_host_float32(key, kernels, mpy, tmp_path):
+    case = MODEL_CASES[key]()
+    outs, lines = run_case(_mp(), case[0], case[1], tmp_path, mpy, kernels)
+    compare_seq(case, outs, lines, f"{key} ({kernels})")
+
+
+@pytest.mark.micropython
+def test_device_train_seq_mp_padding_changes_nothing(mpy, tmp_path):
+    padding_invariance(lambda spec, arrays, sub: run_case(_mp(), spec, arrays, tmp_path / sub,
+                                                          mpy, "native"))  # fmt: skip
+
+
+@pytest.mark.micropython
+def test_device_train_seq_mp_epochs_follow_host_fit_seq(mpy, tmp_path):
+    case = EPOCH_CASES["japanesevowels"]()
+    spec = case[0]
+    outs, lines = run_case(_mp(), spec, case[1], tmp_path, mpy, "native")
+    steps = -(-spec["n"] // spec["batch"])
+    check_epochs(case, outs, "japanesevowels (mp)", spec["opt"]["lr"], len(spec["orders"]),
+                 steps)  # fmt: skip
