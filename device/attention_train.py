@@ -669,6 +669,14 @@ class Net:
                 j += 1
             self.labels[r] = labels[row]
 
+    def step(self, X, labels, order, start, n, lengths=None, eps=0.0):
+        """One minibatch (see gather): forward, loss, backward; returns the mean loss."""
+        self.gather(X, labels, order, start, n, lengths)
+        self.forward(n)
+        loss = self.loss(n, eps)
+        self.backward(n)
+        return loss
+
     def forward(self, n):
         x = self.x
         for layer in self.layers:
@@ -786,11 +794,7 @@ class Trainer:
         self.lengths = lengths
 
     def train_step(self, order, start, n):
-        net = self.net
-        net.gather(self.X, self.labels, order, start, n, self.lengths)
-        net.forward(n)
-        loss = net.loss(n, self.eps)
-        net.backward(n)
+        loss = self.net.step(self.X, self.labels, order, start, n, self.lengths, self.eps)
         self.opt.step(learning_rate(self.lr, self.step, self.total_steps, self.cosine))
         self.step += 1
         return loss
@@ -814,7 +818,7 @@ class Trainer:
         N = len(labels) if order is None else len(order)
         if order is None:
             order = range(N)
-        B = net.batch
+        B = len(net.x) // net.n_in  # rows a forward holds (batch; a SeqNet's rows)
         total = 0.0
         hits = 0
         start = 0
@@ -828,13 +832,14 @@ class Trainer:
         return total / N, hits
 
 
-def new_net(ops, n_features, batch, theta=None, input_grad=False):
+def new_net(ops, n_features, batch, theta=None, input_grad=False, rows=None):
     """Net for an op list; a window model (op 0 `patch_embed`: n_features = channels C) is
-    attention_train_seq.SeqNet, imported only then (the Iris session never loads its code)."""
+    attention_train_seq.SeqNet, imported only then (the Iris session never loads its code),
+    with buffers for `rows` windows (default: batch; fewer: a minibatch in pieces)."""
     if ops and ops[0].get("op") == "patch_embed":
         from attention_train_seq import SeqNet
 
-        return SeqNet(ops, n_features, batch, theta, input_grad)
+        return SeqNet(ops, n_features, batch, theta, input_grad, rows)
     return Net(ops, n_features, batch, theta, input_grad)
 
 

@@ -33,9 +33,13 @@ Pool: dx_s = dy / n for s < n, else 0.  Pos: gpos = sum_b dy.
 Storage: the parameters are slices of attention_train.Net's flat theta in the host's
 `Sequential.theta` order (each layer's `params` dict order): patch_embed W, b; pos; attention
 Wqkv, Wo, bqkv, bo; ff W1, W2, b1, b2; dense W, b. Weight decay (mask 1) on W, Wqkv, Wo, W1,
-W2 — not on pos (as SeqModel) nor biases. Buffers are allocated once in SeqNet(...); the
-backward gradients [B,S,E] alternate between two buffers by layer parity and the backward
-scratch ([B,S,max(3E,F)]) is one buffer, shared by all blocks.
+W2 — not on pos (as SeqModel) nor biases. Buffers are allocated once in SeqNet(...) for
+B = `rows` windows (a minibatch runs in pieces of `rows`, gradients summed: the heap scales
+with rows, not the batch); the backward gradients [B,S,E] alternate between two buffers by layer
+parity and the backward scratch ([B,S,max(3E,F)]) is one buffer, shared by all blocks.
+Heap (unix port, 64-bit, .mpy): the tuned BasicMotions model (P5 E16 H2 L1 F32, 3,044
+parameters) holds 376 KiB with rows = batch = 16, 86 KiB with rows = 1 (61 KiB of it theta,
+grad, gsum and AdamW's m, v).
 
 References: host/learn/seqlayers.py (the masks); Vaswani et al. (2017); Dao et al. (2022),
 "FlashAttention" (recomputing the attention row from its log-sum-exp in backward).
@@ -45,7 +49,6 @@ import math
 from array import array
 
 import attention_train as at
-
 
 # ------------------------------------------------------------------------------------ kernels
 
@@ -377,13 +380,17 @@ def layer(op, tokens, width, batch, offset, need_dx, win, index):
 class SeqNet(at.Net):
     """attention_train.Net for a `seq-attn` op list: windows [T, C] with lengths.
 
-    channels: C (the board meta's n_features). The input buffer x holds `batch` windows as
-    tokens [S, P*C] (S*P*C floats each, zero past each window's length; n_in = S*P*C).
-    gather(X, labels, order, start, n, lengths) reads windows of X [N, T*C] (array('f'),
-    row-major [T, C], the model's T) with lengths [N] in 1..T (None: all T) and sets
-    win.ntok."""
+    channels: C (the board meta's n_features). The input buffer x holds `rows` windows (default
+    `batch`) as tokens [S, P*C] (S*P*C floats each, zero past each window's length; n_in =
+    S*P*C). gather(X, labels, order, start, n, lengths) reads windows of X [N, T*C]
+    (array('f'), row-major [T, C], the model's T) with lengths [N] in 1..T (None: all T) and
+    sets win.ntok.
 
-    def __init__(self, ops, channels, batch, theta=None, input_grad=False):
+    rows < batch: every buffer holds `rows` windows, so the heap scales with rows, not batch;
+    step() runs a minibatch in pieces of `rows` and sums their gradients (dlogits of a piece
+    scaled by its share m/n: the gradient of the minibatch mean loss) in gsum [P]."""
+
+    def __init__(self, ops, channels, batch, theta=None, input_grad=False, rows=None):
         op = ops[0] if ops else {}
         if op.get("op") != "patch_embed":
             raise ValueError("a window model starts with patch_embed, not %r" % op.get("op"))
@@ -398,14 +405,46 @@ class SeqNet(at.Net):
         self.steps = T
         self.channels = C
         self.patch = P
-        self.win = Windows(batch, S)
+        rows = batch if rows is None or rows > batch else rows
+        if rows < 1:
+            raise ValueError("rows %d: a piece holds at least one window" % rows)
+        self.win = Windows(rows, S)
         self._index = 0
-        at.Net.__init__(self, ops, S * P * C, batch, theta)
+        at.Net.__init__(self, ops, S * P * C, rows, theta)
         self.win.buffers = None  # built: nothing more to share
+        self.batch = batch  # the minibatch (Trainer); the buffers hold `rows`
+        self.rows = rows
+        self.gsum = at.buf(self.n_params) if rows < batch else None  # (P,)
 
     def layer(self, op, tokens, width, batch, offset, need_dx):
         self._index += 1
         return layer(op, tokens, width, batch, offset, need_dx, self.win, self._index - 1)
+
+    def step(self, X, labels, order, start, n, lengths=None, eps=0.0):
+        """One minibatch of n windows in pieces of at most `rows`; returns the mean loss."""
+        R = self.rows
+        if n <= R:
+            return at.Net.step(self, X, labels, order, start, n, lengths, eps)
+        P, C, grad, gsum, dl = self.n_params, self.n_classes, self.grad, self.gsum, self.dlogits
+        for i in range(P):
+            gsum[i] = 0.0
+        total = 0.0
+        done = 0
+        while done < n:
+            m = R if n - done > R else n - done
+            self.gather(X, labels, order, start + done, m, lengths)
+            self.forward(m)
+            total += self.loss(m, eps) * m
+            share = m / n  # dlogits = (p - t) / m -> (p - t) / n
+            for i in range(m * C):
+                dl[i] *= share
+            self.backward(m)
+            for i in range(P):
+                gsum[i] += grad[i]
+            done += m
+        for i in range(P):
+            grad[i] = gsum[i]
+        return total / n
 
     def gather(self, X, labels, order, start, n, lengths=None):
         """Windows order[start:start+n] of X [N, T*C] into x (zero past each length), their

@@ -17,7 +17,9 @@ TOL_ABS absolute, elementwise:
   weight-decay mask and the weights after AdamW / SGD steps;
 - padding invariance on the device: the same batch with its padding zero or garbage (huge
   values, inf, NaN) gives bit-identical logits, gradients and weights;
-- a few epochs of Trainer (lengths, the host's minibatch order) against host `fit_seq`.
+- a few epochs of Trainer (lengths, the host's minibatch order) against host `fit_seq`;
+- a minibatch in pieces (`rows` < batch: buffers for `rows` windows, gradients summed): the
+  same step within tolerance, the BasicMotions architecture training at -X heapsize=256k.
 
 The device side runs DRIVER below (valid under CPython and MicroPython), the harness of
 tests/test_device_train.py (`run_case`'s conventions: JSON spec + float32 files in, float32
@@ -34,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_support import DEVICE_DIR, compile_mpy, find
-from test_device_train import TOL_ABS, bind_f32, compare, host_loss
+from device_support import DEVICE_DIR, compile_mpy, find, literals
+from test_device_train import TOL_ABS, bind_f32, check, compare, host_loss
 
 from tinyattn.data.timeseries import fit_channel_standardizer, load_ts_dataset, standardize_windows
 from tinyattn.learn.optim import SGD, Adam
@@ -83,7 +85,7 @@ if spec["kind"] == "layer":
     save("dx", layer.backward(load("dy"), n))
     save("grad", g)
 else:
-    net = at.new_net(spec["ops"], spec["channels"], B, load("theta"))
+    net = at.new_net(spec["ops"], spec["channels"], B, load("theta"), False, spec.get("rows"))
     o = spec["opt"]
     opt = at.optimizer(net, o["name"], o["lr"], o["weight_decay"], o["momentum"])
     X = load("x")
@@ -97,10 +99,7 @@ else:
     else:
         order = list(range(n))
         for k in range(spec["steps"]):
-            net.gather(X, labels, order, 0, n, lengths)
-            net.forward(n)
-            loss = net.loss(n, spec["eps"])
-            net.backward(n)
+            loss = net.step(X, labels, order, 0, n, lengths, spec["eps"])
             if k == 0:
                 save("y", net.logits)
                 save("grad", net.grad)
@@ -213,8 +212,10 @@ def garbage(x: np.ndarray, lengths: np.ndarray, seed: int = 5, nan: bool = False
 
 
 def model_case(ops, x, lengths, labels, optimizer="adam", steps=1, eps=0.0, lr=0.01,
-               weight_decay=0.01, momentum=0.9, batch=16, seed=0):  # fmt: skip
-    """One window model, one batch: the host float32 step(s) from build_seq_from_ops(ops)."""
+               weight_decay=0.01, momentum=0.9, batch=16, seed=0, rows=None):  # fmt: skip
+    """One window model, one batch: the host float32 step(s) from build_seq_from_ops(ops);
+    `rows` < n: the device runs the batch in pieces of `rows` windows (its logits are the last
+    piece's, so only gradients and weights are compared)."""
     model = build_seq_from_ops(ops, seed, np.float32)
     theta0 = model.theta.copy()
     mask = model.decay_mask.astype(np.float32)
@@ -235,7 +236,10 @@ def model_case(ops, x, lengths, labels, optimizer="adam", steps=1, eps=0.0, lr=0
                 host.update(noise=np.abs(model.grad) < TOL_ABS, noise_bound=2 * steps * lr)
         opt.step(lr)
     host["theta"] = model.theta.copy()
+    if rows is not None and rows < len(x):
+        del host["y"]
     spec = {"kind": "model", "ops": ops, "channels": x.shape[2], "batch": batch, "n": len(x),
+            "rows": rows,
             "eps": eps, "steps": steps, "labels": [int(v) for v in labels],
             "lengths": None if full else [int(v) for v in lengths],
             "opt": {"name": optimizer, "lr": lr, "weight_decay": weight_decay,
@@ -282,6 +286,10 @@ MODEL_CASES = {
                                                          steps=3, n=9),
     "japanesevowels-default-adam-smooth": lambda: jv_case(arch(1, 16, 4, 1, 32), eps=0.1,
                                                           weight_decay=0.1, lr=0.003),
+    "japanesevowels-2blocks-adam-rows3": lambda: jv_case(arch(2, 8, 2, 2, 12), eps=0.1,
+                                                         rows=3),
+    "basicmotions-small-sgd-rows1": lambda: bm_case(arch(10, 8, 2, 1, 16), optimizer="sgd",
+                                                    steps=2, rows=1),
 }  # fmt: skip
 
 
@@ -293,7 +301,7 @@ def padding_pair(nan: bool):
     return zero, {**zero[1], "x": garbage(x, lengths, seed=9, nan=nan)}
 
 
-def epochs_case(name: str, config, train: TrainConfig, n: int):
+def epochs_case(name: str, config, train: TrainConfig, n: int, rows: int | None = None):
     """`train.epochs` epochs of host fit_seq (float32) and the device Trainer's spec for them."""
     x, lengths, y, K = windows(name, n, seed=4)
     x = garbage(x, lengths)  # fit_seq never reads padding either
@@ -306,7 +314,7 @@ def epochs_case(name: str, config, train: TrainConfig, n: int):
     full = bool(np.all(lengths == x.shape[1]))
     spec = {"kind": "epochs", "ops": ops, "channels": x.shape[2], "batch": train.batch_size,
             "n": n, "eps": train.label_smoothing, "labels": [int(v) for v in y],
-            "lengths": None if full else [int(v) for v in lengths], "orders": orders,
+            "lengths": None if full else [int(v) for v in lengths], "orders": orders, "rows": rows,
             "opt": {"name": "adam", "lr": train.lr, "weight_decay": train.weight_decay,
                     "momentum": 0.9}}  # fmt: skip
     return spec, {"theta": theta0, "x": x}, model
@@ -330,6 +338,9 @@ EPOCH_CASES = {
     "japanesevowels": lambda: epochs_case(
         "japanesevowels", arch(2, 8, 2, 2, 12),
         TrainConfig(epochs=2, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48),
+    "japanesevowels-rows5": lambda: epochs_case(
+        "japanesevowels", arch(2, 8, 2, 2, 12),
+        TrainConfig(epochs=2, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48, rows=5),
 }  # fmt: skip
 
 
@@ -423,6 +434,35 @@ def test_device_train_seq_net_rejects_what_it_cannot_train(at):
     net = at.new_net(ops, 3, 2)
     with pytest.raises(ValueError, match="lengths must lie in 1..10"):
         net.gather([0.0] * 60, b"\0\0", [0, 1], 0, 2, [10, 0])
+    with pytest.raises(ValueError, match="at least one window"):
+        at.new_net(ops, 3, 2, rows=0)
+
+
+@pytest.mark.host
+def test_device_train_seq_pieces_evaluate_and_step_as_the_whole_batch(at):
+    """rows=3 of a batch of 16: evaluate (forward in pieces) gives the same loss and hits, and
+    a step the same loss and gradients, as buffers for the whole batch."""
+    from array import array
+
+    x, lengths, y, K = windows("japanesevowels", 40, seed=6)
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, arch(2, 8, 2, 1, 12))
+    theta = build_seq_from_ops(ops, 0, np.float32).theta
+    X, labels, n = (
+        array("f", garbage(x, lengths).tobytes()),
+        bytes(y.astype(np.uint8)),
+        list(lengths),
+    )
+    out = []
+    for rows in (None, 3):
+        net = at.new_net(ops, x.shape[2], 16, array("f", theta.tobytes()), rows=rows)
+        t = at.Trainer(net, at.optimizer(net), X, labels, 1, 0.01, lengths=n)
+        loss, hits = t.evaluate(X, labels, lengths=n)
+        step_loss = net.step(X, labels, list(range(40)), 5, 16, n)
+        out.append((loss, hits, step_loss, np.array(net.grad)))
+    assert out[0][1] == out[1][1]
+    assert out[0][0] == pytest.approx(out[1][0], rel=1e-12)
+    assert out[0][2] == pytest.approx(out[1][2], rel=1e-12)
+    check("grad, rows=3 vs 16", out[1][3], out[0][3])
 
 
 # -------------------------------------------------------------------------- MicroPython tests
@@ -474,3 +514,61 @@ def test_device_train_seq_mp_epochs_follow_host_fit_seq(mpy, tmp_path):
     steps = -(-spec["n"] // spec["batch"])
     check_epochs(case, outs, "japanesevowels (mp)", spec["opt"]["lr"], len(spec["orders"]),
                  steps)  # fmt: skip
+
+
+# argv: modules dir, data dir (spec.json, theta.f32, x.f32), kernels, steps, rows. Trains
+# `steps` minibatches of the spec's batch over the first windows; prints a dict literal.
+HEAP_RUNNER = """
+import sys, gc, json, os
+from array import array
+sys.path.insert(0, sys.argv[1])
+D = sys.argv[2] + "/"
+
+def read(name):  # into a preallocated array: no second copy of the file on the heap
+    a = array("f", bytes(os.stat(D + name)[6]))
+    f = open(D + name, "rb"); f.readinto(a); f.close()
+    return a
+
+X = read("x.f32")  # the data first, while the heap is in one piece
+f = open(D + "spec.json"); spec = json.loads(f.read()); f.close()
+import attention_train as at
+at.use_kernels(sys.argv[3])
+gc.collect()
+before = gc.mem_alloc()
+net = at.new_net(spec["ops"], spec["channels"], spec["batch"], read("theta.f32"), False,
+                 int(sys.argv[5]))
+opt = at.optimizer(net, "adam", 0.01, 0.01)
+gc.collect()
+held = gc.mem_alloc() - before
+t = at.Trainer(net, opt, X, bytes(spec["labels"]), 10, 0.01, True, 0.0, 0, spec["lengths"])
+order = list(range(spec["batch"]))
+live = []
+for _ in range(int(sys.argv[4])):
+    t.train_step(order, 0, spec["batch"])
+    gc.collect()
+    live.append(gc.mem_alloc())
+print(repr({"held": held, "live_peak": max(live), "live_spread": max(live) - min(live),
+            "P": net.n_params, "rows": net.rows}))
+"""
+
+
+@pytest.mark.micropython
+def test_device_train_seq_mp_basicmotions_trains_in_pieces_on_a_small_heap(mpy, tmp_path):
+    """The tuned BasicMotions architecture (P5 E16 H2 L1 F32, batch 16) with rows=1: every
+    buffer holds one window, so net + AdamW hold < 96 KiB (batch-sized buffers: ~376 KiB) and
+    16 windows train at -X heapsize=256k (.mpy); no step keeps an allocation."""
+    x, lengths, y, K = windows("basicmotions", 16)
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, arch(5, 16, 2, 1, 32))
+    build_seq_from_ops(ops, 0, np.float32).theta.tofile(tmp_path / "theta.f32")
+    x.tofile(tmp_path / "x.f32")
+    (tmp_path / "spec.json").write_text(json.dumps({
+        "ops": ops, "channels": x.shape[2], "batch": 16, "labels": [int(v) for v in y],
+        "lengths": None}))  # fmt: skip
+    proc = subprocess.run([find("micropython"), "-X", "heapsize=256k", "-c", HEAP_RUNNER,
+                           str(mpy), str(tmp_path), "native", "3", "1"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (r,) = literals(proc.stdout.strip().splitlines()[-1:])
+    assert r["rows"] == 1 and r["P"] == 3044
+    assert r["live_spread"] == 0, f"live heap moved by {r['live_spread']} bytes between steps"
+    assert r["held"] < 96 * 1024, r
