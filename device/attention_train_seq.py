@@ -38,7 +38,7 @@ B = `rows` windows (a minibatch runs in pieces of `rows`, gradients summed: the 
 with rows, not the batch); the backward gradients [B,S,E] alternate between two buffers by layer
 parity and the backward scratch ([B,S,max(3E,F)]) is one buffer, shared by all blocks.
 Heap (unix port, 64-bit, .mpy): the tuned BasicMotions model (P5 E16 H2 L1 F32, 3,044
-parameters) holds 376 KiB with rows = batch = 16, 86 KiB with rows = 1 (61 KiB of it theta,
+parameters) holds 376 KiB with rows = batch = 16, 86 KiB with rows = 1 (59 KiB of it theta,
 grad, gsum and AdamW's m, v).
 
 References: host/learn/seqlayers.py (the masks); Vaswani et al. (2017); Dao et al. (2022),
