@@ -388,7 +388,12 @@ class SeqNet(at.Net):
 
     rows < batch: every buffer holds `rows` windows, so the heap scales with rows, not batch;
     step() runs a minibatch in pieces of `rows` and sums their gradients (dlogits of a piece
-    scaled by its share m/n: the gradient of the minibatch mean loss) in gsum [P]."""
+    scaled by its share m/n: the gradient of the minibatch mean loss) in gsum [P].
+
+    shifts: None, or one integer per position of the epoch's order (set before each epoch):
+    the window at order[i] is rotated by shifts[i] steps within its length, x'[t] =
+    x[(t - shifts[i]) mod len] (host seqtrain.Augment.shift; the host draws the shifts with
+    the order from the same generator and sends both)."""
 
     def __init__(self, ops, channels, batch, theta=None, input_grad=False, rows=None):
         op = ops[0] if ops else {}
@@ -415,6 +420,7 @@ class SeqNet(at.Net):
         self.batch = batch  # the minibatch (Trainer); the buffers hold `rows`
         self.rows = rows
         self.gsum = at.buf(self.n_params) if rows < batch else None  # (P,)
+        self.shifts = None
 
     def layer(self, op, tokens, width, batch, offset, need_dx):
         self._index += 1
@@ -448,8 +454,8 @@ class SeqNet(at.Net):
 
     def gather(self, X, labels, order, start, n, lengths=None):
         """Windows order[start:start+n] of X [N, T*C] into x (zero past each length), their
-        labels and ntok."""
-        T, C, P, W = self.steps, self.channels, self.patch, self.n_in
+        labels and ntok (rotated by self.shifts[start + r] steps when set)."""
+        T, C, P, W, shifts = self.steps, self.channels, self.patch, self.n_in, self.shifts
         x = self.x
         ntok = self.win.ntok
         for r in range(n):
@@ -458,10 +464,13 @@ class SeqNet(at.Net):
             if k < 1 or k > T:
                 raise ValueError("window %d has length %d; lengths must lie in 1..%d" % (
                     row, k, T))  # fmt: skip
-            o = row * T * C - r * W
+            s = 0 if shifts is None else shifts[start + r] % k  # x'[t] = x[(t - s) mod k]
             j = r * W
-            for i in range(j, j + k * C):
-                x[i] = X[o + i]
+            o = row * T * C - j
+            for i in range(j, j + s * C):  # the last s valid steps first
+                x[i] = X[o + (k - s) * C + i]
+            for i in range(j + s * C, j + k * C):
+                x[i] = X[o - s * C + i]
             for i in range(j + k * C, j + W):
                 x[i] = 0.0
             ntok[r] = (k + P - 1) // P

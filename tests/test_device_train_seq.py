@@ -17,7 +17,8 @@ TOL_ABS absolute, elementwise:
   weight-decay mask and the weights after AdamW / SGD steps;
 - padding invariance on the device: the same batch with its padding zero or garbage (huge
   values, inf, NaN) gives bit-identical logits, gradients and weights;
-- a few epochs of Trainer (lengths, the host's minibatch order) against host `fit_seq`;
+- a few epochs of Trainer (lengths, the host's minibatch order, and the host's time-shift
+  augmentation replayed: SeqNet.shifts) against host `fit_seq`;
 - a minibatch in pieces (`rows` < batch: buffers for `rows` windows, gradients summed): the
   same step within tolerance, the BasicMotions architecture training at -X heapsize=256k.
 
@@ -48,7 +49,7 @@ from tinyattn.learn.seqmodel import (
     seq_attn_ops,
     seq_layer_from_op,
 )
-from tinyattn.learn.seqtrain import fit_seq
+from tinyattn.learn.seqtrain import Augment, augment_batch, fit_seq
 from tinyattn.learn.train import TrainConfig
 
 # argv: modules dir, spec.json, kernels. As test_device_train.DRIVER, plus "lengths" (window
@@ -94,8 +95,10 @@ else:
     if spec["kind"] == "epochs":
         t = at.Trainer(net, opt, X, labels, len(spec["orders"]), o["lr"], True, spec["eps"],
                        0, lengths)
-        for order in spec["orders"]:
-            print(repr(t.epoch(order)))
+        for e in range(len(spec["orders"])):
+            if spec.get("shifts"):
+                net.shifts = spec["shifts"][e]
+            print(repr(t.epoch(spec["orders"][e])))
     else:
         order = list(range(n))
         for k in range(spec["steps"]):
@@ -301,20 +304,38 @@ def padding_pair(nan: bool):
     return zero, {**zero[1], "x": garbage(x, lengths, seed=9, nan=nan)}
 
 
-def epochs_case(name: str, config, train: TrainConfig, n: int, rows: int | None = None):
-    """`train.epochs` epochs of host fit_seq (float32) and the device Trainer's spec for them."""
+def orders_and_shifts(train: TrainConfig, n: int, shift: int) -> tuple[list, list]:
+    """fit_seq's generator replayed: per epoch the order, and (shift > 0) the shift of each
+    position drawn minibatch by minibatch by augment_batch (shift its only augmentation)."""
+    rng = np.random.default_rng([train.seed, 1])
+    orders, shifts = [], []
+    for _ in range(train.epochs):
+        order = rng.permutation(n)
+        orders.append([int(i) for i in order])
+        if shift:
+            bs = train.batch_size
+            k = [rng.integers(-shift, shift + 1, size=len(order[s : s + bs])) for s in
+                 range(0, n, bs)]  # fmt: skip
+            shifts.append([int(v) for v in np.concatenate(k)])
+    return orders, shifts
+
+
+def epochs_case(name: str, config, train: TrainConfig, n: int, rows: int | None = None,
+                shift: int = 0):  # fmt: skip
+    """`train.epochs` epochs of host fit_seq (float32; augmentation: a circular shift of up to
+    `shift` steps) and the device Trainer's spec for them."""
     x, lengths, y, K = windows(name, n, seed=4)
     x = garbage(x, lengths)  # fit_seq never reads padding either
     ops = seq_attn_ops(x.shape[1], x.shape[2], K, config)
     model = build_seq_from_ops(ops, train.seed, np.float32)
     theta0 = model.theta.copy()
-    fit_seq(model, x, lengths, y, train)
-    rng = np.random.default_rng([train.seed, 1])  # fit_seq's minibatch order
-    orders = [[int(i) for i in rng.permutation(n)] for _ in range(train.epochs)]
+    fit_seq(model, x, lengths, y, train, Augment(shift=shift))
+    orders, shifts = orders_and_shifts(train, n, shift)
     full = bool(np.all(lengths == x.shape[1]))
     spec = {"kind": "epochs", "ops": ops, "channels": x.shape[2], "batch": train.batch_size,
             "n": n, "eps": train.label_smoothing, "labels": [int(v) for v in y],
             "lengths": None if full else [int(v) for v in lengths], "orders": orders, "rows": rows,
+            "shifts": shifts,
             "opt": {"name": "adam", "lr": train.lr, "weight_decay": train.weight_decay,
                     "momentum": 0.9}}  # fmt: skip
     return spec, {"theta": theta0, "x": x}, model
@@ -341,6 +362,13 @@ EPOCH_CASES = {
     "japanesevowels-rows5": lambda: epochs_case(
         "japanesevowels", arch(2, 8, 2, 2, 12),
         TrainConfig(epochs=2, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48, rows=5),
+    "basicmotions-shift50": lambda: epochs_case(
+        "basicmotions", arch(10, 8, 2, 1, 16),
+        TrainConfig(epochs=3, lr=0.01, weight_decay=0.01, label_smoothing=0.0), 40, shift=50),
+    "japanesevowels-shift3-rows4": lambda: epochs_case(
+        "japanesevowels", arch(2, 8, 2, 2, 12),
+        TrainConfig(epochs=2, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48, rows=4,
+        shift=3),
 }  # fmt: skip
 
 
@@ -439,6 +467,28 @@ def test_device_train_seq_net_rejects_what_it_cannot_train(at):
 
 
 @pytest.mark.host
+def test_device_train_seq_gather_shifts_as_host_augment_batch(at):
+    """SeqNet.gather with shifts puts exactly host augment_batch's rotated windows (within each
+    window's length, padding 0) into its token buffer."""
+    from array import array
+
+    x, lengths, y, K = windows("japanesevowels", 12, seed=7)
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, arch(4, 8, 2, 1, 12))  # T=26: S*P = 28
+    net = at.new_net(ops, x.shape[2], 12)
+    net.shifts = [-7, 0, 3, 25, -26, 1, 2, -1, 40, 5, -3, 9]
+
+    class Draws:  # the generator augment_batch draws the shifts from
+        def integers(self, lo, hi, size):
+            return np.array(net.shifts)
+
+    host, _ = augment_batch(x, lengths, Augment(shift=50), Draws())  # (12, T, C)
+    order = list(range(12))
+    net.gather(array("f", garbage(x, lengths).tobytes()), bytes(12), order, 0, 12, list(lengths))
+    dev = np.array(net.x, np.float32).reshape(12, -1, x.shape[2])  # (12, S*P, C)
+    assert np.array_equal(dev[:, : x.shape[1]], host) and not dev[:, x.shape[1] :].any()
+
+
+@pytest.mark.host
 def test_device_train_seq_pieces_evaluate_and_step_as_the_whole_batch(at):
     """rows=3 of a batch of 16: evaluate (forward in pieces) gives the same loss and hits, and
     a step the same loss and gradients, as buffers for the whole batch."""
@@ -507,13 +557,14 @@ def test_device_train_seq_mp_padding_changes_nothing(mpy, tmp_path):
 
 
 @pytest.mark.micropython
-def test_device_train_seq_mp_epochs_follow_host_fit_seq(mpy, tmp_path):
-    case = EPOCH_CASES["japanesevowels"]()
+@pytest.mark.parametrize("key", sorted(EPOCH_CASES))
+def test_device_train_seq_mp_epochs_follow_host_fit_seq(key, mpy, tmp_path):
+    case = EPOCH_CASES[key]()
     spec = case[0]
     outs, lines = run_case(_mp(), spec, case[1], tmp_path, mpy, "native")
+    assert len(lines) == len(spec["orders"])
     steps = -(-spec["n"] // spec["batch"])
-    check_epochs(case, outs, "japanesevowels (mp)", spec["opt"]["lr"], len(spec["orders"]),
-                 steps)  # fmt: skip
+    check_epochs(case, outs, f"{key} (mp)", spec["opt"]["lr"], len(spec["orders"]), steps)
 
 
 # argv: modules dir, data dir (spec.json, theta.f32, x.f32), kernels, steps, rows. Trains
