@@ -21,6 +21,8 @@ TOL_ABS absolute, elementwise:
   augmentation replayed: SeqNet.shifts) against host `fit_seq`;
 - a minibatch in pieces (`rows` < batch: buffers for `rows` windows, gradients summed): the
   same step within tolerance, the BasicMotions architecture training at -X heapsize=256k.
+- the board float model file: a seq model.npz -> TAFM -> SeqNet (from_file) -> TAFM ->
+  model.npz; an Iris net never imports the sequence module.
 
 The device side runs DRIVER below (valid under CPython and MicroPython), the harness of
 tests/test_device_train.py (`run_case`'s conventions: JSON spec + float32 files in, float32
@@ -623,3 +625,45 @@ def test_device_train_seq_mp_basicmotions_trains_in_pieces_on_a_small_heap(mpy, 
     assert r["rows"] == 1 and r["P"] == 3044
     assert r["live_spread"] == 0, f"live heap moved by {r['live_spread']} bytes between steps"
     assert r["held"] < 96 * 1024, r
+
+
+@pytest.mark.host
+def test_device_train_seq_board_file_round_trip(at, tmp_path):
+    """A seq model file -> TAFM (host) -> from_file on the device (a SeqNet, n_features = C),
+    one step, written back -> model.npz (host): the ordinary model file, weights exact."""
+    from array import array
+
+    from tinyattn.board import boardmodel
+    from tinyattn.learn.model import load_model, save_model
+
+    x, lengths, y, K = windows("japanesevowels", 16, seed=8)
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, arch(2, 8, 2, 1, 12))
+    model = build_seq_from_ops(ops, 0)
+    C = x.shape[2]
+    npz = save_model(tmp_path / "m.npz", model, np.zeros(C), np.ones(C),
+                     {"model": "seq-attn", "dataset": "japanesevowels",
+                      "class_names": [str(i) for i in range(K)]})  # fmt: skip
+    board = boardmodel.npz_to_board(npz, tmp_path / "m.tafm")
+    net, meta, step, state = at.from_file(str(board), 16)
+    assert type(net).__name__ == "SeqNet" and step == 0 and state == []
+    opt = at.optimizer(net, "adam", 0.003, 0.1)
+    X = array("f", garbage(x, lengths).tobytes())
+    net.step(X, bytes(y.astype(np.uint8)), list(range(16)), 0, 16, list(lengths), 0.1)
+    opt.step()
+    at.to_file(str(tmp_path / "t.tafm"), net, meta, opt)
+    out = boardmodel.board_to_npz(tmp_path / "t.tafm", tmp_path / "t.npz", base=npz)
+    back = load_model(out)
+    assert back.is_seq and back.model.ops == ops and back.meta["board"] == {"step": 1}
+    assert np.array_equal(back.model.theta, np.array(net.theta, np.float64))
+    assert not np.array_equal(back.model.theta, model.theta.astype(np.float32))
+
+
+@pytest.mark.host
+def test_device_train_seq_iris_net_does_not_load_the_sequence_module():
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import attention_train as at; "
+              "at.new_net(%r, 4, 16); print('attention_train_seq' in sys.modules)")  # fmt: skip
+    from tinyattn.learn.model import iris_attn_ops
+
+    proc = subprocess.run([sys.executable, "-c", script % (iris_attn_ops(4, 3),),
+                           str(DEVICE_DIR)], capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
