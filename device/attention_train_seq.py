@@ -157,7 +157,7 @@ def add_into(y, x, n):
 class Windows:
     """What the sequence layers of one net share: ntok [B], the valid tokens of each window of
     the batch (SeqNet.gather sets it); one attention row and its gradient (S,); and the backward
-    buffers (`shared`: one per key, the largest size asked for)."""
+    buffers (`shared`: one per key; an ask larger than the key's buffer gets a new one)."""
 
     def __init__(self, batch, tokens):
         self.ntok = array("H", bytes(2 * batch))  # (B,)
