@@ -12,11 +12,11 @@ with our `Wqkv` as its `in_proj_weight` and `Wo` as `out_proj.weight`.
 
 `bench_train_seq()` does the same for the BasicMotions `seq-attn` model (issue 11, must-show 7;
 target NumPy <= 1x PyTorch): its defaults (`tinyattn.learn.seqdefaults`: architecture, epochs,
-batch size, AdamW, cosine rate, label smoothing, augmentation) on the 40 standardized TRAIN
-windows,
-ours `seqtrain.fit_seq` against the twin `tools.torch_twins.SeqAttnTorch` in the same loop
-(minibatch order and augmented batches drawn by the same NumPy generator, outside neither
-side's timing: both loops include them), float64 on both sides.
+batch size, AdamW, cosine rate, label smoothing, augmentation, weight averaging) on the 40
+standardized TRAIN windows, ours `seqtrain.fit_seq` against the twin
+`tools.torch_twins.SeqAttnTorch` in the same loop (minibatch order and augmented batches drawn
+by the same NumPy generator, outside neither side's timing: both loops include them; the
+epoch-end weight average by the same `seqtrain.WeightAverager`), float64 on both sides.
 
     .venv/bin/python -m tools.bench_train [--epochs N] [--batch-size B] [--repeats R]
     .venv/bin/python -m tools.bench_train --seq    # the BasicMotions seq-attn model too
@@ -84,14 +84,16 @@ def _twin_params(twin) -> np.ndarray:
 
 def _fit_torch(
     twin, x: np.ndarray, y: np.ndarray, config: TrainConfig,
-    lengths: np.ndarray | None = None, augment=None,
+    lengths: np.ndarray | None = None, augment=None, average=None,
 ) -> None:  # fmt: skip
     """Our training loop in PyTorch: `tinyattn.learn.train.fit` on rows, or with `lengths`
-    `seqtrain.fit_seq` on windows (augmentation drawn from the same NumPy generator). The same
+    `seqtrain.fit_seq` on windows (augmentation drawn from the same NumPy generator; weight
+    averaging by the same `seqtrain.WeightAverager` on the flat parameter vector). The same
     minibatches, AdamW groups (no decay on biases and the positional embedding) and rates."""
     import torch
+    from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-    from tinyattn.learn.seqtrain import augment_batch
+    from tinyattn.learn.seqtrain import WeightAverager, augment_batch
 
     decay = [p for n, p in twin.named_parameters() if p.ndim == 2 and n != "pos"]
     no_decay = [p for n, p in twin.named_parameters() if p.ndim != 2 or n == "pos"]
@@ -105,9 +107,11 @@ def _fit_torch(
     total_steps = config.epochs * -(-N // bs)
     yt = torch.from_numpy(y)
     aug = augment if augment is not None and augment.active else None
+    on = average is not None and average.active
+    avg = WeightAverager(average, config.epochs) if on else None
     step = 0
     twin.train()
-    for _ in range(config.epochs):
+    for epoch in range(config.epochs):
         order = rng.permutation(N)
         for start in range(0, N, bs):
             idx = order[start : start + bs]
@@ -128,6 +132,11 @@ def _fit_torch(
                 group["lr"] = lr
             opt.step()
             step += 1
+        if avg is not None:
+            avg.update(epoch, parameters_to_vector(twin.parameters()).detach().numpy())
+    if avg is not None and avg.value is not None:
+        with torch.no_grad():
+            vector_to_parameters(torch.from_numpy(avg.value), twin.parameters())
 
 
 def bench_train(
@@ -245,7 +254,7 @@ def bench_train_seq(
     for _ in range(repeats):
         model = build()
         t0 = time.perf_counter()
-        fit_seq(model, x, n, y, config, d.augment)
+        fit_seq(model, x, n, y, config, d.augment, average=d.average)
         ours_s.append(time.perf_counter() - t0)
     result["numpy_seconds"] = statistics.median(ours_s)
     result["numpy_train_accuracy"] = float(np.mean(model.predict(x, n) == y))
@@ -266,7 +275,7 @@ def bench_train_seq(
         for _ in range(repeats):
             twin = SeqAttnTorch(build())
             t0 = time.perf_counter()
-            _fit_torch(twin, x, y, config, n, d.augment)
+            _fit_torch(twin, x, y, config, n, d.augment, d.average)
             torch_s.append(time.perf_counter() - t0)
         threads_used = torch.get_num_threads()
     finally:

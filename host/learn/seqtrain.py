@@ -18,11 +18,20 @@ Augmentation (training only; a fresh draw per minibatch from the shuffle's gener
 - `stretch`: each window's valid steps are linearly resampled to `n·exp(U(-stretch, stretch))`
   steps (at most T): a faster or slower rendition (speaking rate). Applied first.
 - `noise`: Gaussian jitter `N(0, noise²)` added at every valid step (last).
+
+Weight averaging (`Average`, training only; free at inference: the model ends with the averaged
+weights, which export quantizes like any others): after each epoch the weights are folded into
+an average of epoch-end weights — `swa`: the uniform mean of the last `swa·epochs` epochs
+(stochastic weight averaging, Izmailov et al. 2018), `ema`: an exponential moving average with
+decay `ema` per epoch (Polyak averaging). `WeightAverager` does the bookkeeping on a flat
+parameter vector, so the PyTorch twin (tools/bench_train.py) averages the same way.
 The per-dataset defaults and how they were chosen are in `seqdefaults.py`.
 
 References: Um et al. (2017), "Data augmentation of wearable sensor data for Parkinson's disease
 monitoring using convolutional neural networks" (time shift, scaling); Iwana & Uchida (2021),
-"An empirical survey of data augmentation for time series classification with neural networks".
+"An empirical survey of data augmentation for time series classification with neural networks";
+Izmailov et al. (2018), "Averaging weights leads to wider optima and better generalization"
+(SWA); Polyak & Juditsky (1992), "Acceleration of stochastic approximation by averaging".
 """
 
 from __future__ import annotations
@@ -54,6 +63,53 @@ class Augment:
     @property
     def active(self) -> bool:
         return self.shift > 0 or self.scale > 0.0 or self.stretch > 0.0 or self.noise > 0.0
+
+
+@dataclass(frozen=True)
+class Average:
+    """Averaging of the epoch-end weights (see the module docstring); at most one is on."""
+
+    swa: float = 0.0  # uniform mean over the last swa·epochs epochs (0: off, 1: every epoch)
+    ema: float = 0.0  # exponential moving average, decay per epoch (0: off), e.g. 0.9
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.swa <= 1.0:
+            raise ValueError(f"Average(swa={self.swa}): a fraction of the epochs, 0..1")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"Average(ema={self.ema}): a decay per epoch, 0 <= ema < 1")
+        if self.swa > 0.0 and self.ema > 0.0:
+            raise ValueError("Average: swa and ema both on; choose one")
+
+    @property
+    def active(self) -> bool:
+        return self.swa > 0.0 or self.ema > 0.0
+
+    def first_epoch(self, epochs: int) -> int:
+        """The first 0-based epoch whose end weights enter the average."""
+        if self.swa > 0.0:
+            return epochs - max(1, round(self.swa * epochs))
+        return 0
+
+
+class WeightAverager:
+    """The running `Average` of flat parameter vectors, fed once per epoch (`update`)."""
+
+    def __init__(self, average: Average, epochs: int) -> None:
+        self.average, self.start = average, average.first_epoch(epochs)
+        self.value: np.ndarray | None = None
+        self.count = 0
+
+    def update(self, epoch: int, theta: np.ndarray) -> None:
+        """Fold the weights `theta` at the end of 0-based `epoch` into the average."""
+        if epoch < self.start:
+            return
+        if self.value is None:
+            self.value, self.count = np.array(theta, copy=True), 1
+        elif self.average.ema > 0.0:
+            self.value += (1.0 - self.average.ema) * (theta - self.value)
+        else:  # swa: running mean
+            self.count += 1
+            self.value += (theta - self.value) / self.count
 
 
 def stretch_windows(x: np.ndarray, lengths: np.ndarray, new_lengths: np.ndarray) -> np.ndarray:
@@ -105,14 +161,18 @@ def fit_seq(
     config: TrainConfig,
     augment: Augment | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
+    average: Average | None = None,
 ) -> None:
     """Minibatch training on standardized windows `x [N, T, C]` (0 past `lengths [N]`), labels
-    `y [N]`; `on_epoch(epoch, loss)`. The loop of `train.fit`, with lengths and augmentation."""
+    `y [N]`; `on_epoch(epoch, loss)` (with the epoch's own weights, not the average). The loop
+    of `train.fit`, with lengths, augmentation and, at the end, the averaged weights."""
     rng = np.random.default_rng([config.seed, 1])  # minibatch order, then augmentation draws
     opt = make_optimizer(model, config)
     N, bs = len(x), config.batch_size
     total_steps = config.epochs * -(-N // bs)
     aug = augment if augment is not None and augment.active else None
+    on = average is not None and average.active
+    avg = WeightAverager(average, config.epochs) if on else None
     step = 0
     for epoch in range(config.epochs):
         order = rng.permutation(N)
@@ -128,8 +188,12 @@ def fit_seq(
             opt.step(learning_rate(config, step, total_steps))
             loss_sum += loss * len(idx)
             step += 1
+        if avg is not None:
+            avg.update(epoch, model.theta)
         if on_epoch is not None:
             on_epoch(epoch, loss_sum / N)
+    if avg is not None and avg.value is not None:
+        model.theta[...] = avg.value
 
 
 @dataclass
@@ -163,15 +227,17 @@ def train_seq(
     max_steps: int | None = None,
     dtype=np.float64,
     on_epoch: Callable[[int, float, SeqTrainResult], None] | None = None,
+    average: Average | None = None,
 ) -> SeqTrainResult:
     """A `seq-attn` model trained on raw windows `X [N, T', C]` with `lengths [N]`, labels `y`.
 
     The per-channel standardization is fitted on these windows; the model's T is `max_steps`
     (default: the longest window rounded up to a multiple of P). `config.seed` seeds the init,
     the minibatch order and the augmentation; `config.model`/`scaling`/`test_fraction` are
-    not used here. `on_epoch(epoch, loss, result)` is called after each epoch with the model
-    as it stands (e.g. for a progress bar or accuracy curves); its own time is not counted in
-    `result.seconds`.
+    not used here. `average` (None: off) leaves the model with its averaged weights.
+    `on_epoch(epoch, loss, result)` is called after each epoch with the model as it stands
+    (e.g. for a progress bar or accuracy curves; the epoch's weights, not the average); its
+    own time is not counted in `result.seconds`.
     """
     arch = arch if arch is not None else SeqAttnConfig()
     config = config if config is not None else TrainConfig()
@@ -192,7 +258,8 @@ def train_seq(
         spent[0] += time.perf_counter() - t
 
     t0 = time.perf_counter()
-    fit_seq(model, x, n, np.asarray(y), config, augment, epoch_done if on_epoch else None)
+    fit_seq(model, x, n, np.asarray(y), config, augment, epoch_done if on_epoch else None,
+            average)  # fmt: skip
     result.seconds = time.perf_counter() - t0 - spent[0]
     return result
 
