@@ -26,6 +26,12 @@ The search is staged (coordinate-wise, each stage starting from the previous win
     lr     lr 1.5e-3 / 3e-3 x epochs 1x / 2x
     round2 one change at a time around the pick: time stretch, jitter, scaling, wider FF,
            more decay, twice the epochs
+    average  round 3, weight averaging (`seqtrain.Average`) and the recipe around it, in two
+           phases: a screen on 5 x k-fold, then the top 4 and the incumbent on 10 fresh
+           repeats; the rule is `stage_average`'s docstring. Each recipe is trained once a
+           fold; its averagings are computed from the epoch-end weights (`WeightAverager`,
+           the same code as the training loop). JapaneseVowels ran it from `--base round2`
+           (P1 E16 H4 L1 F32, no averaging), ~25 min on one core.
 A stage starts from `--base` (default: today's `seqdefaults`), so re-running an early stage
 now scores its candidates with the final recipe, not the one it ran with when the defaults were
 chosen (host/learn/seqdefaults.py gives each stage's starting point and figures).
@@ -36,6 +42,8 @@ held-out windows.
 
     nice -n 10 .venv/bin/python -m tools.tune_seq --dataset basicmotions --stage arch
     nice -n 10 .venv/bin/python -m tools.tune_seq --dataset japanesevowels --stage train --json
+    nice -n 10 .venv/bin/python -u -m tools.tune_seq --dataset japanesevowels --stage average \
+        --base round2
 
 Keep a run within minutes on two shared cores: `--k`, `--repeats` and `--stage` bound it.
 """
@@ -59,7 +67,14 @@ from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax
 from tinyattn.learn.seqdefaults import SeqDefaults, seq_defaults
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
-from tinyattn.learn.seqtrain import Augment, evaluate_seq, npz_model, train_seq
+from tinyattn.learn.seqtrain import (
+    Average,
+    Augment,
+    WeightAverager,
+    evaluate_seq,
+    npz_model,
+    train_seq,
+)
 
 MAX_BYTES = 32 * 1024  # issue 11, must-show 3
 MAX_MACS = 150_000
@@ -70,14 +85,17 @@ class Candidate:
     arch: SeqAttnConfig
     train: Any  # TrainConfig
     augment: Augment
+    average: Average = Average()
 
     def label(self) -> str:
-        a, t, g = self.arch, self.train, self.augment
+        a, t, g, w = self.arch, self.train, self.augment, self.average
+        sched = "" if t.schedule == "cosine" else f" {t.schedule}"
+        avg = f"swa{w.swa:g}" if w.swa else f"ema{w.ema:g}" if w.ema else "last"
         return (
             f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim} | "
-            f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} "
+            f"ep{t.epochs} lr{t.lr:g}{sched} wd{t.weight_decay:g} ls{t.label_smoothing:g} "
             f"bs{t.batch_size} | shift{g.shift} scale{g.scale:g} stretch{g.stretch:g} "
-            f"noise{g.noise:g}"
+            f"noise{g.noise:g} | {avg}"
         )
 
 
@@ -102,7 +120,7 @@ def cv_score(
         for tr, te in stratified_kfold(ds.y[rows], k, seed=r):
             tr, te = rows[tr], rows[te]
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, cand.arch, cfg,
-                            cand.augment)  # fmt: skip
+                            cand.augment, average=cand.average)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te],
                               int8=int8)  # fmt: skip
             xn, n = res.normalize(ds.X[te], ds.lengths[te])
@@ -120,6 +138,161 @@ def cv_score(
         "logloss": float(np.mean(loss)),
         "seconds": float(np.mean(secs)),
     }
+
+
+def held_out_scores(res, ds: TSDataset, tr: np.ndarray, te: np.ndarray) -> tuple[float, ...]:
+    """`(int8 accuracy, float accuracy, float log-loss)` of a trained fold on its held-out
+    windows `te` (the int8 path calibrated on its training windows `tr`)."""
+    ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
+    xn, n = res.normalize(ds.X[te], ds.lengths[te])
+    p = softmax(res.model.forward(xn, lengths=n))  # (n_te, classes)
+    loss = float(-np.mean(np.log(p[np.arange(len(te)), ds.y[te]] + 1e-12)))
+    return ev["int8_accuracy"], ev["float_accuracy"], loss
+
+
+# ---------------------------------------------------------------- stage "average" (round 3)
+
+AVERAGES = (
+    Average(),
+    Average(swa=0.25),
+    Average(swa=0.5),
+    Average(swa=0.75),
+    Average(ema=0.9),
+    Average(ema=0.97),
+)
+SCREEN_SEEDS = range(0, 5)  # phase 1: 5 x 5-fold, split and model seeds 0..4
+CONFIRM_SEEDS = range(5, 15)  # phase 2: 10 fresh repeats, seeds 5..14
+CONFIRM_TOP = 4  # phase-1 rows re-scored in phase 2 (with the incumbent)
+
+
+def average_recipes(base: SeqDefaults) -> list[Candidate]:
+    """Phase 1's training recipes around `base`, each trained once a fold and scored under
+    every `AVERAGES` (fixed before any of them was run)."""
+    a0, t0, g0 = base.arch, base.train, base.augment
+    return [
+        Candidate(a0, t0, g0),
+        Candidate(a0, replace(t0, epochs=2 * t0.epochs), g0),
+        Candidate(a0, replace(t0, lr=2 * t0.lr), g0),
+        Candidate(a0, replace(t0, lr=0.01), g0),
+        Candidate(a0, replace(t0, schedule="constant", lr=1e-3), g0),  # SWA's classic setting
+        Candidate(a0, t0, replace(g0, noise=0.05)),
+        Candidate(replace(a0, embed_dim=20, ff_dim=40), t0, g0),
+        Candidate(a0, replace(t0, batch_size=8), g0),
+    ]
+
+
+def averaged_fold_scores(
+    ds: TSDataset, recipe: Candidate, averages, seeds, k: int
+) -> dict[Candidate, dict[str, list[float]]]:
+    """Per fold (seeds x k-fold over TRAIN), for each averaging of `recipe`: held-out int8 and
+    float accuracy and log-loss. One training run a fold: its epoch-end weights are kept and
+    averaged afterwards by `WeightAverager`, exactly as `fit_seq(average=...)` does in-loop."""
+    rows = np.arange(len(ds.y))
+    out = {replace(recipe, average=a): {"int8": [], "float": [], "logloss": [], "seconds": []}
+           for a in averages}  # fmt: skip
+    for r in seeds:
+        cfg = replace(recipe.train, seed=r)
+        for tr, te in stratified_kfold(ds.y[rows], k, seed=r):
+            snaps: list[np.ndarray] = []
+            res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, recipe.arch, cfg,
+                            recipe.augment,
+                            on_epoch=lambda e, loss, res: snaps.append(res.model.theta.copy()))
+            for a in averages:  # fmt: skip
+                theta = snaps[-1]
+                if a.active:
+                    avg = WeightAverager(a, cfg.epochs)
+                    for e, th in enumerate(snaps):
+                        avg.update(e, th)
+                    theta = avg.value
+                res.model.theta[...] = theta
+                q, f, loss = held_out_scores(res, ds, tr, te)
+                row = out[replace(recipe, average=a)]
+                row["int8"].append(q), row["float"].append(f), row["logloss"].append(loss)
+                row["seconds"].append(res.seconds)
+    return out
+
+
+def average_key(row: dict[str, Any]) -> tuple:
+    """`rank_key`, exact ties to the candidate without averaging, then the incumbent's recipe."""
+    return (*rank_key(row), row["cand"].average.active, row["gain"] != 0.0)
+
+
+def summarize(cand: Candidate, folds: dict[str, list[float]], base: dict[str, list[float]],
+              budgets: tuple[int, int]) -> dict[str, Any]:  # fmt: skip
+    """A table row: means over folds, and the paired int8 gain over `base` (same folds) with
+    its standard error (sd of the per-fold differences / sqrt(folds))."""
+    d = np.asarray(folds["int8"]) - np.asarray(base["int8"])  # (folds,)
+    return {
+        "candidate": cand.label(), "cand": cand, "macs": budgets[0], "bytes": budgets[1],
+        "int8": float(np.mean(folds["int8"])), "int8_sd": float(np.std(folds["int8"], ddof=1)),
+        "float": float(np.mean(folds["float"])), "logloss": float(np.mean(folds["logloss"])),
+        "gain": float(np.mean(d)), "gain_se": float(np.std(d, ddof=1) / np.sqrt(len(d))),
+        "seconds": float(np.mean(folds["seconds"])), "folds": len(d),
+    }  # fmt: skip
+
+
+def print_rows(rows: list[dict[str, Any]], log=print) -> None:
+    for r in rows:
+        log(f"  int8 {r['int8']:.4f} ± {r['int8_sd']:.3f} float {r['float']:.4f} logloss "
+            f"{r['logloss']:.4f} gain {r['gain']:+.4f} ± {r['gain_se']:.4f} {r['macs']:>6} "
+            f"MACs {r['seconds']:4.1f} s  {r['candidate']}")  # fmt: skip
+
+
+def stage_average(ds: TSDataset, base: SeqDefaults, k: int, log=print) -> dict[str, Any]:
+    """Round 3 (weight averaging and the recipe around it), two phases on TRAIN only:
+
+    1. screen: every `average_recipes(base)` x `AVERAGES` on `SCREEN_SEEDS` x k-fold, ranked by
+       `average_key` (int8, float, log-loss, MACs, no averaging first);
+    2. confirm: the top `CONFIRM_TOP` and the incumbent (`base`) re-scored on fresh folds and
+       inits (`CONFIRM_SEEDS` x k-fold), free of phase 1's selection (winner's curse). The pick
+       is phase 2's best by `average_key`; it replaces the incumbent only if its paired int8 gain
+       over it on phase 2's folds exceeds one standard error, else the incumbent stays.
+    """
+    incumbent = Candidate(base.arch, base.train, base.augment, base.average)
+    recipes = average_recipes(base)
+    budgets = {c.arch: budget(ds, c.arch) for c in recipes}
+    log(f"phase 1: {len(recipes)} recipes x {len(AVERAGES)} averagings, "
+        f"{len(SCREEN_SEEDS)} x {k}-fold")  # fmt: skip
+    screen: dict[Candidate, dict[str, list[float]]] = {}
+    for i, recipe in enumerate(recipes):
+        t0 = time.perf_counter()
+        screen |= averaged_fold_scores(ds, recipe, AVERAGES, SCREEN_SEEDS, k)
+        best = max((c for c in screen if replace(c, average=Average()) == recipe),
+                   key=lambda c: np.mean(screen[c]["int8"]))  # fmt: skip
+        log(f"[{i + 1}/{len(recipes)}] {recipe.label()}: last int8 "
+            f"{np.mean(screen[recipe]['int8']):.4f}, best {best.average} "
+            f"{np.mean(screen[best]['int8']):.4f} ({time.perf_counter() - t0:.0f} s)")
+        sys.stdout.flush()  # fmt: skip
+    ref = screen[incumbent]
+    table1 = sorted((summarize(c, f, ref, budgets[c.arch]) for c, f in screen.items()),
+                    key=average_key)  # fmt: skip
+    table1 = [r for r in table1 if r["macs"] <= MAX_MACS and r["bytes"] <= MAX_BYTES]
+    log(f"phase 1 ranked (gain: paired vs the incumbent {incumbent.label()}):")
+    print_rows(table1, log)
+
+    finalists = [r["cand"] for r in table1[:CONFIRM_TOP]]
+    finalists += [] if incumbent in finalists else [incumbent]
+    log(f"phase 2: {len(finalists)} finalists, {len(CONFIRM_SEEDS)} x {k}-fold (fresh seeds)")
+    confirm: dict[Candidate, dict[str, list[float]]] = {}
+    by_recipe: dict[Candidate, list[Average]] = {}
+    for c in finalists:
+        by_recipe.setdefault(replace(c, average=Average()), []).append(c.average)
+    for recipe, avgs in by_recipe.items():
+        t0 = time.perf_counter()
+        confirm |= averaged_fold_scores(ds, recipe, avgs, CONFIRM_SEEDS, k)
+        log(f"  {recipe.label()} x {len(avgs)}: {time.perf_counter() - t0:.0f} s")
+        sys.stdout.flush()
+    ref = confirm[incumbent]
+    table2 = sorted((summarize(c, confirm[c], ref, budgets[c.arch]) for c in finalists),
+                    key=average_key)  # fmt: skip
+    log("phase 2 ranked:")
+    print_rows(table2, log)
+    top = table2[0]
+    pick = top if top["gain"] > top["gain_se"] else next(
+        r for r in table2 if r["cand"] == incumbent)  # fmt: skip
+    log(f"chosen: {pick['candidate']}")
+    strip = lambda t: [{k: v for k, v in r.items() if k != "cand"} for r in t]  # noqa: E731
+    return {"phase1": strip(table1), "phase2": strip(table2), "chosen": pick["candidate"]}
 
 
 def rank_key(row: dict[str, Any]) -> tuple:
@@ -183,6 +356,14 @@ def stage_candidates(name: str, stage: str, base: SeqDefaults) -> list[Candidate
     return out
 
 
+def round2_defaults(name: str) -> SeqDefaults:
+    """The defaults as round 2 left them (round 3 changed JapaneseVowels only)."""
+    d = seq_defaults(name)
+    if name != "japanesevowels":
+        return d
+    return replace(d, arch=replace(d.arch, embed_dim=16, ff_dim=32), average=Average())
+
+
 def run_stage(
     ds: TSDataset, cands: list[Candidate], k: int, repeats: int, log=print
 ) -> list[dict[str, Any]]:
@@ -222,7 +403,8 @@ def nested(
         inner = [dict(s, macs=0, cand=c) for s, c in inner]
         best = choose(sorted(inner, key=rank_key), cands[0])["cand"]
         res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, best.arch,
-                        replace(best.train, seed=0), best.augment)  # fmt: skip
+                        replace(best.train, seed=0), best.augment,
+                        average=best.average)  # fmt: skip
         ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
         f_acc.append(ev["float_accuracy"])
         q_acc.append(ev["int8_accuracy"])
@@ -235,13 +417,15 @@ def nested(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="CV search of the seq-attn defaults (TRAIN only)")
     parser.add_argument("--dataset", choices=("basicmotions", "japanesevowels"), required=True)
-    stages = ("arch", "train", "smoothing", "batch", "aug", "round2", "lr", "final")
+    stages = ("arch", "train", "smoothing", "batch", "aug", "round2", "lr", "average", "final")
     parser.add_argument("--stage", choices=stages, default="final",
                         help="final: score the chosen defaults only")  # fmt: skip
     parser.add_argument("--k", type=int, default=5, help="folds (default 5)")
     parser.add_argument("--repeats", type=int, default=2, help="repeated k-fold (default 2)")
-    parser.add_argument("--base", choices=("defaults", "placeholder"), default="defaults",
-                        help="stage start: the chosen defaults or the placeholders")  # fmt: skip
+    parser.add_argument("--base", choices=("defaults", "round2", "placeholder"),
+                        default="defaults", help="stage start: the chosen defaults, the "
+                        "defaults before round 3 (JapaneseVowels: E16 F32, no averaging) or "
+                        "the placeholders")  # fmt: skip
     parser.add_argument("--nested", action="store_true", help="outer k-fold estimate too")
     parser.add_argument("--top", type=int, default=10, help="rows of the ranked table")
     parser.add_argument("--json", action="store_true")
@@ -249,8 +433,16 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = load_ts_dataset(args.dataset, "train")  # TRAIN only, never TEST
     base = seq_defaults(args.dataset) if args.base == "defaults" else SeqDefaults.placeholder()
+    if args.base == "round2":
+        base = round2_defaults(args.dataset)
+    if args.stage == "average":
+        out = {"dataset": args.dataset, "stage": "average", "k": args.k,
+               **stage_average(ds, base, args.k)}  # fmt: skip
+        if args.json:
+            print(json.dumps(out, indent=1, default=lambda o: asdict(o)))
+        return 0
     cands = (
-        [Candidate(base.arch, base.train, base.augment)]
+        [Candidate(base.arch, base.train, base.augment, base.average)]
         if args.stage == "final"
         else stage_candidates(args.dataset, args.stage, base)
     )
@@ -262,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  int8 {row['int8']:.4f} float {row['float']:.4f} logloss {row['logloss']:.4f} "
               f"{row['macs']:>6} MACs {row['bytes']:>6} B  {row['candidate']}")  # fmt: skip
     rows = [{key: v for key, v in r.items() if key != "cand"} for r in table]
-    start = Candidate(base.arch, base.train, base.augment)
+    start = Candidate(base.arch, base.train, base.augment, base.average)
     pick = choose(table, start)
     print(f"chosen: {pick['candidate']}")
     out: dict[str, Any] = {"dataset": args.dataset, "stage": args.stage, "k": args.k,

@@ -7,12 +7,12 @@ split) or `--ts TRAIN.ts [--test TEST.ts]` (any archive file, univariate too). W
 out as the test part, and said so; the model file records which windows (`train.train_idx`,
 `train.test_idx`, indices into the TRAIN file) so `tinyattn export` evaluates on the same.
 
-Defaults (`seqdefaults.seq_defaults`): architecture, recipe and augmentation chosen per dataset
-by cross-validation on its TRAIN file only (host/learn/seqdefaults.py says how and with which
-figures); another `.ts` file gets JapaneseVowels' recipe and width with a patch giving at most
-20 tokens. Every flag given overrides its default: `--patch --embed --heads --blocks --ff
---shift` here, the recipe flags through `train.config_from_args` (one TrainConfig path for
-both flows).
+Defaults (`seqdefaults.seq_defaults`): architecture, recipe, augmentation and weight averaging
+chosen per dataset by cross-validation on its TRAIN file only (host/learn/seqdefaults.py says
+how and with which figures); another `.ts` file gets JapaneseVowels' recipe with width 16 and
+a patch giving at most 20 tokens. Every flag given overrides its default: `--patch --embed
+--heads --blocks --ff --shift` here, the recipe flags through `train.config_from_args` (one
+TrainConfig path for both flows); weight averaging (`seqtrain.Average`) has no flag.
 
 Training is `seqtrain.train_seq` (lengths, masking, augmentation); the test figures are
 `seqtrain.evaluate_seq`: float and int8 (calibrated on the training windows, as export), TEST
@@ -39,7 +39,7 @@ import numpy as np
 from tinyattn.data.timeseries import TS_DATASETS, TSDataset, load_ts, load_ts_dataset
 from tinyattn.learn.seqdefaults import seq_defaults
 from tinyattn.learn.seqmodel import SeqAttnConfig, macs
-from tinyattn.learn.seqtrain import Augment, SeqTrainResult, evaluate_seq, train_seq
+from tinyattn.learn.seqtrain import Augment, Average, SeqTrainResult, evaluate_seq, train_seq
 
 ARCH_FLAGS = {  # flag dest -> (SeqAttnConfig field, flag)
     "patch": ("patch", "--patch"),
@@ -192,7 +192,8 @@ def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:
 
 
 def seq_setup(args: argparse.Namespace, train: TSDataset):
-    """`(arch, config, augment)`: the dataset's defaults with every flag given applied."""
+    """`(arch, config, augment, average)`: the dataset's defaults with every flag given
+    applied (weight averaging has no flag: the dataset's default)."""
     from tinyattn.cli import CLIError
     from tinyattn.learn.train import config_from_args
 
@@ -217,7 +218,7 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
     augment = d.augment if args.shift is None else replace(d.augment, shift=args.shift)
     if augment.shift < 0:
         raise CLIError(f"--shift {augment.shift}: must be 0 or more")
-    return arch, config_from_args(args, d.train, "seq-attn"), augment
+    return arch, config_from_args(args, d.train, "seq-attn"), augment, d.average
 
 
 # ----------------------------------------------------------------------------- one run
@@ -244,7 +245,7 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
     return _subset(data.train, tr), _subset(data.train, te), split
 
 
-def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
+def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[str, Any]:
     """Train on the train part, evaluate on the test part, write the model file."""
     from tinyattn.cli import CLIError
     from tinyattn.learn.model import save_model
@@ -270,7 +271,7 @@ def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
 
     try:
         result = train_seq(train.X, train.lengths, train.y, train.n_classes, arch, config,
-                           augment, on_epoch=on_epoch)  # fmt: skip
+                           augment, on_epoch=on_epoch, average=average)  # fmt: skip
     finally:
         bar.close()
     ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
@@ -288,6 +289,7 @@ def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
             **asdict(config),
             "arch": asdict(arch),
             "augment": asdict(augment),
+            "average": asdict(average),
             "max_steps": result.max_steps,
             **split,  # train_idx/test_idx into the TRAIN file (held out: no --test)
         },
@@ -317,7 +319,8 @@ def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
         "test_split": "test file" if data.test is not None else "held-out part of train",
         "test_windows_truncated": ev["truncated"], "seconds": result.seconds,
         "params": result.model.n_params, "macs": n_macs, "max_steps": result.max_steps,
-        "arch": asdict(arch), "augment": asdict(augment), "out": str(path),
+        "arch": asdict(arch), "augment": asdict(augment), "average": asdict(average),
+        "out": str(path),
     }  # fmt: skip
 
 
@@ -326,7 +329,7 @@ def run_one(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
 
 def cross_validate_seq(
     ds: TSDataset, k: int, arch: SeqAttnConfig, config, augment: Augment, repeats: int = 1,
-    on_fold=None,
+    on_fold=None, average: Average | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Repeated stratified k-fold over the TRAIN windows `ds` (repeat r: seed `config.seed +
     r` for the folds, init, order and augmentation); each fold standardizes, trains and
@@ -337,7 +340,8 @@ def cross_validate_seq(
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
         for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, cfg.seed)):
-            res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment)
+            res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment,
+                            average=average)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
             fold = {
                 "repeat": r, "seed": cfg.seed, "fold": f, "n_train": len(tr), "n_test": len(te),
@@ -352,7 +356,7 @@ def cross_validate_seq(
     return folds
 
 
-def run_cv(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
+def run_cv(args, data: SeqData, arch, config, augment, average, log) -> dict[str, Any]:
     from tinyattn.cli import CLIError
     from tinyattn.learn.train import _progress_bar, cv_summary
 
@@ -366,7 +370,8 @@ def run_cv(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     try:
-        folds = cross_validate_seq(data.train, k, arch, config, augment, repeats, on_fold)
+        folds = cross_validate_seq(data.train, k, arch, config, augment, repeats, on_fold,
+                                   average)  # fmt: skip
     except ValueError as exc:  # too few windows of a class for K folds
         raise CLIError(f"{data.train.source}: {exc}") from None
     finally:
@@ -391,7 +396,8 @@ def run_cv(args, data: SeqData, arch, config, augment, log) -> dict[str, Any]:
     return {
         "model": "seq-attn", "dataset": data.name, "seed": config.seed,
         "seeds": [config.seed + r for r in range(repeats)], "cv": k, "repeats": repeats,
-        "config": asdict(config), "arch": asdict(arch), "augment": asdict(augment), **s,
+        "config": asdict(config), "arch": asdict(arch), "augment": asdict(augment),
+        "average": asdict(average), **s,
         "test_accuracy": s["mean_test_accuracy"],
         "int8_test_accuracy": s["mean_int8_test_accuracy"],
         "train_accuracy": s["mean_train_accuracy"], "folds": folds, "seconds": seconds,
@@ -406,12 +412,12 @@ def main(args: argparse.Namespace) -> int:
     if args.target is not None:
         raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
     data = load_windows(args)
-    arch, config, augment = seq_setup(args, data.train)
+    arch, config, augment, average = seq_setup(args, data.train)
     log = sys.stderr if args.json else sys.stdout
     if args.cv is not None:
-        summary = run_cv(args, data, arch, config, augment, log)
+        summary = run_cv(args, data, arch, config, augment, average, log)
     else:
-        summary = run_one(args, data, arch, config, augment, log)
+        summary = run_one(args, data, arch, config, augment, average, log)
     if args.json:
         print(json.dumps(summary))
     return 0
