@@ -68,8 +68,8 @@ from tinyattn.learn.losses import softmax
 from tinyattn.learn.seqdefaults import SeqDefaults, seq_defaults
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
 from tinyattn.learn.seqtrain import (
-    Average,
     Augment,
+    Average,
     WeightAverager,
     evaluate_seq,
     npz_model,
@@ -187,17 +187,20 @@ def averaged_fold_scores(
     """Per fold (seeds x k-fold over TRAIN), for each averaging of `recipe`: held-out int8 and
     float accuracy and log-loss. One training run a fold: its epoch-end weights are kept and
     averaged afterwards by `WeightAverager`, exactly as `fit_seq(average=...)` does in-loop."""
-    rows = np.arange(len(ds.y))
     out = {replace(recipe, average=a): {"int8": [], "float": [], "logloss": [], "seconds": []}
            for a in averages}  # fmt: skip
+    snaps: list[np.ndarray] = []  # one fold's epoch-end weights
+
+    def keep(epoch: int, loss: float, res) -> None:
+        snaps.append(res.model.theta.copy())
+
     for r in seeds:
         cfg = replace(recipe.train, seed=r)
-        for tr, te in stratified_kfold(ds.y[rows], k, seed=r):
-            snaps: list[np.ndarray] = []
+        for tr, te in stratified_kfold(ds.y, k, seed=r):
+            snaps.clear()
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, recipe.arch, cfg,
-                            recipe.augment,
-                            on_epoch=lambda e, loss, res: snaps.append(res.model.theta.copy()))
-            for a in averages:  # fmt: skip
+                            recipe.augment, on_epoch=keep)  # fmt: skip
+            for a in averages:
                 theta = snaps[-1]
                 if a.active:
                     avg = WeightAverager(a, cfg.epochs)
@@ -205,10 +208,10 @@ def averaged_fold_scores(
                         avg.update(e, th)
                     theta = avg.value
                 res.model.theta[...] = theta
-                q, f, loss = held_out_scores(res, ds, tr, te)
                 row = out[replace(recipe, average=a)]
-                row["int8"].append(q), row["float"].append(f), row["logloss"].append(loss)
-                row["seconds"].append(res.seconds)
+                scores = (*held_out_scores(res, ds, tr, te), res.seconds)
+                for key, v in zip(("int8", "float", "logloss", "seconds"), scores, strict=True):
+                    row[key].append(v)
     return out
 
 
