@@ -100,11 +100,10 @@ def test_seqtrain_average_refuses_bad_settings(kwargs, message):
 def test_seqtrain_torch_twin_averages_the_same_way(average):
     """tools/bench_train.py's PyTorch loop ends with the same averaged weights as `fit_seq`."""
     torch = pytest.importorskip("torch", reason="PyTorch not installed; run 'make install-oracle'")
-    from tools.bench_train import _fit_torch
-    from tools.torch_twins import SeqAttnTorch
-
     from tinyattn.learn.seqmodel import build_seq_model
     from tinyattn.learn.seqtrain import fit_seq
+    from tools.bench_train import _fit_torch
+    from tools.torch_twins import SeqAttnTorch
 
     X, n, y = _windows()
     config = replace(CONFIG, epochs=4)
