@@ -776,10 +776,14 @@ class Trainer:
 
     X: array('f') [N, F] (normalized features), labels: bytes-like [N]; epoch(order) runs one
     epoch over `order` (N row indices, the host's permutation) and returns the mean loss.
-    A window model (attention_train_seq.SeqNet): X [N, T*C] and `lengths` [N] (None: all T)."""
+    A window model (attention_train_seq.SeqNet): X [N, T*C] and `lengths` [N] (None: all T),
+    or X an attention_train_seq.WindowFile (windows and lengths read from a file as gathered).
+    average: an attention_train_seq.Averager (host seqtrain `Average`), fed the weights at each
+    epoch end; the last epoch leaves theta = the average (as host fit_seq). A trainer built at
+    `step` > 0 (a resumed checkpoint) takes the average's count from the epochs done."""
 
     def __init__(self, net, opt, X, labels, epochs, lr, cosine=True, label_smoothing=0.0, step=0,
-                 lengths=None):  # fmt: skip
+                 lengths=None, average=None):  # fmt: skip
         self.net = net
         self.opt = opt
         self.X = X
@@ -792,6 +796,9 @@ class Trainer:
         self.total_steps = epochs * self.steps_per_epoch
         self.step = step  # global step: the schedule's position
         self.lengths = lengths
+        self.average = average  # None, or attention_train_seq.Averager (fed at epoch ends)
+        if average is not None:
+            average.resume(net.n_params, epochs, step // self.steps_per_epoch)
 
     def train_step(self, order, start, n):
         loss = self.net.step(self.X, self.labels, order, start, n, self.lengths, self.eps)
@@ -810,6 +817,8 @@ class Trainer:
             start += n
             if on_step is not None:
                 on_step(self.step)
+        if self.average is not None:  # the epoch-end weights; after the last, theta = average
+            self.average.epoch_done(self.step // self.steps_per_epoch, self.net.theta)
         return total / N
 
     def evaluate(self, X, labels, order=None, lengths=None):
@@ -846,24 +855,32 @@ def new_net(ops, n_features, batch, theta=None, input_grad=False, rows=None):
 # ----------------------------------------------------------------------------------- files
 
 
-def from_file(path, batch, input_grad=False):
+def from_file(path, batch, input_grad=False, rows=None, average=None):
     """(net, meta bytes, step, state) from a board float model file (attention_trainfile.py):
-    the net trains the file's theta in place; state/step resume an optimizer (or are empty/0)."""
+    the net trains the file's theta in place; state/step resume an optimizer (or are empty/0).
+    rows: new_net's. average: the run's attention_train_seq.Averager, which takes the file's
+    weight average if it has one (then pass it to Trainer with `step`); None refuses a file
+    with an average."""
     import json
 
     from attention_trainfile import load
 
-    meta, theta, step, state = load(path)
+    found = [] if average is not None else None
+    meta, theta, step, state = load(path, None, found)
     m = json.loads(meta)
     if "ops" not in m or "n_features" not in m:
         raise ValueError("%s: meta lacks 'ops' or 'n_features'; write it with tinyattn."
                          "boardmodel" % path)  # fmt: skip
-    net = new_net(m["ops"], int(m["n_features"]), batch, theta, input_grad)
+    net = new_net(m["ops"], int(m["n_features"]), batch, theta, input_grad, rows)
+    if found:
+        average.value = found[0]
     return net, meta, step, state
 
 
-def to_file(path, net, meta, opt=None):
-    """Write net.theta (and the optimizer's step count and state) atomically."""
+def to_file(path, net, meta, opt=None, average=None):
+    """Write net.theta (and the optimizer's step count and state, and the running weight
+    average of an Averager while the run has one to resume) atomically."""
     from attention_trainfile import save
 
-    save(path, meta, net.theta, opt.t if opt else 0, opt.state if opt else ())
+    avg = average.pending() if average is not None else None
+    save(path, meta, net.theta, opt.t if opt else 0, opt.state if opt else (), avg)

@@ -350,6 +350,83 @@ class MaskedPool(at.Layer):
         return dx
 
 
+# ---------------------------------------------------------------------------- weight average
+
+
+class Averager:
+    """host seqtrain.WeightAverager on the device: the running average of the epoch-end
+    weights, fed by Trainer.epoch; value [P] is allocated once (Trainer) or read from a
+    checkpoint (attention_train.from_file).
+
+    swa: uniform mean over the last max(1, round(swa * epochs)) epochs (0: off); ema: decay
+    per epoch (0: off), value <- value + (1 - ema) (theta - value), from the first epoch's
+    weights. One of them is on (the host's `Average(swa, ema)`). After the last epoch the
+    weights become the average (host fit_seq: `model.theta[...] = avg.value`).
+
+    Checkpoints: the average is in the file (TAFM flag AVERAGE, attention_trainfile) from the
+    first epoch that enters it until the run ends; its count is not stored: count = epochs done
+    - start (resume)."""
+
+    def __init__(self, epochs, swa=0.0, ema=0.0):
+        if not 0.0 <= swa <= 1.0:
+            raise ValueError("average swa=%r: a fraction of the epochs, 0..1" % swa)
+        if not 0.0 <= ema < 1.0:
+            raise ValueError("average ema=%r: a decay per epoch, 0 <= ema < 1" % ema)
+        if (swa > 0.0) == (ema > 0.0):
+            raise ValueError("average: choose one of swa and ema (got swa=%r ema=%r)" % (swa, ema))
+        self.epochs = epochs
+        self.ema = ema
+        self.start = epochs - max(1, round(swa * epochs)) if swa > 0.0 else 0  # first epoch in
+        self.value = None  # (P,)
+        self.count = 0  # epochs in the average
+        self.done = 0  # epochs done
+
+    def resume(self, n_params, epochs, done):
+        """Before the first epoch (Trainer): `done` epochs of `epochs` are behind."""
+        if epochs != self.epochs:
+            raise ValueError("average over %d epochs, the run has %d" % (self.epochs, epochs))
+        self.done = done
+        self.count = done - self.start if self.start < done < epochs else 0
+        if self.value is None:
+            if self.count:
+                raise ValueError("a checkpoint after %d epochs without its weight average (%d "
+                                 "epochs in it); restart the run" % (done, self.count))
+            self.value = at.buf(n_params)
+        elif len(self.value) != n_params:
+            raise ValueError("weight average of %d values, the net has %d" % (
+                len(self.value), n_params))  # fmt: skip
+        elif not self.count:
+            raise ValueError("a weight average after %d epochs, where none is due" % done)
+
+    def epoch_done(self, done, theta):
+        """Fold theta, the weights at the end of epoch `done` (1-based), into the average; after
+        the last epoch theta becomes the average."""
+        self.done = done
+        if done <= self.start:
+            return
+        v = self.value
+        P = len(v)
+        if self.count == 0:
+            for i in range(P):
+                v[i] = theta[i]
+        elif self.ema:
+            c = 1.0 - self.ema
+            for i in range(P):
+                v[i] += c * (theta[i] - v[i])
+        else:  # swa: running mean
+            n = self.count + 1
+            for i in range(P):
+                v[i] += (theta[i] - v[i]) / n
+        self.count += 1
+        if done == self.epochs:
+            for i in range(P):
+                theta[i] = v[i]
+
+    def pending(self):
+        """The average a checkpoint must keep (None before it starts and once the run ends)."""
+        return self.value if self.count and self.done < self.epochs else None
+
+
 # ---------------------------------------------------------------------------------------- net
 
 

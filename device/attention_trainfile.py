@@ -9,7 +9,7 @@ of every byte before it. host/board/boardmodel.py writes and reads the same byte
 |---|---|---|---|
 | 0 | 4 | magic | b"TAFM" |
 | 4 | u16 | version | 1; a reader MUST reject any other |
-| 6 | u16 | flags | 0 (reserved; MUST be 0) |
+| 6 | u16 | flags | bit 0 `AVERAGE`: a weight average follows the state; other bits MUST be 0 |
 | 8 | u32 | meta_len | bytes of the UTF-8 JSON meta that follows the header |
 | 12 | u32 | n_params | P, float32 values of theta |
 | 16 | u32 | step | optimizer steps taken (0 for initial weights) |
@@ -18,7 +18,15 @@ of every byte before it. host/board/boardmodel.py writes and reads the same byte
 | .. | pad | zeros | to a multiple of 4: `(-meta_len) % 4` bytes, MUST be zero |
 | .. | 4·P | theta | float32, host `Sequential.theta` order (attention_train.py) |
 | .. | 4·P·n_state | state | float32, optimizer state vectors in order |
+| .. | 4·P | average | float32, only with flag `AVERAGE`: the running weight average |
 | end−4 | u32 | crc | CRC-32 of bytes [0, end−4) |
+
+average: a checkpoint of a run with weight averaging (attention_train_seq.Averager, host
+seqtrain.WeightAverager) taken after an epoch that entered the average and before the last
+epoch: the mean / EMA of the epoch-end weights so far. How many epochs it holds follows from
+`step` and the run's averaging (meta "train"). A finished run's file has no average (theta is
+the average by then), so it reads as any other. A reader that does not resume averaging MUST
+refuse a file with flag `AVERAGE` (a reader of before the flag does: flags MUST be 0 there).
 
 meta: "ops" (docs/model-format.md) and "n_features", which the board parses, plus whatever the
 host keeps there (norm_mean, norm_std, class_names, ...): the board keeps the bytes as they are.
@@ -26,10 +34,12 @@ host keeps there (norm_mean, norm_std, class_names, ...): the board keeps the by
 Arrays are written and read as array('f') in the machine's byte order: little-endian on every
 supported board (ESP32, RP2040, the unix port on x86_64/ARM) and host.
 
-`save(path, meta, theta, step, state)` writes `path + ".tmp"`, then renames it over `path`
-(atomic on POSIX, LittleFS and FAT as MicroPython's VFS renames): a reset mid-write leaves the
-old file. `load(path, theta=None)` -> (meta bytes, theta, step, state list); ValueError naming
-the problem for a wrong magic, version, flags, size, padding or CRC.
+`save(path, meta, theta, step, state, average=None)` writes `path + ".tmp"`, then renames it
+over `path` (atomic on POSIX, LittleFS and FAT as MicroPython's VFS renames): a reset mid-write
+leaves the old file. `load(path, theta=None, average=None)` -> (meta bytes, theta, step, state
+list); a file's average is appended to the list `average` (a file with one and no list given:
+ValueError); ValueError naming the problem for a wrong magic, version, flags, size, padding or
+CRC.
 
 References: docs/blob-format.md (the same conventions: magic + version, CRC-32 last);
 MicroPython `binascii.crc32`, `os.rename`.
@@ -58,6 +68,7 @@ _HEADER = "<4sHHIIII"  # magic, version, flags, meta_len, n_params, step, n_stat
 _HEADER_SIZE = const(24)
 _MAX_META = const(65536)
 _MAX_STATE = const(2)
+_AVERAGE = const(1)  # flags bit 0: a weight average follows the optimizer state
 _REMEDY = "re-send the weights from the host (tinyattn.board.boardmodel)"
 
 
@@ -66,15 +77,20 @@ def _write(f, data, crc):
     return crc32(data, crc)
 
 
-def save(path, meta, theta, step=0, state=()):
-    """Write meta (bytes, JSON), theta (array('f')) and optimizer state atomically."""
+def save(path, meta, theta, step=0, state=(), average=None):
+    """Write meta (bytes, JSON), theta (array('f')), optimizer state and (given) the running
+    weight average (array('f') of P) atomically."""
     tmp = path + ".tmp"
     P = len(theta)
+    flags = 0
+    if average is not None:  # after the optimizer state, checked with it
+        state = tuple(state) + (average,)
+        flags = _AVERAGE
     for s in state:
         if len(s) != P:
             raise ValueError("optimizer state of %d values for %d parameters" % (len(s), P))
     with open(tmp, "wb") as f:
-        head = struct.pack(_HEADER, MAGIC, VERSION, 0, len(meta), P, step, len(state))
+        head = struct.pack(_HEADER, MAGIC, VERSION, flags, len(meta), P, step, len(state) - flags)
         crc = _write(f, head, 0)
         crc = _write(f, meta, crc)
         pad = (-len(meta)) % 4
@@ -94,9 +110,10 @@ def _read_into(f, a, crc, path, what):
     return crc32(a, crc)
 
 
-def load(path, theta=None):
+def load(path, theta=None, average=None):
     """(meta bytes, theta array('f'), step, [state array('f'), ...]) of a TAFM file; reads
-    into `theta` (array('f') of n_params) if given."""
+    into `theta` (array('f') of n_params) if given. A file's weight average (flag AVERAGE) is
+    appended to the list `average`; without the list such a file is refused."""
     with open(path, "rb") as f:
         head = f.read(_HEADER_SIZE)
         if len(head) < _HEADER_SIZE:
@@ -109,8 +126,9 @@ def load(path, theta=None):
         if version != VERSION:
             raise ValueError("%s: unsupported format version %d (this runtime reads %d); %s" % (
                 path, version, VERSION, _REMEDY))  # fmt: skip
-        if flags != 0:
-            raise ValueError("%s: flags 0x%x, expected 0" % (path, flags))
+        if flags & ~_AVERAGE or flags and average is None:  # AVERAGE: the caller takes it
+            raise ValueError("%s: flags 0x%x, expected 0%s" % (path, flags, " (a checkpoint with "
+                             "a weight average: resume it with load(average=[]))" * flags))
         if meta_len > _MAX_META or n_state > _MAX_STATE:
             raise ValueError("%s: header says %d meta bytes, %d state vectors: corrupt; %s" % (
                 path, meta_len, n_state, _REMEDY))  # fmt: skip
@@ -129,10 +147,10 @@ def load(path, theta=None):
             raise ValueError("%s: %d parameters, the model has %d" % (path, P, len(theta)))
         crc = _read_into(f, theta, crc, path, "theta")
         state = []
-        for _ in range(n_state):
+        for k in range(n_state + flags):  # then the average (flags is 0 or _AVERAGE = 1)
             s = array("f", bytes(4 * P))
-            crc = _read_into(f, s, crc, path, "optimizer state")
-            state.append(s)
+            crc = _read_into(f, s, crc, path, "state")
+            (state if k < n_state else average).append(s)
         tail = f.read(5)
     if len(tail) != 4:
         raise ValueError("%s: %s after the data; %s" % (

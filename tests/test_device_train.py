@@ -494,7 +494,7 @@ def _corrupt(data: bytes) -> list[tuple[str, bytes, str]]:
     return [
         ("magic", put("4s", 0, b"XAFM", crc=False), "magic"),
         ("version", put("<H", 4, 2, crc=False), "version 2"),
-        ("flags", put("<H", 6, 1), "flags"),
+        ("flags", put("<H", 6, 2), "flags"),  # an unknown bit (bit 0: AVERAGE)
         ("crc", put("B", 40, data[40] ^ 1, crc=False), "CRC mismatch"),
         ("truncated", data[:-9], "truncated"),
         ("short", data[:10], "header"),

@@ -51,7 +51,7 @@ from tinyattn.learn.seqmodel import (
     seq_attn_ops,
     seq_layer_from_op,
 )
-from tinyattn.learn.seqtrain import Augment, augment_batch, fit_seq
+from tinyattn.learn.seqtrain import Augment, Average, augment_batch, fit_seq
 from tinyattn.learn.train import TrainConfig
 
 # argv: modules dir, spec.json, kernels. As test_device_train.DRIVER, plus "lengths" (window
@@ -95,9 +95,22 @@ else:
     labels = bytes(spec["labels"])
     lengths = spec["lengths"]
     if spec["kind"] == "epochs":
-        t = at.Trainer(net, opt, X, labels, len(spec["orders"]), o["lr"], True, spec["eps"],
-                       0, lengths)
-        for e in range(len(spec["orders"])):
+        E = len(spec["orders"])
+        av = spec.get("average")
+        avg = ats.Averager(E, av["swa"], av["ema"]) if av else None
+        t = at.Trainer(net, opt, X, labels, E, o["lr"], True, spec["eps"], 0, lengths, avg)
+        for e in range(E):
+            if e == spec.get("resume_at"):  # checkpoint, then a new net, optimizer, average
+                at.to_file(D + "ckpt.tafm", net, json.dumps({"ops": spec["ops"], "n_features":
+                           spec["channels"]}).encode(), opt, avg)  # fmt: skip
+                avg = ats.Averager(E, av["swa"], av["ema"]) if av else None
+                net, meta, step, state = at.from_file(D + "ckpt.tafm", B, False,
+                                                      spec.get("rows"), avg)  # fmt: skip
+                opt = at.optimizer(net, o["name"], o["lr"], o["weight_decay"], o["momentum"],
+                                   tuple(state), step)  # fmt: skip
+                t = at.Trainer(net, opt, X, labels, E, o["lr"], True, spec["eps"], step,
+                               lengths, avg)  # fmt: skip
+                print(repr(["resumed", step, avg.count if avg else None]))
             if spec.get("shifts"):
                 net.shifts = spec["shifts"][e]
             print(repr(t.epoch(spec["orders"][e])))
@@ -323,21 +336,28 @@ def orders_and_shifts(train: TrainConfig, n: int, shift: int) -> tuple[list, lis
 
 
 def epochs_case(name: str, config, train: TrainConfig, n: int, rows: int | None = None,
-                shift: int = 0):  # fmt: skip
+                shift: int = 0, average: Average | None = None,
+                resume_at: int | None = None):  # fmt: skip
     """`train.epochs` epochs of host fit_seq (float32; augmentation: a circular shift of up to
-    `shift` steps) and the device Trainer's spec for them."""
+    `shift` steps; weight averaging `average`) and the device Trainer's spec for them (the
+    device checkpoints before epoch `resume_at` and resumes from the file)."""
     x, lengths, y, K = windows(name, n, seed=4)
     x = garbage(x, lengths)  # fit_seq never reads padding either
     ops = seq_attn_ops(x.shape[1], x.shape[2], K, config)
     model = build_seq_from_ops(ops, train.seed, np.float32)
     theta0 = model.theta.copy()
-    fit_seq(model, x, lengths, y, train, Augment(shift=shift))
+    fit_seq(model, x, lengths, y, train, Augment(shift=shift), average=average)
+    if average is not None:  # the average moved the weights well beyond the tolerance
+        plain = build_seq_from_ops(ops, train.seed, np.float32)
+        fit_seq(plain, x, lengths, y, train, Augment(shift=shift))
+        assert np.abs(plain.theta - model.theta).max() > 1e-3
     orders, shifts = orders_and_shifts(train, n, shift)
     full = bool(np.all(lengths == x.shape[1]))
     spec = {"kind": "epochs", "ops": ops, "channels": x.shape[2], "batch": train.batch_size,
             "n": n, "eps": train.label_smoothing, "labels": [int(v) for v in y],
             "lengths": None if full else [int(v) for v in lengths], "orders": orders, "rows": rows,
-            "shifts": shifts,
+            "shifts": shifts, "resume_at": resume_at,
+            "average": {"swa": average.swa, "ema": average.ema} if average else None,
             "opt": {"name": "adam", "lr": train.lr, "weight_decay": train.weight_decay,
                     "momentum": 0.9}}  # fmt: skip
     return spec, {"theta": theta0, "x": x}, model
@@ -371,6 +391,22 @@ EPOCH_CASES = {
         "japanesevowels", arch(2, 8, 2, 2, 12),
         TrainConfig(epochs=2, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48, rows=4,
         shift=3),
+    "japanesevowels-ema": lambda: epochs_case(  # the JapaneseVowels default's averaging
+        "japanesevowels", arch(2, 8, 2, 2, 12),
+        TrainConfig(epochs=3, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48,
+        average=Average(ema=0.97)),
+    "japanesevowels-ema-resumed": lambda: epochs_case(
+        "japanesevowels", arch(2, 8, 2, 2, 12),
+        TrainConfig(epochs=3, lr=0.003, weight_decay=0.1, label_smoothing=0.1), 48, rows=5,
+        average=Average(ema=0.5), resume_at=2),
+    "basicmotions-swa-shift50": lambda: epochs_case(
+        "basicmotions", arch(10, 8, 2, 1, 16),
+        TrainConfig(epochs=4, lr=0.01, weight_decay=0.01, label_smoothing=0.0), 40, shift=50,
+        average=Average(swa=0.75)),
+    "basicmotions-swa-resumed": lambda: epochs_case(
+        "basicmotions", arch(10, 8, 2, 1, 16),
+        TrainConfig(epochs=4, lr=0.01, weight_decay=0.01, label_smoothing=0.0), 40,
+        average=Average(swa=0.5), resume_at=3),
 }  # fmt: skip
 
 
@@ -385,6 +421,18 @@ def check_epochs(case, outs, label, lr, epochs, steps_per_epoch) -> float:
     worst = float(err[~noise].max())
     assert worst < 1e-4, f"{label}: max |theta_device - theta_host| {worst:.3g}"
     return worst
+
+
+def check_resumed(spec: dict, lines: list[str]) -> None:
+    """A resumed run's line: the checkpoint's step and the epochs its average held."""
+    e = spec["resume_at"]
+    if e is None:
+        return
+    av = spec["average"]
+    E = len(spec["orders"])
+    start = E - max(1, round(av["swa"] * E)) if av["swa"] else 0
+    steps = -(-spec["n"] // spec["batch"])
+    assert literals(lines[e : e + 1]) == [["resumed", e * steps, max(0, e - start)]], lines
 
 
 def padding_invariance(run) -> None:
@@ -430,7 +478,8 @@ def test_device_train_seq_epochs_follow_host_fit_seq(key, tmp_path):
     case = EPOCH_CASES[key]()
     spec = case[0]
     outs, lines = run_case(CPYTHON, spec, case[1], tmp_path, DEVICE_DIR)
-    assert len(lines) == len(spec["orders"])
+    assert len(lines) == len(spec["orders"]) + (spec["resume_at"] is not None)
+    check_resumed(spec, lines)
     steps = -(-spec["n"] // spec["batch"])
     check_epochs(case, outs, key, spec["opt"]["lr"], len(spec["orders"]), steps)
 
@@ -564,7 +613,8 @@ def test_device_train_seq_mp_epochs_follow_host_fit_seq(key, mpy, tmp_path):
     case = EPOCH_CASES[key]()
     spec = case[0]
     outs, lines = run_case(_mp(), spec, case[1], tmp_path, mpy, "native")
-    assert len(lines) == len(spec["orders"])
+    assert len(lines) == len(spec["orders"]) + (spec["resume_at"] is not None)
+    check_resumed(spec, lines)
     steps = -(-spec["n"] // spec["batch"])
     check_epochs(case, outs, f"{key} (mp)", spec["opt"]["lr"], len(spec["orders"]), steps)
 
@@ -667,3 +717,48 @@ def test_device_train_seq_iris_net_does_not_load_the_sequence_module():
     proc = subprocess.run([sys.executable, "-c", script % (iris_attn_ops(4, 3),),
                            str(DEVICE_DIR)], capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+@pytest.mark.host
+def test_device_train_seq_averager_checkpoint_rules(at, tmp_path):
+    """The weight average in the board file (TAFM flag AVERAGE): written while the run has one,
+    refused by a reader that does not resume averaging, required by a resume that needs it;
+    a finished run's file has none; bad settings are refused as the host's Average."""
+    import attention_train_seq as ats
+    import attention_trainfile as tf
+
+    ops = seq_attn_ops(10, 3, 4, arch(5, 8, 2, 1, 16))
+    meta = json.dumps({"ops": ops, "n_features": 3}).encode()
+    net = at.new_net(ops, 3, 4)
+    avg = ats.Averager(4, swa=0.5)  # epochs 3 and 4 (1-based) enter the average
+    t = at.Trainer(net, at.optimizer(net), [0.0] * 8 * 30, bytes(8), 4, 0.01, lengths=None,
+                   average=avg)  # fmt: skip
+    assert avg.start == 2 and avg.pending() is None
+    for e in range(4):
+        t.epoch(list(range(8)))
+        path = str(tmp_path / f"e{e + 1}.tafm")
+        at.to_file(path, net, meta, t.opt, avg)
+        has = []
+        tf.load(path, None, has)
+        assert len(has) == (e + 1 == 3), e  # only between the first averaged epoch and the end
+    assert np.array_equal(np.array(net.theta), np.array(avg.value))  # theta = the average
+    with pytest.raises(ValueError, match="weight average.*load\\(average="):
+        tf.load(str(tmp_path / "e3.tafm"))
+    with pytest.raises(ValueError, match="weight average"):
+        at.from_file(str(tmp_path / "e3.tafm"), 4)
+    net3, _, step, state = at.from_file(str(tmp_path / "e3.tafm"), 4, average=ats.Averager(4,
+                                                                                swa=0.5))
+    assert step == 6
+    with pytest.raises(ValueError, match="without its weight average"):  # e3 without its average
+        tf.save(str(tmp_path / "bare.tafm"), meta, net3.theta, step, state)
+        _, meta_b, step, state = at.from_file(str(tmp_path / "bare.tafm"), 4,
+                                              average=ats.Averager(4, swa=0.5))
+        at.Trainer(_, at.optimizer(_, state=tuple(state), t=step), [0.0] * 8 * 30, bytes(8), 4,
+                   0.01, step=step, average=ats.Averager(4, swa=0.5))  # fmt: skip
+    for kw, msg in (({"swa": 1.5}, "0..1"), ({"ema": 1.0}, "decay"), ({}, "choose one"),
+                    ({"swa": 0.5, "ema": 0.9}, "choose one")):  # fmt: skip
+        with pytest.raises(ValueError, match=msg):
+            ats.Averager(4, **kw)
+    with pytest.raises(ValueError, match="average over 4 epochs, the run has 5"):
+        at.Trainer(net, at.optimizer(net), [0.0] * 8 * 30, bytes(8), 5, 0.01,
+                   average=ats.Averager(4, ema=0.9))  # fmt: skip
