@@ -41,14 +41,52 @@ Heap (unix port, 64-bit, .mpy): the tuned BasicMotions model (P5 E16 H2 L1 F32, 
 parameters) holds 376 KiB with rows = batch = 16, 86 KiB with rows = 1 (59 KiB of it theta,
 grad, gsum and AdamW's m, v).
 
+Windows from a file (WindowFile): a board cannot hold BasicMotions' ~192 KB or
+JapaneseVowels' ~800 KB of float32 windows in RAM, so gather can read each window (and its
+length) from a file on the board's filesystem as it needs it: one seek + readinto of the length
+into a 2-byte buffer, one of the window into a [T, C] array('f') allocated once (no allocation
+per window; tests/test_device_train_seq.py runs gather under heap_lock). Pass the WindowFile as
+X (lengths None) to SeqNet.gather / step, Trainer and Trainer.evaluate; training from the file
+equals training from RAM exactly. The file ("TAWF", version 1; the host writes it with
+tools/bench_train_device.py `write_window_file`), little-endian throughout:
+
+| offset | size | field | meaning |
+|---|---|---|---|
+| 0 | 4 | magic | b"TAWF" |
+| 4 | u16 | version | 1; a reader MUST reject any other |
+| 6 | u16 | flags | 0 (reserved; MUST be 0) |
+| 8 | u32 | N | windows, 1..65535 |
+| 12 | u32 | T | steps of each stored window (the model's T: longer windows cut) |
+| 16 | u32 | C | channels |
+| 20 | 2·N | lengths | u16, valid steps of each window, 1..T |
+| 20+2N | N | labels | u8, class of each window |
+| .. | pad | zeros | to a multiple of 4: `(-3N) % 4` bytes |
+| .. | 4·N·T·C | rows | float32 [N, T, C], standardized; steps >= length: any value (unread) |
+| end−4 | u32 | crc | CRC-32 (IEEE, as zlib.crc32) of bytes [0, end−4) |
+
+WindowFile(path) checks the header, the size and (check=True, one pass through the window
+buffer) the CRC, and a length when it reads one: ValueError, one line naming the file and the
+problem, for a bad magic, version, flags or header, a wrong size (truncated), a CRC mismatch
+or a length outside 1..T.
+
 References: host/learn/seqlayers.py (the masks); Vaswani et al. (2017); Dao et al. (2022),
 "FlashAttention" (recomputing the attention row from its log-sum-exp in backward).
 """
 
 import math
+import struct
 from array import array
 
 import attention_train as at
+
+try:
+    from binascii import crc32
+except ImportError:  # a port built without binascii.crc32: the runtime's table version
+    from attention import crc32_py as crc32
+
+WINDOWS_MAGIC = b"TAWF"
+_WINDOWS_HEADER = "<4sHHIII"  # magic, version, flags, N, T, C
+_REMEDY = "write it again (tools/bench_train_device.py write_window_file) and copy it over"
 
 # ------------------------------------------------------------------------------------ kernels
 
@@ -350,6 +388,99 @@ class MaskedPool(at.Layer):
         return dx
 
 
+# ------------------------------------------------------------------------- windows in a file
+
+
+class WindowFile:
+    """Windows [N, T, C] with lengths and labels in a TAWF file (module docstring), read one
+    window at a time into `row` [T*C] (read); the file stays open until close()."""
+
+    def __init__(self, path, check=True):
+        f = open(path, "rb")
+        try:
+            self._open(f, path, check)
+        except BaseException:
+            f.close()
+            raise
+        self.f = f
+
+    def _open(self, f, path, check):
+        head = f.read(20)
+        if len(head) < 20:
+            raise ValueError("%s: %d bytes, shorter than the header; %s" % (path, len(head),
+                                                                           _REMEDY))  # fmt: skip
+        magic, version, flags, N, T, C = struct.unpack(_WINDOWS_HEADER, head)
+        if magic != WINDOWS_MAGIC:
+            raise ValueError("%s: magic %r, expected %r: not a windows file" % (path, magic,
+                                                                               WINDOWS_MAGIC))
+        if version != 1 or flags:
+            raise ValueError("%s: unsupported format version %d flags 0x%x (this runtime reads "
+                             "version 1, flags 0); %s" % (path, version, flags, _REMEDY))
+        if not (0 < N < 65536 and 0 < T < 65536 and 0 < C < 4096):
+            raise ValueError("%s: header says N=%d T=%d C=%d: corrupt; %s" % (path, N, T, C,
+                                                                             _REMEDY))  # fmt: skip
+        self.path = path
+        self.N = N
+        self.T = T
+        self.C = C
+        self.rows_at = 20 + 3 * N + (-3 * N) % 4
+        size = self.rows_at + 4 * N * T * C + 4
+        have = f.seek(0, 2)
+        if have != size:
+            raise ValueError("%s: %d bytes, its header says %d (%s); %s" % (path, have, size,
+                             "truncated" if have < size else "extra bytes", _REMEDY))
+        self.row = at.buf(T * C)  # (T*C,) the window read last
+        self.two = bytearray(2)  # one length
+        if check:
+            self._check(f, size)
+
+    def _check(self, f, size):
+        f.seek(0)
+        crc = 0
+        left = size - 4
+        buf = self.row
+        mv = memoryview(buf)
+        while left:  # every count is a multiple of 4: the part before the CRC is
+            got = f.readinto(buf)  # T*C floats a read (the last, at the end, may hold the CRC)
+            if got <= 0:
+                break
+            if got > left:
+                got = left
+            crc = crc32(buf if got == 4 * len(buf) else mv[: got // 4], crc)
+            left -= got
+        f.seek(size - 4)
+        tail = f.read(4)
+        if struct.unpack("<I", tail)[0] != crc & 0xFFFFFFFF:
+            raise ValueError("%s: CRC mismatch (file corrupt or truncated); %s" % (self.path,
+                                                                                  _REMEDY))
+
+    def labels(self):
+        """The labels [N] (a bytearray, read once)."""
+        out = bytearray(self.N)
+        self.f.seek(20 + 2 * self.N)
+        self.f.readinto(out)
+        return out
+
+    def read(self, i):
+        """Window i into `row` [T*C]; returns its length."""
+        f = self.f
+        two = self.two
+        f.seek(20 + 2 * i)
+        f.readinto(two)
+        k = two[0] | two[1] << 8
+        if k < 1 or k > self.T:
+            raise ValueError("%s: window %d has length %d, outside 1..%d: corrupt; %s" % (
+                self.path, i, k, self.T, _REMEDY))  # fmt: skip
+        TC = self.T * self.C
+        f.seek(self.rows_at + 4 * TC * i)
+        if f.readinto(self.row) != 4 * TC:
+            raise ValueError("%s: truncated in window %d; %s" % (self.path, i, _REMEDY))
+        return k
+
+    def close(self):
+        self.f.close()
+
+
 # ---------------------------------------------------------------------------- weight average
 
 
@@ -531,23 +662,34 @@ class SeqNet(at.Net):
 
     def gather(self, X, labels, order, start, n, lengths=None):
         """Windows order[start:start+n] of X [N, T*C] into x (zero past each length), their
-        labels and ntok (rotated by self.shifts[start + r] steps when set)."""
+        labels and ntok (rotated by self.shifts[start + r] steps when set). X may be a
+        WindowFile (its lengths; `lengths` unused): each window is read as it is gathered."""
         T, C, P, W, shifts = self.steps, self.channels, self.patch, self.n_in, self.shifts
         x = self.x
         ntok = self.win.ntok
+        wf = X if isinstance(X, WindowFile) else None
+        if wf is not None and (wf.T != T or wf.C != C):
+            raise ValueError("%s holds windows of [%d, %d], the model takes [%d, %d]" % (
+                wf.path, wf.T, wf.C, T, C))  # fmt: skip
         for r in range(n):
             row = order[start + r]
-            k = T if lengths is None else lengths[row]
+            if wf is None:
+                k = T if lengths is None else lengths[row]
+                src = X
+                o = row * T * C - r * W
+            else:
+                k = wf.read(row)
+                src = wf.row
+                o = -r * W
             if k < 1 or k > T:
                 raise ValueError("window %d has length %d; lengths must lie in 1..%d" % (
                     row, k, T))  # fmt: skip
             s = 0 if shifts is None else shifts[start + r] % k  # x'[t] = x[(t - s) mod k]
             j = r * W
-            o = row * T * C - j
             for i in range(j, j + s * C):  # the last s valid steps first
-                x[i] = X[o + (k - s) * C + i]
+                x[i] = src[o + (k - s) * C + i]
             for i in range(j + s * C, j + k * C):
-                x[i] = X[o - s * C + i]
+                x[i] = src[o - s * C + i]
             for i in range(j + k * C, j + W):
                 x[i] = 0.0
             ntok[r] = (k + P - 1) // P

