@@ -59,6 +59,9 @@ _MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": 
 _ORDER = ("viper", "native", "pure")
 _loaded = {}
 _MICROPYTHON = sys.implementation.name == "micropython"
+# imported from .mpy: importing a module needs no compile heap, so a load-time module is
+# imported just for its phase (from .py, compiling one late, beside the tensors, costs more)
+_MPY = (globals().get("__file__") or "").endswith(".mpy")
 
 
 class BlobError(ValueError):
@@ -121,6 +124,7 @@ class Blob:
         self.mean = mean
         self.std = std
         self.ops = ops
+        self.bufs = None  # the programs' buffers, when read_blob allocated them (buffers=)
 
 
 def blob_error(source, problem, remedy=REMEDY):
@@ -128,7 +132,7 @@ def blob_error(source, problem, remedy=REMEDY):
     return BlobError("%s: %s; %s" % (source, problem, remedy))
 
 
-def read_blob(src, source="blob", lean=False):
+def read_blob(src, source="blob", lean=False, buffers=None):
     """Parse and check a blob (bytes-like, or a file path): every MUST of docs/blob-format.md.
     Returns a Blob; raises BlobError naming the problem. Three phases, each in its own module
     imported for the call only and dropped again unless imported before (on a small board
@@ -137,7 +141,10 @@ def read_blob(src, source="blob", lean=False):
     data), attention_ops (each op's tensors and parameters, shapes from F to C, the small-int
     budget). Each op's `t` maps a role to a Tensor; `lean` (what Model loads): straight to the
     tensor's data array, with `op.shape` (W role -> its shape), and no Tensor objects
-    or names left in the heap."""
+    or names left in the heap. `buffers` (what Model passes): (int8, float, shared), the
+    programs to allocate buffers for right after the op records (attention_build.buffers;
+    MicroPython only), before the tensors and the later phases' bytecode split the heap; as
+    `blob.bufs`."""
     loaded = [name for name in _READER if name in sys.modules]
     try:
         path = None
@@ -151,14 +158,20 @@ def read_blob(src, source="blob", lean=False):
             "attention_blob", "read_records", (mv, source)
         )
         _forget(loaded)
-        _load("attention_ops")  # compiled while little is parsed
+        if buffers:
+            which = (buffers[0] and blob.quantized,) + tuple(buffers[1:])  # float32: no int8
+            blob.bufs = _buffers([op for op, _ in ops], blob.n_features, which)
+            _forget(loaded)
+        if not _MPY:
+            _load("attention_ops")  # compiled while little is parsed (.mpy: for its phase)
         args = (mv, source, pos, end, n_tensors, tables[1], 0 if path else None)
         table, crc = _call("attention_tensors", "read_tensors", args)
         if path:  # the file's bytes go before the tensors' arrays come (read again)
             mv = path
         args = (mv, table, tables[1], source, crc)
         mv = table = None
-        _forget(loaded + ["attention_ops", "attention_tensors"])
+        # .mpy: attention_ops comes back after the tensors' data (~10 KB less at that peak)
+        _forget(loaded + ([] if _MPY else ["attention_ops"]) + ["attention_tensors"])
         tensors = _call("attention_tensors", "read_data", args)
         args = None
         _forget(loaded + ["attention_ops"])
@@ -172,6 +185,21 @@ def read_blob(src, source="blob", lean=False):
         raise blob_error(source, "malformed blob (%r)" % (exc,)) from None
     finally:
         _forget(loaded)
+
+
+def _buffers(ops, n_features, which):
+    """attention_build.buffers(ops, n_features, *which), or None when the records (not checked
+    yet: attention_ops does that next) do not give sizes the heap holds; then build
+    allocates them after the checks. MicroPython only (the heap's layout is the point)."""
+    if not _MICROPYTHON:
+        return None
+    try:
+        return _call("attention_build", "buffers", (ops, n_features) + tuple(which))
+    except MemoryError:
+        _gc.collect()
+        return None
+    except Exception:  # records the checks will refuse, with their own message
+        return None
 
 
 def _read_file(path):
@@ -246,7 +274,6 @@ class Model:
     def __init__(self, src, kernels="auto"):
         if kernels != "auto" and kernels not in _MODULES:
             raise ValueError("kernels must be 'auto', 'pure', 'native' or 'viper'")
-        blob = read_blob(src, lean=True)  # the reader is gone again: kernels have its heap
         if kernels == "auto":
             for kernels in _ORDER:
                 if _kernel_module(kernels) is not None:
@@ -256,6 +283,11 @@ class Model:
                 "kernels %r not available here (available: %s)"
                 % (kernels, ", ".join(kernels_available()))
             )
+        # both programs' buffers come right after the op records (read_blob's `buffers`),
+        # while the heap has its large spans; with viper's int8 kernels (raw 32-bit words)
+        # a seq model's int8 program shares the float program's (attention_build_seq)
+        shared = kernels == "viper"
+        blob = read_blob(src, lean=True, buffers=(True, True, shared))
         # float path: native when the int8 set is accelerated and native imports
         float_set = "pure" if kernels == "pure" or _kernel_module("native") is None else "native"
         self.format_version = blob.version
@@ -281,43 +313,26 @@ class Model:
             mod = None
             if _MICROPYTHON:
                 _gc.collect()
-            self._progf = None
+            # both programs now, over the buffers read_blob allocated (blob.bufs; None: build
+            # allocates them): a float program built on run_float's first call found no span
+            # for its 2.4 KB window in a 100 KiB heap after the reader and the server
+            words = blob.bufs is not None  # read_blob allocated them (shared if asked)
+            prog8, progf = build(blob, _kernel_module(kernels).INT8 if blob.quantized else None,
+                                 _kernel_module(float_set).FLOAT, blob.bufs)  # fmt: skip
+            self._progf, self._xf, self._yf, self._rowsf, _ = progf
             if not blob.quantized:  # float32 weights: the float program is the model
-                self._float_program(blob, build)
                 return
-            # int8 seq model: the int8 program now, the float one when run_float first needs
-            # it (loading then holds one program's buffers, whose largest, the float window,
-            # a heap the reader has fragmented may not have room for); other models: both
-            ops = blob.ops[:] if self.seq else None
-            prog8, progf = build(blob, _kernel_module(kernels).INT8,
-                                 None if ops else _kernel_module(float_set).FLOAT)  # fmt: skip
-            if ops:
-                blob.ops = ops  # build emptied blob.ops as it went
-                self._blob = blob
-            else:
-                self._progf, self._xf, self._yf, self._rowsf, _ = progf
-            blob = ops = progf = None
+            blob = progf = None
             self._prog8, self._x8, self._y8, self._rows8, self._pools8 = prog8
             prog8 = None
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self._load = _kernel_module(kernels).INT8[8]
                 self._loadp = array.array("i", [0, 0])
+            # int8 logits in float32-typed words (shared buffers): copied out as bytes
+            self._words = shared and self.seq and words
+            self._outp = array.array("i", [4 * self.n_classes] * 2)
             self._xq = _zeros("b", self.input_len)
             self._out = _zeros("i", self.n_classes)
-        finally:
-            build = None
-            _forget(loaded)
-
-    def _float_program(self, blob, build=None):
-        """Build the float program (at load for a float32 blob, else on run_float's first
-        call, from the ops kept for it; they go then)."""
-        loaded = [name for name in _READER if name in sys.modules]
-        try:
-            if build is None:
-                build = __import__("attention_build").build
-            prog = build(blob, None, _kernel_module(self.float_kernels).FLOAT)[1]
-            self._progf, self._xf, self._yf, self._rowsf, _ = prog
-            self._blob = None
         finally:
             build = None
             _forget(loaded)
@@ -429,10 +444,14 @@ class Model:
         for kernel, x, y, c, d, e, p in prog:
             kernel(x, y, c, d, e, p)
         y = self._y8
+        if self._words:  # raw int32 words in a float32-typed array: copied as bytes
+            self._load(y, out, None, None, None, self._outp)
+        else:
+            for c in range(nc):
+                out[c] = y[c]
         best = 0
         for c in range(nc):
-            out[c] = y[c]
-            if y[c] > y[best]:
+            if out[c] > out[best]:
                 best = c
         return best
 
@@ -441,8 +460,6 @@ class Model:
         seq model a window of n*C, 1 <= n <= T) -> float logits in `out` (array('f') or list
         of n_classes). Returns the argmax. Allocates (floats)."""
         n = self.window_steps(features)
-        if self._progf is None:
-            self._float_program(self._blob)
         nf = n * self.n_features
         x = self._xf
         mean = self._mean

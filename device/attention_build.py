@@ -18,10 +18,22 @@ Load-time only: attention.Model imports it to build and drops it again, like the
 """
 
 import array
+import sys
+
+_MICROPYTHON = sys.implementation.name == "micropython"
 
 
 def _zeros(tc, n):
-    return array.array(tc, bytes(n * (1 if tc == "b" else 4)))
+    """A zeroed array of n items. MicroPython: allocated whole from a range (an 'b' one wraps
+    there), then cleared: array(tc, bytes(k)) would allocate the bytes first, a transient of
+    the same size whose hole splits a small heap (loading BasicMotions failed in 100 KiB on
+    2.4 KB buffers that way)."""
+    if not _MICROPYTHON:
+        return array.array(tc, bytes(n * (1 if tc == "b" else 4)))
+    a = array.array(tc, range(n))
+    for i in range(n):
+        a[i] = 0
+    return a
 
 
 def window(blob):
@@ -32,22 +44,22 @@ def window(blob):
     return ip["T"], ip["P"], -(-ip["T"] // ip["P"])
 
 
-def build(blob, kernels, float_kernels):
-    """Compile the op list into both programs in one pass: (int8 program, or None when the
-    int8 kernel tuple `kernels` is None, float program). A program is (steps, input buffer,
-    output buffer, rows, pools); rows and pools are the token-count parameters of a seq model
-    (attention_build_seq.build, which this calls for one), empty tuples for any other.
-
-    Heap: every buffer of both programs is allocated first, while the heap has its largest
-    free spans; then each op's steps, after which the op leaves blob.ops (its dicts, and the
-    tensors no step holds, are garbage from then on)."""
-    if blob.ops[0].code == 7:  # a seq model (op 0 embed)
-        return __import__("attention_build_seq").build(blob, kernels, float_kernels)
-    size = blob.n_features  # elements of the current activation
+def buffers(ops, n_features, int8, flt, shared=False):
+    """Every buffer of the int8 program (array('i'), when `int8`) and of the float one
+    (array('f'), when `flt`): [(bufs, sc) or None, (bufs, sc) or None], bufs the ping-pong
+    activations, sc the scratch (attention_build_seq.buffers for a seq model). The sizes come
+    from the ops' iparams alone, so attention.read_blob can allocate them right after the op
+    records, while the heap still has its large free spans: the tensors and the reader's
+    bytecode, which come and go after, then no longer split them (on a 100 KiB board the float
+    program's 2.4 KB window found no span when allocated after the reader). `shared`: a seq
+    model's int8 program in the float one's arrays (attention_build_seq.buffers; viper)."""
+    if ops[0].code == 7:  # a seq model (op 0 embed)
+        return __import__("attention_build_seq").buffers(ops, int8, flt, shared)
+    size = n_features  # elements of the current activation
     width = [size, 0]  # of the ping-pong buffers: the input is in buffer 0
     cur = att = seq = 0
     n_qk = n_sc = n_qa = 0  # myattn scratch: Q ‖ K (pool), scores + weights, Q ‖ applied
-    for op in blob.ops:
+    for op in ops:
         ip = op.ip
         if op.code == 1:  # dense
             size = size // ip["in"] * ip["out"]
@@ -64,9 +76,9 @@ def build(blob, kernels, float_kernels):
         if op.code in (1, 4, 5, 6):  # the output goes to the other buffer
             cur = 1 - cur
             width[cur] = max(width[cur], size)
-    progs = []
-    for ks, tc in ((kernels, "i"), (float_kernels, "f")):
-        if ks is None:
+    out = [None, None]
+    for i, tc in ((0, "i"), (1, "f")):
+        if not (int8 if i == 0 else flt):
             continue
         bufs = (_zeros(tc, width[0]), _zeros(tc, width[1]))  # ping-pong activations
         # attention scratch: q, k, v, ctx [S*E] and scores/probabilities [2S]; myattn's
@@ -75,7 +87,29 @@ def build(blob, kernels, float_kernels):
             sc[:5] = [_zeros(tc, att) for _ in range(4)] + [_zeros(tc, 2 * seq)]
         if n_sc:
             sc[5:] = [_zeros(tc, n_qk), _zeros(tc, n_sc), _zeros(tc, n_qa)]
-        progs.append((ks, tc == "i", bufs, sc, []))
+        out[i] = (bufs, sc)
+    return out
+
+
+def build(blob, kernels, float_kernels, bufs=None):
+    """Compile the op list into both programs in one pass: (int8 program, or None when the
+    int8 kernel tuple `kernels` is None, float program, or None when `float_kernels` is).
+    A program is (steps, input buffer, output buffer, rows, pools); rows and pools are the
+    token-count parameters of a seq model (attention_build_seq.build, which this calls for
+    one), empty tuples for any other.
+
+    Heap: every buffer of both programs first (`bufs`, from buffers() at the op records, or
+    allocated here), then each op's steps, after which the op leaves blob.ops (its dicts, and
+    the tensors no step holds, are garbage from then on)."""
+    if bufs is None:
+        bufs = buffers(blob.ops, blob.n_features, kernels is not None, float_kernels is not None)
+    if blob.ops[0].code == 7:  # a seq model (op 0 embed)
+        return __import__("attention_build_seq").build(blob, kernels, float_kernels, bufs)
+    progs = []
+    for ks, int8, b in ((kernels, True, bufs[0]), (float_kernels, False, bufs[1])):
+        if ks is not None:
+            progs.append((ks, int8, b[0], b[1], []))
+    bufs = None
     cur = 0
     size = blob.n_features
     ops = blob.ops

@@ -10,8 +10,9 @@ where the valid-token count goes.
 - res_attention: q, k, v projections, attn, the output projection a into the other ping-pong
   buffer, then `add` (x, a) in place into it: y = x + MHA(x).
 - res_ff: Dense1 into the other buffer (int8: relu is the clamp [0, 127]; float: a relu
-  step), Dense2 into the residual buffer r [S*E], then `add` (r, x) in place into x (the same
-  integers as x·M_x + f·M_f: the sum is exact before its one rounding).
+  step), Dense2 into the residual buffer r [S*E] (attention's q buffer), then `add` (r, x)
+  in place into x (the same integers as x·M_x + f·M_f: the sum is exact before its one
+  rounding).
 - masked_pool: pool over the valid tokens, M = m[S_n - 1].
 
 Every parameter that counts tokens is written here for the full window (S tokens); `rows`
@@ -26,16 +27,22 @@ import array
 from attention_build import _zeros, dense_step, relu_into_dense
 
 
-def build(blob, kernels, float_kernels):
-    """(int8 program, or None when `kernels` is None, float program) of a seq model, each
-    (steps, input buffer, output buffer, rows, pools); as attention_build.build, every buffer
-    first, then op by op, each op leaving blob.ops once both programs have its steps."""
-    e = blob.ops[0].ip
+def buffers(ops, int8, flt, shared=False):
+    """[(bufs, sc) or None, (bufs, sc) or None]: the buffers of the int8 program (when
+    `int8`) and of the float one (when `flt`), as attention_build.buffers, from the ops'
+    iparams alone; the float ones (the largest: the float input window) first.
+
+    `shared` (int8 kernels that address their buffers as raw 32-bit words: viper's ptr32):
+    the int8 program runs in the float program's arrays, all but its int8 input window (the
+    two programs never run at once, and each writes every value it reads in a run); its
+    logits are then float32-typed words, which attention.Model.run_int8 copies into `out` as
+    bytes. 8.9 KB less for BasicMotions, 11.9 KB for JapaneseVowels."""
+    e = ops[0].ip
     S = -(-e["T"] // e["P"])  # tokens of a full window
     width = [0, 0]  # of the ping-pong buffers (the input, S patches, is buffer 0 of float)
     E = 0
     cur = 0
-    for op in blob.ops:
+    for op in ops:
         ip = op.ip
         if "E" in ip:
             E = max(E, ip["E"])
@@ -45,17 +52,38 @@ def build(blob, kernels, float_kernels):
             cur = 1 - cur
             n = ip["E"] if op.code == 10 else S * (ip["out"] if op.code == 1 else ip["E"])
             width[cur] = max(width[cur], n)
-    progs = []
-    for ks, tc in ((float_kernels, "f"), (kernels, "i")):  # the float input (the largest) first
-        if ks is None:
+    out = [None, None]
+    for i, tc in ((1, "f"), (0, "i")):  # the float input (the largest) first
+        if not (int8 if i == 0 else flt):
             continue
         n = S * e["P"] * e["C"]  # the input window: float buffer 0, int8 a buffer of its own
+        if i == 0 and shared and out[1] is not None:
+            bufs, sc = out[1]
+            out[0] = (bufs, sc[:6] + [_zeros("b", n)])
+            continue
         bufs = (_zeros(tc, max(width[0], n if tc == "f" else 0)), _zeros(tc, width[1]))
-        # attention scratch q, k, v, ctx [S*E], scores [2S]; res_ff's residual buffer r [S*E];
-        # int8: the input window, array('b') (the embed kernel reads int8)
-        sc = [_zeros(tc, S * E) for _ in range(5)] + [_zeros(tc, 2 * S)]
+        # attention scratch q, k, v, ctx [S*E], scores [2S]; res_ff's residual buffer r [S*E]
+        # is q's memory (res_ff runs when no attention scratch is live: 1.3 KB less a program
+        # for BasicMotions); int8: the input window, array('b') (the embed kernel reads int8)
+        sc = [_zeros(tc, S * E) for _ in range(4)]
+        sc += [sc[0], _zeros(tc, 2 * S)]
         sc.append(_zeros("b", n) if tc == "i" else bufs[0])
-        progs.append((ks, tc == "i", bufs, sc, [], [], []))
+        out[i] = (bufs, sc)
+    return out
+
+
+def build(blob, kernels, float_kernels, bufs):
+    """(int8 program, or None when `kernels` is None, float program, or None when
+    `float_kernels` is) of a seq model, each (steps, input buffer, output buffer, rows,
+    pools), over `bufs` (buffers()); op by op, each op leaving blob.ops once both programs
+    have its steps."""
+    e = blob.ops[0].ip
+    S = -(-e["T"] // e["P"])  # tokens of a full window
+    progs = []
+    for ks, int8, b in ((float_kernels, False, bufs[1]), (kernels, True, bufs[0])):
+        if ks is not None:
+            progs.append((ks, int8, b[0], b[1], [], [], []))
+    bufs = None
     tokens = S  # S while the activation is the tokens [S, ·], 0 after masked_pool
     size = e["C"]
     cur = 0
