@@ -29,10 +29,17 @@ except ImportError:  # CPython
         return a - b
 
 
+from binascii import a2b_base64
+
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
     from attention import crc32
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    const = lambda x: x  # noqa: E731
 
 PROTOCOL = 1
 RUNTIME_VERSION = "0.1.0"  # device/package.json "version"
@@ -116,7 +123,8 @@ def _path(req):
     return path
 
 
-_state = {"model": None, "out": None, "blob": None, "xq": None, "f32": None}
+# the line buffer (line_buffer()) stays across runs: allocated once, before the first model
+_state = {"model": None, "out": None, "blob": None, "xq": None, "f32": None, "line": None}
 
 
 def _blob_identity(path):
@@ -249,10 +257,23 @@ def _op_bench(model, req):
     if features is not None:
         features = _features(model, features)
     elif getattr(model, "seq", False):  # a full window of T steps, zeros (no boxed floats)
-        features = array.array("f", bytes(4 * model.steps * model.n_features))
+        features = _zero_window(model.steps * model.n_features)
     else:
         features = [0.0] * model.n_features
     return _bench(model, features, path, n)
+
+
+def _zero_window(n):
+    """n float32 zeros: in the line buffer when they fit (its request is parsed by now; a
+    BasicMotions window is 2.4 KB, a block a small heap may not have once the model is
+    loaded), else an array of their own."""
+    line = _state["line"]
+    if line is None or line[0] is None or 4 * n > len(line[1]):
+        return array.array("f", bytes(4 * n))
+    window = memoryview(line[0])[:n]
+    for i in range(n):
+        window[i] = 0.0
+    return window
 
 
 def _bench(model, features, path, n):
@@ -292,6 +313,7 @@ _OPS = {"info": _op_info, "infer": _op_infer, "batch": _op_batch, "bench": _op_b
 
 
 _CRC_TAG = ',"crc":'
+_CRC_TAG_B = b',"crc":'
 # the training session's ops (server_train._OPS), imported on the first one
 _TRAIN_OPS = ("train_info", "train_put", "train_commit", "train_epoch", "train_get", "train_end")
 
@@ -328,22 +350,108 @@ def unframe(line):
 
 _OOM_LINE = "\x01"  # marker: the request line could not be decoded for lack of heap
 _LONG_LINE = "\x02"  # marker: the request line was longer than MAX_LINE
+# compact payloads (docs/protocol.md): a base64 field of at least _CUT characters stays in the
+# line buffer (a Payload) and the rest of the line becomes the request's JSON text
+_PAYLOAD_TAGS = (b'"f32":"', b'"xq":"', b'"b64":"')
+_CUT = const(256)
+_CHUNK = const(256)  # base64 characters decoded at a time (-> 192 bytes)
+
+
+def line_buffer(size):
+    """(floats, buf): `size` bytes of heap in one piece, seen as float32 (an array('f'), or a
+    memoryview cast to 'f' on CPython) and as a bytearray over the same memory: the request
+    line, then a compact batch's float32 payload decoded in place (Payload). MicroPython: the
+    array allocated whole (from a range: no transient copy), `uctypes.bytearray_at` its bytes;
+    floats is None where neither uctypes nor memoryview.cast exists (payloads then become
+    bytes of their own)."""
+    try:
+        import uctypes
+
+        floats = array.array("f", range(size // 4))
+        return floats, uctypes.bytearray_at(uctypes.addressof(floats), size)
+    except ImportError:
+        buf = bytearray(size)
+        try:
+            return memoryview(buf).cast("f"), buf
+        except AttributeError:
+            return None, buf
+
+
+class Payload:
+    """A compact request's base64 field, left where it arrived: characters [a, b) of the line
+    buffer (LineReader). `decode()` writes its bytes in place at the start of the same buffer
+    (the rest of the line was copied out first; 4 characters give 3 bytes, so every write lands
+    behind the characters still to read), a chunk of _CHUNK characters at a time: serving a
+    3.3 KB window line allocates no block larger than 192 bytes for it."""
+
+    def __init__(self, key, floats, buf, a, b):
+        self.key = key
+        self._floats = floats
+        self._buf = buf
+        self._a = a
+        self._b = b
+        self.n = -1  # bytes decoded
+
+    def decode(self):
+        """Decode in place; returns the number of bytes. ValueError: not base64."""
+        if self.n >= 0:
+            return self.n
+        buf, a, b = self._buf, self._a, self._b
+        if (b - a) % 4:
+            raise ValueError("base64 length")
+        mv = memoryview(buf)
+        w = 0
+        for i in range(a, b, _CHUNK):
+            chunk = a2b_base64(mv[i : min(i + _CHUNK, b)])
+            k = len(chunk)
+            buf[w : w + k] = chunk
+            w += k
+            chunk = None
+        self.n = w
+        return w
+
+    def floats(self, n):
+        """The first n decoded float32 values, in place (a memoryview of the line buffer)."""
+        return memoryview(self._floats)[:n]
+
+    def bytes(self):
+        """The decoded bytes, in place (unsigned: a memoryview of the line buffer)."""
+        return memoryview(self._buf)[: self.n]
+
+
+def _ascii(data):
+    """str of a line's bytes; bytes damaged on the link (not UTF-8) become "?" (the line, and so
+    its id, is kept; its CRC then fails and the host resends at once)."""
+    try:
+        return str(data, "utf-8")
+    except UnicodeError:
+        pass
+    data = bytearray(data)
+    for i in range(len(data)):
+        if data[i] > 127:
+            data[i] = 63
+    return data.decode()
 
 
 class LineReader:
-    """Bounded line reader over the console: bytes go into one buffer allocated here, so a
-    long or endless line cannot exhaust the heap. A line longer than `max_line` is consumed
-    to its newline and returned as a marker that `handle_line` rejects as too long."""
+    """Bounded line reader over the console: bytes go into one buffer allocated once (or given:
+    line_buffer()), so a long or endless line cannot exhaust the heap. A line longer than
+    `max_line` is consumed to its newline and returned as a marker that `handle_line` rejects
+    as too long. A line carrying a long base64 payload (`f32`, `xq`, `b64`) is returned without
+    it (that field's value empty, the CRC field checked and recomputed for the shorter text),
+    the payload left in the buffer as `self.payload` (a Payload; None for other lines)."""
 
-    def __init__(self, stream, max_line):
+    def __init__(self, stream, max_line, buf=None):
         raw = getattr(stream, "buffer", stream)
         self._readinto = getattr(raw, "readinto", None)
         self._readline = stream.readline
-        self._buf = bytearray(max_line)
+        self._floats, self._buf = buf or line_buffer(max_line)
         self._one = bytearray(1)
+        self.payload = None
 
     def readline(self):
         """The next line as str without its newline; None at EOF."""
+        self.payload = None
         if self._readinto is None:  # a text stream without a buffer (CPython tests)
             line = self._readline()
             return line if line else None
@@ -361,27 +469,50 @@ class LineReader:
             n += 1
         if n > size:
             return _LONG_LINE
+        while n and buf[n - 1] in (13, 32):  # "\r\n" from a terminal
+            n -= 1
         try:
-            return self._decode(n)
+            line = self._cut(n) if self._floats is not None and n > _CUT else None
+            return line if line is not None else _ascii(memoryview(buf)[:n])
         except MemoryError:  # a fragmented heap has no n-byte block: refuse, keep serving
+            self.payload = None
             gc.collect()
             try:  # keep the id (`{"id":N,` first) so the host halves the batch at once
                 return _OOM_LINE + bytes(buf[: min(n, 24)]).decode()
             except (MemoryError, UnicodeError):
                 return _OOM_LINE
 
-    def _decode(self, n):
+    def _cut(self, n):
+        """The line's text without its long base64 field (self.payload), or None when it has
+        none. A CRC field that matches the whole line is replaced by the CRC of the text
+        returned (what unframe checks); one that does not is left as it is, so unframe
+        refuses the line as damaged."""
         buf = self._buf
-        try:
-            return str(memoryview(buf)[:n], "utf-8")  # one copy, the str
-        except UnicodeError:
-            pass
-        # Bytes damaged on the link: keep the line (and so its id) with "?" for every non-ASCII
-        # byte; its CRC then fails and the host resends at once instead of timing out.
-        for i in range(n):
-            if buf[i] > 127:
-                buf[i] = 63
-        return buf[:n].decode()
+        for tag in _PAYLOAD_TAGS:
+            a = buf.find(tag, 0, n)
+            if a >= 0:
+                break
+        else:
+            return None
+        a += len(tag)
+        b = buf.find(b'"', a, n)
+        if b - a < _CUT:  # no closing quote (b = -1), or short: the line as it is
+            return None
+        mv = memoryview(buf)
+        text = None
+        at = buf.rfind(_CRC_TAG_B, b, n)
+        if at >= 0 and buf[n - 1] == 125:  # "}"
+            try:
+                want = int(bytes(mv[at + len(_CRC_TAG_B) : n - 1]))
+            except ValueError:
+                want = -1
+            if crc32(mv[:at]) == want:
+                text = bytes(mv[:a]) + bytes(mv[b:at])
+                text += _CRC_TAG_B + str(crc32(text)).encode() + b"}"
+        if text is None:
+            text = bytes(mv[:a]) + bytes(mv[b:n])
+        self.payload = Payload(tag[1:-3].decode(), self._floats, buf, a, b)
+        return _ascii(text)
 
 
 def _put(stream, text, crc):
@@ -421,8 +552,10 @@ def _salvage_id(line):
         return None
 
 
-def handle_line(model, line):
-    """One request line -> (reply dict, keep_running). Never raises for bad input."""
+def handle_line(model, line, payload=None):
+    """One request line -> (reply dict, keep_running). Never raises for bad input. `payload`:
+    the long base64 field LineReader cut out of the line (line has it as ""), which the
+    request gets back as that Payload."""
     rid = None
     try:
         if line == _LONG_LINE or len(line) > MAX_LINE:
@@ -442,6 +575,8 @@ def handle_line(model, line):
             if not framed:  # a CRC field unframe did not see: its ',' or ':' lost on the link
                 raise RequestError("bad crc field")  # (MicroPython's json parses on without)
             del req["crc"]
+        if payload is not None and req.get(payload.key) == "":
+            req[payload.key] = payload
         rid = req.get("id")
         if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
             rid = None
@@ -473,8 +608,10 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
     None: a training session (server_train.run: train_* ops, no inference model loaded).
     `loaded`: a list holding the Model of model_path, or the exception loading it raised,
     loaded before this module was imported (the host's start command, docs/protocol.md: the
-    load is the heap's peak, 13 KB less without this module's bytecode); taken out of the
-    list, so the REPL's global holds no model once the server stops."""
+    load is the heap's peak, 13 KB less without this module's bytecode), after the line
+    buffer the command allocated before it (an array('f') of MAX_LINE bytes, in one piece at
+    the bottom of the heap while it is whole); taken out of the list, so the REPL's global
+    holds no model once the server stops."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     _state["model"] = None  # free a previous run's model (and its buffers) before loading
@@ -484,9 +621,18 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
     gc.collect()
     if model_path is None:
         return __import__("server_train").run(stdin, stdout)
+    model = loaded.pop() if loaded else None
+    buf = loaded.pop() if loaded else None
+    if buf is not None and _state["line"] is None:
+        try:
+            import uctypes
+
+            _state["line"] = (buf, uctypes.bytearray_at(uctypes.addressof(buf), MAX_LINE))
+        except ImportError:
+            pass
+        buf = None
     try:
-        if loaded:
-            model = loaded.pop()
+        if model is not None:
             if isinstance(model, Exception):
                 raise model
         else:
@@ -494,9 +640,12 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
 
             model = Model(model_path)
         gc.collect()
-        # the line buffer after the model: loading is the heap's peak (the reader modules and
-        # the parsed tensors at once), 4 KB less then is what lets a Wine model load in 100 KiB
-        reader = LineReader(stdin, MAX_LINE)
+        # the line buffer after the model unless the start command allocated it first: loading
+        # is the heap's peak (the reader modules and the parsed tensors at once), 4 KB less then
+        # is what lets a Wine model load in 100 KiB from .py sources
+        if _state["line"] is None:
+            _state["line"] = line_buffer(MAX_LINE)
+        reader = LineReader(stdin, MAX_LINE, _state["line"])
     except MemoryError:
         model = None
         gc.collect()
@@ -550,8 +699,8 @@ def serve(model, reader, stdout):
         line = line.strip()
         if not line:
             continue
-        rep, keep = handle_line(model, line)
-        line = None
+        rep, keep = handle_line(model, line, reader.payload)
+        line = reader.payload = None
         try:
             write_reply(stdout, rep)
         except MemoryError:  # finish the line so the host can resync, and go on serving

@@ -5,7 +5,10 @@ first such request: its bytecode is not resident while the model loads (the heap
 A sequence model's sample is a window of n <= T steps of C channels (device/attention.py): the
 request gives `lengths` (n per window) and one payload of sum(n)*C values, window after window.
 Windows are read in place, as memoryview slices of one array('f') allocated on first use and
-reused: no lists of boxed floats (a 600-value window's exhausted a 100 KiB heap).
+reused: no lists of boxed floats (a 600-value window's exhausted a 100 KiB heap). On a board
+the payload arrives as a Payload (server.LineReader cut it out of the line): it is decoded in
+place in the line buffer and the windows are read there, so a window allocates no block of
+its size.
 """
 
 import array
@@ -16,10 +19,16 @@ _BIG = 1e30  # as server._BIG
 
 
 def _b64(data, what, RequestError):
+    """The bytes of a base64 field: a str decoded into new bytes, or a Payload (server.py: the
+    field left in the line buffer) decoded in place, its bytes a view of that buffer."""
     if not isinstance(data, str):
-        raise RequestError("%s must be a base64 string" % what)
+        if not hasattr(data, "decode"):
+            raise RequestError("%s must be a base64 string" % what)
     try:
-        return a2b_base64(data)
+        if isinstance(data, str):
+            return a2b_base64(data)
+        data.decode()
+        return data.bytes()
     except ValueError:
         raise RequestError("%s is not valid base64" % what) from None
 
@@ -100,7 +109,9 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
             raise RequestError(
                 "f32: expected %d bytes (%s float32), got %d" % (4 * total, what, len(raw))
             )
-        x = _f32_array(state, raw)
+        # a Payload's floats are read where they were decoded (the line buffer); a str's go
+        # into the array kept for them
+        x = _f32_array(state, raw) if isinstance(f32, str) else f32.floats(total)
         raw = None
         for i in range(total):  # validate all first: a batch is answered whole or not at all
             f = x[i]
@@ -110,7 +121,8 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
     else:
         if path != "int8":
             raise RequestError("an 'xq' batch runs the int8 path only: send path 'int8'")
-        x = array.array("b", _b64(given_xq, "xq", RequestError))
+        x = _b64(given_xq, "xq", RequestError)  # str: bytes; Payload: its in-place bytes
+        x = array.array("b", x) if isinstance(given_xq, str) else x  # unsigned: see below
         if len(x) != total:
             raise RequestError("xq: expected %d int8 (%s), got %d" % (total, what, len(x)))
     nc = model.n_classes
@@ -133,9 +145,10 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
         if path != "float":
             if f32 is not None:
                 model.quantize(window, xq)
-            else:
+            else:  # a Payload's bytes are unsigned: int8 is v - 256 for v > 127
                 for i in range(nf):
-                    xq[i] = x[base + i]
+                    v = x[base + i]
+                    xq[i] = v - 256 if v > 127 else v
             pred = model.run_int8(xq, out, steps)
             for i in range(nf):
                 xq_all[base + i] = xq[i]

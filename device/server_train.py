@@ -85,11 +85,17 @@ def _file(req):
 
 
 def _b64(req, key):
+    """The bytes of a base64 field: a str decoded into new bytes, or a server.Payload (a long
+    field LineReader left in the line buffer: a 2 KB chunk's 2732 characters) decoded in
+    place, its bytes a view of that buffer."""
     text = req.get(key)
-    if not isinstance(text, str):
+    if not isinstance(text, (str, server.Payload)):
         raise RequestError("%s must be a base64 string" % key)
     try:
-        return a2b_base64(text)
+        if isinstance(text, str):
+            return a2b_base64(text)
+        text.decode()
+        return text.bytes()
     except ValueError:
         raise RequestError("%s is not valid base64" % key) from None
 

@@ -15,13 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinyattn.board.link import LinkError
-from tinyattn.board.ports import (
-    SEQ_HEAP_REASON,
-    SEQ_VIRTUAL_HEAP,
-    VIRTUAL_HEAP,
-    add_port_arguments,
-    board_port,
-)
+from tinyattn.board.ports import VIRTUAL_HEAP, add_port_arguments, board_port
 from tinyattn.cli import CLIError
 from tinyattn.paths import BUILD_DIR
 
@@ -31,12 +25,13 @@ def _step(title: str) -> None:
 
 
 @contextlib.contextmanager
-def _board(port: str | None, heap: str) -> Iterator[str]:
-    """fleet.one_port with the virtual board's heap chosen for the model."""
+def _board(port: str | None) -> Iterator[str]:
+    """board_port on the default virtual board (VIRTUAL_HEAP: Iris, Wine and the sequence
+    models all serve in it), with a virtual board's failure as a one-line error."""
     from tools.vboard import VirtualBoardError
 
     try:
-        with board_port(port, heap=heap) as p:
+        with board_port(port, heap=VIRTUAL_HEAP) as p:
             yield p
     except VirtualBoardError as exc:
         raise CLIError(f"virtual board: {exc} (or name a real board with --port)") from None
@@ -83,12 +78,8 @@ def main(args: argparse.Namespace) -> int:
     data = load_samples(args.model, None, None, None)  # a seq model: its TEST windows
     lengths = getattr(data, "lengths", None)
     windows = {} if lengths is None else {"lengths": lengths}
-    heap = VIRTUAL_HEAP
-    if lengths is not None and not args.port:
-        heap = SEQ_VIRTUAL_HEAP
-        print(SEQ_HEAP_REASON.format(heap=heap, default=VIRTUAL_HEAP), flush=True)
     try:
-        with _board(args.port, heap) as port:
+        with _board(args.port) as port:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)

@@ -96,6 +96,57 @@ def test_compact_batch_malformed_requests_get_error_replies(server, fields, word
     assert rep["ok"] is False and "enc must be" in rep["error"]
 
 
+def _read(server, line: bytes):
+    """(text, payload) of one request line through the server's LineReader (a binary stream:
+    the board's path, where a long base64 field stays in the line buffer)."""
+    import io
+
+    srv, _ = server
+    reader = srv.LineReader(io.BytesIO(line + b"\n"), srv.MAX_LINE)
+    return reader.readline(), reader.payload
+
+
+@pytest.mark.host
+def test_compact_batch_payload_decoded_in_place_answers_as_the_whole_line(server):
+    """A 64-row batch (1368 base64 characters; xq: 344) read as on the board: the line comes back
+    without its payload (a short str, the CRC field recomputed for it), the payload is decoded
+    in the line buffer, and the reply is the one the whole line gets; xq (int8, negative
+    values) too. A byte changed in the payload fails the CRC (with the id); a payload whose
+    length is not a multiple of 4 is not base64."""
+    from tinyattn.board.link import frame
+
+    srv, model = server
+    X = as_sent(load_dataset("iris").X[:64])
+    req = {"id": 7, "op": "batch", "path": "both", **b64_batch(X)}
+    line = frame(req).rstrip(b"\n")
+    want, _ = srv.handle_line(model, line.decode())
+    text, payload = _read(server, line)
+    assert payload is not None and payload.key == "f32" and len(text) < 120, text
+    got, keep = srv.handle_line(model, text, payload)
+    assert keep and got == want and got["ok"], got
+    assert payload.n == 4 * X.size  # decoded in place: the line buffer holds the floats
+    np.testing.assert_array_equal(np.asarray(payload.floats(X.size)), X.reshape(-1))
+    xq = np.asarray(decode_b64_reply(want, len(X))["xq"], dtype=np.int8)
+    assert xq.min() < 0
+    xq_req = {"id": 8, "op": "batch", "path": "int8", "enc": "b64", "n": len(X),
+              "xq": base64.b64encode(xq.tobytes()).decode()}  # fmt: skip
+    line = frame(xq_req).rstrip(b"\n")
+    text, payload = _read(server, line)
+    assert payload is not None and payload.key == "xq"
+    got, _ = srv.handle_line(model, text, payload)
+    assert got["ok"] and got["logits_q"] == want["logits_q"], got
+    bad = bytearray(frame(req).rstrip(b"\n"))
+    at = bad.index(b'"f32":"') + 100
+    bad[at] = ord("A") if bad[at] != ord("A") else ord("B")
+    text, payload = _read(server, bytes(bad))
+    got, _ = srv.handle_line(model, text, payload)
+    assert not got["ok"] and "crc mismatch" in got["error"] and got["id"] == 7, got
+    short = json.dumps({"op": "batch", "enc": "b64", "n": 64, "f32": "A" * 1365}).encode()
+    text, payload = _read(server, short)
+    got, _ = srv.handle_line(model, text, payload)
+    assert not got["ok"] and "f32 is not valid base64" in got["error"], got
+
+
 @pytest.mark.host
 def test_compact_reply_decoder_refuses_what_does_not_split_into_rows():
     logits_q = base64.b64encode(np.arange(6, dtype="<i4").tobytes()).decode()

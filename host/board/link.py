@@ -20,20 +20,29 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Lines that mean the board rebooted (soft or hard reset, ESP32 ROM boot, a REPL prompt).
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
-# the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
-# The raw-REPL command that starts the server (docs/protocol.md, Getting there). On a first
-# start with the runtime precompiled (server.mpy: importing it needs no compile heap) the model
-# loads before server is imported, so the load (the heap's peak) does not share the heap with
-# the server's bytecode; `_m` hands it over in a list server.run empties. With .py sources the
-# import (compiling server.py, the bigger transient) comes first and server.run loads the
-# model; on a restart the server already imported frees its old model before loading again.
-START_CODE = (
-    "import gc, sys, os\n_m = []\n"
-    "if 'server' not in sys.modules and 'server.mpy' in os.listdir():\n"
-    "    try:\n        from attention import Model\n        _m.append(Model({path!r}))\n"
-    "    except Exception as e:\n        _m.append(e)\n"
-    "gc.collect()\nimport server\nserver.run({path!r}, loaded=_m)\n"
+# The raw-REPL command that starts the server (docs/protocol.md, Getting there). With the
+# runtime precompiled (server.mpy: importing it needs no compile heap) every start first drops
+# what an earlier session left imported (server*, and the training modules) with the REPL's
+# `server` name, so the heap is as after a reset; then the server's line buffer (MAX_LINE
+# bytes as an array('f'), allocated whole from a range) comes first, in one piece at the
+# bottom of the heap, then the model loads before server is imported, so the load (the heap's
+# peak) does not share the heap with the server's bytecode; `_m` hands both over in a list
+# server.run empties. With .py sources the import (compiling server.py, the bigger transient)
+# comes first and server.run loads the model; on a restart the server already imported (no
+# second compile) frees its old model before loading again.
+START_CODE = (  # terse (a noisy link damages fewer bytes); the path once, so a damaged path
+    # fails the load (the banner names it), and only the load's own errors go to the banner (a
+    # line damaged elsewhere is a traceback: the start is tried again)
+    "import gc,sys,os,array\n_p={path!r};_m=[];server=None\n"
+    "if 'server.mpy' in os.listdir():\n"
+    " for k in [k for k in sys.modules if k[:6]=='server' or 'train' in k]:del sys.modules[k]\n"
+    " gc.collect();_m.append(array.array('f',range(1024)))\n"
+    " from attention import Model\n"
+    " try:_m.append(Model(_p))\n"
+    " except Exception as e:_m.append(e)\n"
+    "gc.collect()\nimport server\nserver.run(_p,loaded=_m)\n"
 )
+# the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
 BANNER_FIELDS = ("protocol", "format_version", "n_features", "n_classes", "blob_crc")
 TRACEBACK = b"Traceback (most recent call last)"
 # Errors the server gives a request that arrived damaged (docs/protocol.md): resend at once.

@@ -32,17 +32,8 @@ from tinyattn.cli import CLIError
 from tinyattn.paths import BUILD_DIR
 
 VIRTUAL_FS = BUILD_DIR / "board"
-VIRTUAL_HEAP = "100k"  # a generic ESP32's free heap
-# A sequence model's virtual board (`tinyattn demo` with a seq-attn blob). A BasicMotions model
-# (T=100, C=6) does not serve in 100 KiB on the virtual board: the load's peak ~88 KB plus the
-# board's Python REPL (vboard_boot, ~14 KB, which a real board keeps in C) leaves the heap
-# fragmented, and the float path's program (~9.7 KB, 2.4 KB buffers) and a bench window find
-# no block (measured 2026-12-01: loads at 100k, serves int8 at 120k, parity passes at 160k).
-SEQ_VIRTUAL_HEAP = "160k"
-SEQ_HEAP_REASON = (
-    "a sequence model: virtual board heap {heap} (the default {default} does not hold a "
-    "seq-attn model and its float path next to the board's Python REPL; docs/protocol.md)"
-)
+VIRTUAL_HEAP = "100k"  # a generic ESP32's free heap; sequence models (BasicMotions,
+# JapaneseVowels) serve in it too (docs/protocol.md, Sequence windows: the heap figures)
 AUTO = "auto"
 
 # USB vendor id -> what a port with it most likely is. The USB-UART bridges also sit on other
