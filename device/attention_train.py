@@ -782,6 +782,8 @@ class Trainer:
     epoch end; the last epoch leaves theta = the average (as host fit_seq). A trainer built at
     `step` > 0 (a resumed checkpoint) takes the average's count from the epochs done."""
 
+    average = None  # attention_train_seq.Averager, fed the weights at epoch ends
+
     def __init__(self, net, opt, X, labels, epochs, lr, cosine=True, label_smoothing=0.0, step=0,
                  lengths=None, average=None):  # fmt: skip
         self.net = net
@@ -796,8 +798,8 @@ class Trainer:
         self.total_steps = epochs * self.steps_per_epoch
         self.step = step  # global step: the schedule's position
         self.lengths = lengths
-        self.average = average  # None, or attention_train_seq.Averager (fed at epoch ends)
-        if average is not None:
+        if average is not None:  # (else the class's None: no instance slot for the Iris run)
+            self.average = average
             average.resume(net.n_params, epochs, step // self.steps_per_epoch)
 
     def train_step(self, order, start, n):

@@ -127,8 +127,8 @@ def load(path, theta=None, average=None):
             raise ValueError("%s: unsupported format version %d (this runtime reads %d); %s" % (
                 path, version, VERSION, _REMEDY))  # fmt: skip
         if flags & ~_AVERAGE or flags and average is None:  # AVERAGE: the caller takes it
-            raise ValueError("%s: flags 0x%x, expected 0%s" % (path, flags, " (a checkpoint with "
-                             "a weight average: resume it with load(average=[]))" * flags))
+            raise ValueError("%s: flags 0x%x, expected 0%s" % (path, flags, " (1: a weight "
+                             "average, load(average=[]))" * (flags & 1)))
         if meta_len > _MAX_META or n_state > _MAX_STATE:
             raise ValueError("%s: header says %d meta bytes, %d state vectors: corrupt; %s" % (
                 path, meta_len, n_state, _REMEDY))  # fmt: skip

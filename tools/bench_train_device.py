@@ -2,7 +2,8 @@
 # under the MicroPython unix port (board-sized heap, .mpy), next to the host's s/epoch.
 """Benchmark of on-board training (issue 13, "Must show" 3).
 
-    .venv/bin/python -m tools.bench_train_device [--epochs 100] [--heap 100k] [--json]
+    .venv/bin/python -m tools.bench_train_device [--epochs 100] [--heap 100k] [--seq-epochs 2]
+        [--no-min-heap] [--json]
 
 The Iris model (`iris-attn`, 475 parameters) trains as `tinyattn train` does by default: the
 seed-0 80/20 split (120 train rows), per-feature standardization of the train rows, batch 16,
@@ -24,6 +25,16 @@ Figures (runner side):
 - smallest heap: the smallest `-X heapsize` (4 KiB steps) at which one epoch completes.
 Host: s/epoch of `tinyattn.learn.train.fit` (NumPy float64, no per-epoch evaluation), and the
 device code itself under CPython (pure kernels).
+
+The sequence model (`bench_train_seq_device`, SEQ_RUNNER): the BasicMotions default
+(tinyattn.learn.seqdefaults: P5 E16 H2 L1 F32, 3,044 parameters, batch 16, AdamW lr 0.01 cosine
+over 150 epochs, time shift ±50) on the 40 TRAIN windows, read from a windows file (TAWF,
+`write_window_file`) at gather time, buffers for rows=1 window (the minibatch in 16 pieces),
+the host's initial weights, orders and shifts, -X heapsize=256k. Only `--seq-epochs` (default 2)
+of the 150 run on the device: epoch 1 samples the live heap, s/epoch is epoch 2's. The native
+kernels cover dense, softmax and AdamW only (attention_train_native); the sequence blocks'
+loops (attention_train_seq) are pure either way. Host: s/epoch of `fit_seq` (NumPy float64,
+the whole recipe). The smallest heap (64-512 KiB, 4 KiB steps, pure) only with min_heap.
 
 `bench_train_device(...) -> dict` returns everything (for `make bench`); `main()` prints it.
 
@@ -53,7 +64,8 @@ from tools.vboard import find_micropython, find_mpy_cross
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICE_DIR = REPO / "device"
-MODULES = ("attention_train", "attention_train_native", "attention_trainfile")
+MODULES = ("attention_train", "attention_train_native", "attention_trainfile",
+           "attention_train_seq")
 HEAP = "100k"  # the issue's board heap
 
 # argv: modules dir, data dir, kernels, epochs, lr, weight decay, label smoothing, batch,
@@ -168,6 +180,216 @@ def write_window_file(path: Path, x: np.ndarray, lengths: np.ndarray, labels: np
     return Path(path)
 
 
+# The BasicMotions default model (seq-attn, tinyattn.learn.seqdefaults) trained on the board:
+# windows read from a TAWF file at gather time (write_window_file), buffers for `rows` windows
+# (a minibatch of 16 in pieces), the host's initial weights, order and time shifts.
+# argv: modules dir, data dir (init.tafm, w.tawf, orders.bin, shifts.bin: uint16 / int16, one
+# row per epoch), kernels, epochs (the schedule's), lr, weight decay, label smoothing, batch,
+# rows, epochs to run. Prints one dict literal.
+SEQ_RUNNER = """
+import sys, gc, time
+from array import array
+sys.path.insert(0, sys.argv[1])
+import attention_train as at
+import attention_train_seq as ats
+D = sys.argv[2] + "/"
+kernels = at.use_kernels(sys.argv[3])
+epochs, lr, wd, eps, B, rows, run = (int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]),
+                                     float(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9]),
+                                     int(sys.argv[10]))
+try:
+    ticks, diff = time.ticks_us, time.ticks_diff
+except AttributeError:  # CPython
+    ticks, diff = (lambda: int(time.perf_counter() * 1e6)), (lambda a, b: a - b)
+mem_alloc = getattr(gc, "mem_alloc", lambda: 0)
+mem_free = getattr(gc, "mem_free", lambda: 0)
+
+
+def main():
+    gc.collect()
+    a0 = mem_alloc()
+    net, meta, step, state = at.from_file(D + "init.tafm", B, False, rows)
+    opt = at.optimizer(net, "adam", lr, wd)
+    wf = ats.WindowFile(D + "w.tawf")
+    labels = wf.labels()
+    N = wf.N
+    order = array("H", bytes(2 * N))
+    shifts = array("h", bytes(2 * N))
+    trainer = at.Trainer(net, opt, wf, labels, epochs, lr, True, eps)
+    gc.collect()
+    held = mem_alloc() - a0
+    peak = [0, 1 << 30]  # live max, live min
+
+    def live(step):
+        gc.collect()
+        a = mem_alloc()
+        if a > peak[0]:
+            peak[0] = a
+        if a < peak[1]:
+            peak[1] = a
+
+    fo = open(D + "orders.bin", "rb")
+    fs = open(D + "shifts.bin", "rb")
+    seconds = []
+    for e in range(run):
+        fo.readinto(order)
+        fs.readinto(shifts)
+        net.shifts = shifts
+        t0 = ticks()
+        loss = trainer.epoch(order, live if e == 0 else None)
+        seconds.append(diff(ticks(), t0) / 1e6)
+    fo.close()
+    fs.close()
+    net.shifts = None
+    _, hits = trainer.evaluate(wf, labels)
+    wf.close()
+    timed = seconds[1:] or seconds
+    print(repr({"kernels": kernels, "held": held, "live_peak": peak[0],
+                "live_spread": peak[0] - peak[1], "heap": mem_alloc() + mem_free(),
+                "s_per_epoch": sum(timed) / len(timed), "epochs_run": run, "rows": net.rows,
+                "params": net.n_params, "loss": loss, "train_correct": hits, "n_train": N}))
+
+
+main()
+"""
+SEQ_HEAP = "256k"  # the rows=1 BasicMotions run's heap (tests/test_device_train_seq.py)
+SEQ_ROWS = 1
+
+
+def prepare_seq(out: Path, epochs_run: int) -> dict[str, Any]:
+    """init.tafm, w.tawf, orders.bin, shifts.bin for the BasicMotions default (first
+    `epochs_run` epochs of its orders and shifts); returns the recipe and the host data."""
+    from tinyattn.data.timeseries import (
+        fit_channel_standardizer,
+        load_ts_dataset,
+        standardize_windows,
+    )
+    from tinyattn.learn.seqdefaults import seq_defaults
+    from tinyattn.learn.seqmodel import build_seq_model, default_max_steps
+
+    d = load_ts_dataset("basicmotions", "train")
+    rec = seq_defaults("basicmotions")
+    cfg, arch, shift = rec.train, rec.arch, rec.augment.shift
+    mean, std = fit_channel_standardizer(d.X, d.lengths)
+    T = default_max_steps(d.lengths, arch.patch)
+    x = standardize_windows(d.X, d.lengths, mean, std).astype(np.float32)  # (N, T, C)
+    x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
+    lengths = np.minimum(d.lengths, T)
+    model = build_seq_model(T, x.shape[2], d.n_classes, arch, seed=cfg.seed, dtype=np.float32)
+    meta = {"ops": model.ops, "model": "seq-attn", "dataset": "basicmotions"}
+    write_board(out / "init.tafm", board_meta(meta, mean, std), model.theta.astype(np.float32))
+    write_window_file(out / "w.tawf", x, lengths, d.y)
+    rng = np.random.default_rng([cfg.seed, 1])  # fit_seq: order, then each minibatch's shifts
+    N, bs = len(x), cfg.batch_size
+    orders, shifts = [], []
+    for _ in range(epochs_run):
+        orders.append(rng.permutation(N))
+        shifts.append(np.concatenate([rng.integers(-shift, shift + 1, size=min(bs, N - s))
+                                      for s in range(0, N, bs)]))  # fmt: skip
+    np.asarray(orders, dtype="<u2").tofile(out / "orders.bin")
+    np.asarray(shifts, dtype="<i2").tofile(out / "shifts.bin")
+    return {"config": cfg, "arch": arch, "augment": rec.augment, "average": rec.average,
+            "x": x.astype(np.float64), "lengths": lengths, "y": d.y, "T": T,
+            "n_classes": d.n_classes, "params": model.n_params}  # fmt: skip
+
+
+def run_seq_runner(interp: list[str], modules: Path, data: Path, kernels: str,
+                   config: TrainConfig, rows: int, run: int,
+                   timeout: float = 1800) -> dict[str, Any]:  # fmt: skip
+    """Run SEQ_RUNNER under `interp`; returns its dict (raises RuntimeError with stderr)."""
+    args = [str(modules), str(data), kernels, str(config.epochs), repr(config.lr),
+            repr(config.weight_decay), repr(config.label_smoothing), str(config.batch_size),
+            str(rows), str(run)]  # fmt: skip
+    proc = subprocess.run([*interp, "-c", SEQ_RUNNER, *args], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"seq training runner failed:\n{proc.stderr[-2000:]}")
+    return ast.literal_eval(proc.stdout.splitlines()[-1])
+
+
+def host_seq_seconds_per_epoch(prep: dict[str, Any], repeats: int = 3) -> float:
+    """Best wall time of host `fit_seq` (NumPy float64, the recipe's epochs, augmentation and
+    averaging) over `repeats` runs, per epoch."""
+    from tinyattn.learn.seqmodel import build_seq_model
+    from tinyattn.learn.seqtrain import fit_seq
+
+    cfg = prep["config"]
+    best = float("inf")
+    for _ in range(repeats):
+        model = build_seq_model(prep["T"], prep["x"].shape[2], prep["n_classes"], prep["arch"],
+                                seed=cfg.seed, dtype=np.float64)  # fmt: skip
+        t0 = time.perf_counter()
+        fit_seq(model, prep["x"], prep["lengths"], prep["y"], cfg, prep["augment"],
+                average=prep["average"])  # fmt: skip
+        best = min(best, time.perf_counter() - t0)
+    return best / cfg.epochs
+
+
+def smallest_seq_heap(micropython: str, modules: Path, data: Path, config: TrainConfig,
+                      rows: int, lo_k: int = 64, hi_k: int = 512) -> int:  # fmt: skip
+    """Smallest -X heapsize (KiB, multiple of 4) at which one seq epoch completes (pure)."""
+    ok, lo = hi_k, lo_k
+    while lo < ok:
+        mid = max(lo, (lo + ok) // 2 // 4 * 4)
+        try:
+            run_seq_runner([micropython, "-X", f"heapsize={mid}k"], modules, data, "pure",
+                           config, rows, 1)  # fmt: skip
+            ok = mid
+        except RuntimeError:
+            lo = mid + 4
+    return ok
+
+
+def bench_train_seq_device(epochs_run: int = 2, heap: str = SEQ_HEAP, rows: int = SEQ_ROWS,
+                           kernels: tuple[str, ...] = ("pure", "native"),
+                           min_heap: bool = True) -> dict[str, Any]:  # fmt: skip
+    """The BasicMotions default trained on the board for `epochs_run` epochs (of its schedule's
+    150), next to host fit_seq's s/epoch."""
+    micropython = find_micropython()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        data = tmp_path / "data"
+        data.mkdir()
+        prep = prepare_seq(data, epochs_run)
+        cfg, a = prep["config"], prep["arch"]
+        result: dict[str, Any] = {
+            "model": f"seq-attn BasicMotions P{a.patch} E{a.embed_dim} H{a.num_heads} "
+                     f"L{a.blocks} F{a.ff_dim}", "params": prep["params"],
+            "n_train": len(prep["y"]), "epochs": cfg.epochs, "epochs_run": epochs_run,
+            "batch_size": cfg.batch_size, "rows": rows, "heap": heap, "shift": prep[
+                "augment"].shift, "data_bytes": (data / "w.tawf").stat().st_size, "runs": {},
+        }  # fmt: skip
+        result["host_s_per_epoch"] = host_seq_seconds_per_epoch(prep)
+        if micropython is not None:
+            modules = compile_modules(tmp_path)
+            for k in kernels:
+                result["runs"][f"micropython-{k}"] = run_seq_runner(
+                    [micropython, "-X", f"heapsize={heap}"], modules, data, k, cfg, rows,
+                    epochs_run)  # fmt: skip
+            if min_heap:
+                result["smallest_heap_k"] = smallest_seq_heap(micropython, modules, data, cfg,
+                                                              rows)  # fmt: skip
+    return result
+
+
+def format_seq_table(r: dict[str, Any]) -> str:
+    lines = [
+        f"on-board training: {r['model']} ({r['params']} params), {r['n_train']} BasicMotions "
+        f"TRAIN windows ({r['data_bytes'] / 1024:.0f} KiB file, read at gather), batch "
+        f"{r['batch_size']} in pieces of {r['rows']}, shift ±{r['shift']}, AdamW cosine over "
+        f"{r['epochs']} epochs, {r['epochs_run']} run on the device (s/epoch: the last); "
+        f"-X heapsize={r['heap']}, .mpy",
+        f"{'run':<22}{'s/epoch':>10}{'live peak':>11}{'held':>8}{'train acc':>11}",
+    ]
+    for name, run in r["runs"].items():
+        lines.append(f"{name:<22}{run['s_per_epoch']:>10.3f}{run['live_peak'] / 1024:>10.1f}K"
+                     f"{run['held'] / 1024:>7.1f}K{run['train_correct']:>8}/{run['n_train']}")
+    lines.append(f"{'host NumPy fit_seq':<22}{r['host_s_per_epoch']:>10.4f}")
+    if "smallest_heap_k" in r:
+        lines.append(f"smallest -X heapsize for one epoch (pure): {r['smallest_heap_k']}k")
+    return "\n".join(lines)
+
+
 def compile_modules(out: Path) -> Path:
     """The training modules as .mpy for the unix port (x64)."""
     exe = find_mpy_cross()
@@ -237,8 +459,9 @@ def bench_train_device(
     kernels: tuple[str, ...] = ("pure", "native"),
     cpython_epochs: int = 3,
     min_heap: bool = True,
+    seq_epochs: int = 2,
 ) -> dict[str, Any]:
-    """Everything `main` prints, as a dict."""
+    """Everything `main` prints, as a dict (`seq`: bench_train_seq_device, seq_epochs > 0)."""
     config = TrainConfig(epochs=epochs)
     micropython = find_micropython()
     result: dict[str, Any] = {
@@ -263,6 +486,8 @@ def bench_train_device(
         if cpython_epochs:
             r = run_runner([sys.executable], DEVICE_DIR, data, "pure", config, cpython_epochs)
             result["runs"]["cpython-pure"] = r
+    if seq_epochs:
+        result["seq"] = bench_train_seq_device(seq_epochs, kernels=kernels, min_heap=min_heap)
     return result
 
 
@@ -286,6 +511,8 @@ def format_table(r: dict[str, Any]) -> str:
     lines.append(f"{'host NumPy fit':<22}{r['host_s_per_epoch']:>10.4f}")
     if "smallest_heap_k" in r:
         lines.append(f"smallest -X heapsize for one epoch (pure): {r['smallest_heap_k']}k")
+    if "seq" in r:
+        lines += ["", format_seq_table(r["seq"])]
     return "\n".join(lines)
 
 
@@ -294,9 +521,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=100, help="(default: 100, as train)")
     parser.add_argument("--heap", default=HEAP, help=f"MicroPython heap (default: {HEAP})")
     parser.add_argument("--no-min-heap", action="store_true", help="skip the heap bisection")
+    parser.add_argument("--seq-epochs", type=int, default=2, help="epochs of the BasicMotions "
+                        "seq model on the device (default: 2; 0: skip it)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    result = bench_train_device(args.epochs, args.heap, min_heap=not args.no_min_heap)
+    result = bench_train_device(args.epochs, args.heap, min_heap=not args.no_min_heap,
+                                seq_epochs=args.seq_epochs)  # fmt: skip
     print(json.dumps(result) if args.json else format_table(result))
     return 0
 
