@@ -523,7 +523,9 @@ def _put(stream, text, crc):
 def write_reply(stream, obj):
     """Write `obj` as one framed JSON line, piece by piece: a batch reply is never built as
     one big string (a 100 KiB heap, fragmented by the float path, may not have 2 KB in one
-    block). The CRC is carried along the pieces: same bytes, same CRC as `unframe` checks."""
+    block); a bytes or memoryview value (base64 text: nothing to escape) is written as a JSON
+    string, _CHUNK characters at a time. The CRC is carried along the pieces: same bytes,
+    same CRC as `unframe` checks."""
     crc = _put(stream, "{", 0)
     sep = ""
     for key in obj:
@@ -535,6 +537,12 @@ def write_reply(stream, obj):
             for i in range(len(value)):
                 crc = _put(stream, (", " if i else "") + json.dumps(value[i]), crc)
             crc = _put(stream, "]", crc)
+        elif isinstance(value, (bytes, memoryview)):  # base64 text: a string, in pieces
+            crc = _put(stream, '"', crc)
+            view = memoryview(value)
+            for i in range(0, len(value), _CHUNK):
+                crc = _put(stream, str(view[i : i + _CHUNK], "ascii"), crc)
+            crc = _put(stream, '"', crc)
         else:
             crc = _put(stream, json.dumps(value), crc)
     stream.write(_CRC_TAG + str(crc) + "}\n")
@@ -619,9 +627,7 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
     if micropython is not None:  # and the compact batches' code (imported again on use)
         sys.modules.pop("server_b64", None)
     gc.collect()
-    if model_path is None:
-        return __import__("server_train").run(stdin, stdout)
-    model = loaded.pop() if loaded else None
+    model = loaded.pop() if loaded and model_path is not None else None
     buf = loaded.pop() if loaded else None
     if buf is not None and _state["line"] is None:
         try:
@@ -631,6 +637,8 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
         except ImportError:
             pass
         buf = None
+    if model_path is None:
+        return __import__("server_train").run(stdin, stdout, _state["line"])
     try:
         if model is not None:
             if isinstance(model, Exception):

@@ -423,10 +423,26 @@ def _op_get(req):
     size = _size(WEIGHTS)
     if size < 0:
         raise RequestError("no weights on the board (%s)" % WEIGHTS)
+    line = server._state["line"]
     with open(WEIGHTS, "rb") as f:
         f.seek(offset)
-        chunk = f.read(n)
-    return {"size": size, "offset": offset, "b64": b2a_base64(chunk).decode().rstrip()}
+        if line is None:
+            return {"size": size, "offset": offset, "b64": b2a_base64(f.read(n)).decode().rstrip()}
+        # the line buffer is free once the request is parsed: the chunk is read into its end
+        # and encoded 192 bytes (256 characters) at a time into its start, every write behind
+        # what is still to read; the reply's b64 is a view of it, which server.write_reply
+        # writes as a JSON string in pieces: no block of the chunk's size
+        buf = line[1]
+        mv = memoryview(buf)
+        end = len(buf)
+        start = end - n
+        end = start + f.readinto(mv[start:end])
+    w = 0
+    for i in range(start, end, 192):
+        piece = b2a_base64(mv[i : min(i + 192, end)], newline=False)
+        buf[w : w + len(piece)] = piece
+        w += len(piece)
+    return {"size": size, "offset": offset, "b64": mv[:w]}
 
 
 def _op_end(req):
@@ -448,13 +464,14 @@ def handle(model, req):
     return fn(req)
 
 
-def run(stdin=None, stdout=None):
-    """A training session: the server loop without an inference model. Banner first."""
+def run(stdin=None, stdout=None, line=None):
+    """A training session: the server loop without an inference model. Banner first. `line`:
+    the line buffer (server.line_buffer()) when the start command allocated it first."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     _run.clear()  # a session after an interrupted one reloads from the checkpoint
     gc.collect()
-    reader = server.LineReader(stdin, server.MAX_LINE)
+    reader = server.LineReader(stdin, server.MAX_LINE, line)
     server.write_reply(stdout, {"banner": "tinyattn-server", "protocol": server.PROTOCOL,
                                 "ok": True, "mode": "train",
                                 "train_protocol": TRAIN_PROTOCOL})  # fmt: skip

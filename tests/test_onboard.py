@@ -116,6 +116,38 @@ def test_onboard_ops_train_two_epochs_as_the_host_fit(server):
 
 
 @pytest.mark.host
+def test_onboard_ops_chunks_through_the_line_buffer_as_on_a_board(server, monkeypatch):
+    """With the board's line buffer (server.line_buffer, as the start command gives it) a
+    train_put payload arrives as a Payload (LineReader) decoded in place, and train_get
+    base64-encodes the chunk inside the line buffer: its reply is a view of it, which
+    write_reply writes as the same JSON line a str gives."""
+    import io
+
+    monkeypatch.setitem(server._state, "line", server.line_buffer(server.MAX_LINE))
+    data = bytes(range(256)) * 11  # 2816 bytes: a 2048-byte chunk, then 768
+    for off in (0, 2048):
+        line = json.dumps({"id": 1, "op": "train_put", "file": "weights", "offset": off,
+                           "b64": base64.b64encode(data[off : off + 2048]).decode()},
+                          separators=(",", ":"))  # as the host frames it
+        reader = server.LineReader(io.BytesIO(line.encode() + b"\n"), server.MAX_LINE,
+                                   server._state["line"])  # fmt: skip
+        text = reader.readline()
+        assert reader.payload is not None and len(text) < 100
+        rep, _ = server.handle_line(None, text, reader.payload)
+        assert rep["ok"] and rep["size"] == off + len(data[off : off + 2048]), rep
+    Path("train_ckpt.tafm").write_bytes(data)  # train_get reads the weights file
+    got = b""
+    for off in (0, 2048):
+        rep = _ok(server, "train_get", offset=off, n=2048)
+        out = io.StringIO()
+        server.write_reply(out, rep)
+        wire = json.loads(out.getvalue()[: out.getvalue().rindex(',"crc":')] + "}")
+        assert wire["b64"] == bytes(rep["b64"]).decode()
+        got += base64.b64decode(wire["b64"])
+    assert got == data and Path("train_ckpt.tafm.part").read_bytes() == data
+
+
+@pytest.mark.host
 def test_onboard_ops_refuse_bad_uploads_and_orders(server):
     plan = plan_full(load_dataset("iris"), TrainConfig(epochs=3))
     chunk = base64.b64encode(plan.rows[:100]).decode()

@@ -42,6 +42,17 @@ START_CODE = (  # terse (a noisy link damages fewer bytes); the path once, so a 
     " except Exception as e:_m.append(e)\n"
     "gc.collect()\nimport server\nserver.run(_p,loaded=_m)\n"
 )
+# A training session's start (server.run(None), docs/protocol.md, Training): with .mpy, every
+# module of an earlier session goes (the inference runtime too, and the REPL's names that hold
+# it), so the training modules have the heap; the line buffer first, as above.
+TRAIN_START_CODE = (
+    "import gc,sys,os,array\n_m=[];server=None;Model=None\n"
+    "if 'server.mpy' in os.listdir():\n"
+    " for k in [k for k in sys.modules if k[:6]=='server' or k[:9]=='attention']:\n"
+    "  del sys.modules[k]\n"
+    " gc.collect();_m.append(array.array('f',range(1024)))\n"
+    "gc.collect()\nimport server\nserver.run(None,loaded=_m)\n"
+)
 # the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
 BANNER_FIELDS = ("protocol", "format_version", "n_features", "n_classes", "blob_crc")
 TRACEBACK = b"Traceback (most recent call last)"
@@ -301,7 +312,7 @@ class BoardLink:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self, model_path: str, timeout: float) -> dict:
-        code = START_CODE.format(path=model_path)
+        code = START_CODE.format(path=model_path) if model_path else TRAIN_START_CODE
         self._write(code.encode() + b"\x04")
         self.read_until(b"OK", timeout=min(timeout, 5.0))  # the raw REPL took the code
         deadline = time.monotonic() + timeout
