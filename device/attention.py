@@ -274,6 +274,13 @@ class Model:
     def __init__(self, src, kernels="auto"):
         if kernels != "auto" and kernels not in _MODULES:
             raise ValueError("kernels must be 'auto', 'pure', 'native' or 'viper'")
+        # both programs' buffers come right after the op records (read_blob's `buffers`),
+        # while the heap has its large spans; with viper's int8 kernels (raw 32-bit words)
+        # a seq model's int8 program shares the float program's (attention_build_seq): asked
+        # for before the kernels are imported (the reader first: on a board native code takes
+        # heap too), and undone below when viper is not the set chosen
+        shared = _MICROPYTHON and kernels in ("auto", "viper")
+        blob = read_blob(src, lean=True, buffers=(True, True, shared))
         if kernels == "auto":
             for kernels in _ORDER:
                 if _kernel_module(kernels) is not None:
@@ -283,11 +290,9 @@ class Model:
                 "kernels %r not available here (available: %s)"
                 % (kernels, ", ".join(kernels_available()))
             )
-        # both programs' buffers come right after the op records (read_blob's `buffers`),
-        # while the heap has its large spans; with viper's int8 kernels (raw 32-bit words)
-        # a seq model's int8 program shares the float program's (attention_build_seq)
-        shared = kernels == "viper"
-        blob = read_blob(src, lean=True, buffers=(True, True, shared))
+        if shared and kernels != "viper" and blob.bufs is not None and blob.ops[0].code == 7:
+            blob.bufs[0] = None  # the int8 program gets buffers of its own (build allocates)
+        shared = shared and kernels == "viper"
         # float path: native when the int8 set is accelerated and native imports
         float_set = "pure" if kernels == "pure" or _kernel_module("native") is None else "native"
         self.format_version = blob.version

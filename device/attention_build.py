@@ -103,6 +103,8 @@ def build(blob, kernels, float_kernels, bufs=None):
     the tensors no step holds, are garbage from then on)."""
     if bufs is None:
         bufs = buffers(blob.ops, blob.n_features, kernels is not None, float_kernels is not None)
+    elif kernels is not None and bufs[0] is None:  # shared ones refused (no viper): its own
+        bufs[0] = buffers(blob.ops, blob.n_features, True, False)[0]
     if blob.ops[0].code == 7:  # a seq model (op 0 embed)
         return __import__("attention_build_seq").build(blob, kernels, float_kernels, bufs)
     progs = []
@@ -189,10 +191,11 @@ def relu_into_dense(steps, dense, x):
 _S_IN = {"o": "s_ctx", "a": "s_qk", "c": "s_qa", "2": "s_h"}
 
 
-def dense_step(kernel, op, g, x, y, rows, lo, hi, int8, bstride=0):
+def dense_step(kernel, op, g, x, y, rows, lo, hi, int8, bstride=0, into=None):
     """The step of one dense layer of `op` (tensor roles W+g, b+g, s+g, m+g; g is "" for a
     dense op and embed, q/k/v/o in attention, a/c in myattn, 1/2 in res_ff). `bstride`: 0
-    for one bias row, n_out for embed's per-token bias [S, n_out]."""
+    for one bias row, n_out for embed's per-token bias [S, n_out]. `into`: the float
+    bias array to fill when it has the size (allocated with the buffers: embed's [S, E])."""
     w = op.t["W" + g]
     n_out, n_in = op.shape["W" + g]
     bias = op.t.get("b" + g)
@@ -208,7 +211,8 @@ def dense_step(kernel, op, g, x, y, rows, lo, hi, int8, bstride=0):
     # b[r,o] = b_q[r,o]·s_in·s_w[o]
     s_w = op.t["s" + g]
     s_in = op.fp[_S_IN.get(g, "s_in")]
-    bf = _zeros("f", len(bias) if bias else n_out)
+    n = len(bias) if bias else n_out
+    bf = into if into is not None and len(into) == n else _zeros("f", n)
     if bias:
         for j in range(len(bf)):
             bf[j] = bias[j] * s_in * s_w[j % n_out]

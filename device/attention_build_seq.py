@@ -68,6 +68,8 @@ def buffers(ops, int8, flt, shared=False):
         sc = [_zeros(tc, S * E) for _ in range(4)]
         sc += [sc[0], _zeros(tc, 2 * S)]
         sc.append(_zeros("b", n) if tc == "i" else bufs[0])
+        if tc == "f":  # embed's per-token float bias [S, E] (2 KB for JapaneseVowels): here,
+            sc.append(_zeros("f", S * e["E"]))  # not in a heap the tensors have split
         out[i] = (bufs, sc)
     return out
 
@@ -93,12 +95,12 @@ def build(blob, kernels, float_kernels, bufs):
         ip = op.ip
         for ks, int8, bufs, sc, steps, rows, pools in progs:
             dense, relu, attn, pool, _, _, add = ks[:7]
-            q, k, v, ctx, r, scores, window = sc
+            q, k, v, ctx, r, scores, window = sc[:7]
             x, y = bufs[cur], bufs[1 - cur]
             new = []  # (step, unit): p[0] counts tokens (unit per token), unit 0: it does not
             if op.code == 7:  # embed: int8 with the embed kernel on the int8 window
                 st = dense_step(ks[7] if int8 else dense, op, "", window, y, S, -128, 127, int8,
-                                ip["E"])  # fmt: skip
+                                ip["E"], None if int8 else sc[7])  # fmt: skip
                 new.append((st, 1))
             elif op.code == 1:  # dense: per token, or the classifier after masked_pool
                 n = size // ip["in"]

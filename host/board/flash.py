@@ -48,14 +48,14 @@ BLOB_NAME = "model.bin"
 NATIVE_MODULES = ("attention_native", "attention_viper", "attention_train_native")
 # Heap to start the server, load a blob and run both paths, as free heap at the prompt
 # (compared with the board's gc.mem_free()), measured on the 64-bit virtual board (the
-# smallest -X heapsize at which flash + parity with bench pass, less the 5.4 KB its REPL and
+# smallest -X heapsize at which flash + parity with bench pass, less the 3.4 KB its REPL and
 # flash take there; pointers are 8 bytes, so a 32-bit board needs less), runtime of
-# 2026-12-01 (seq programs sharing their buffers, line buffer before the model): .mpy: Iris
-# (641 tensor elements) 71k, Wine (2081) 83k, BasicMotions (3344) 92k, JapaneseVowels
-# (3253) 96k -> 62 KB + 9 B/element (JapaneseVowels 1.6 KB over it, the others under);
-# .py: Iris does not load in 100 KiB (the compiler's transient heap).
-HEAP_BASE_MPY = 62_000
-HEAP_PER_ELEMENT = 9
+# 2026-12-01: .mpy: Iris (641 tensor elements) 67 KB, Wine (2081) 80 KB, BasicMotions (3344)
+# 89 KB, JapaneseVowels P1 E16 F32 (3253) 89 KB, P1 E20 F40 (4685) 97 KB -> 64 KB + 7 B per
+# element (within 2 KB of each); .py: Iris does not load in 100 KiB (the compiler's
+# transient heap).
+HEAP_BASE_MPY = 64_000
+HEAP_PER_ELEMENT = 7
 HEAP_PY = 110_000
 _COMPILE_LOCK = threading.Lock()
 _PROBE = (
