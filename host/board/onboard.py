@@ -70,7 +70,7 @@ EPOCH_TIMEOUT_FACTOR = 5.0  # later epochs: this many times the slowest epoch so
 # server and training code (~57 KB on the 64-bit unix port: server 16, server_train 15,
 # attention_train + trainfile 26) and the line buffer (4 KB) next to the Iris run (~44 KB: net
 # buffers for batch 16, theta/grad/Adam m, v, rows), so it does not fit the inference board's
-# 100k (smallest: 130k, measured 2026-12-01; docs/protocol.md, Training); the training core
+# 100k (smallest: 128k, measured 2026-12-01; docs/protocol.md, Training); the training core
 # alone does (tests/test_device_train_mp.py). A 32-bit board needs less (4-byte pointers).
 TRAIN_HEAP = "160k"
 DATA_MAGIC = b"TAFD"
