@@ -32,6 +32,9 @@ The search is staged (coordinate-wise, each stage starting from the previous win
            fold; its averagings are computed from the epoch-end weights (`WeightAverager`,
            the same code as the training loop). JapaneseVowels ran it from `--base round2`
            (P1 E16 H4 L1 F32, no averaging), ~25 min on one core.
+    distill  round 4, knowledge distillation (`seqtrain.Distill`) of the default model from
+           an ensemble of teachers, two phases like `average`; the protocol, the grid and the
+           rule are `stage_distill`'s docstring, fixed (and committed) before it ran.
 A stage starts from `--base` (default: today's `seqdefaults`), so re-running an early stage
 now scores its candidates with the final recipe, not the one it ran with when the defaults were
 chosen (host/learn/seqdefaults.py gives each stage's starting point and figures).
@@ -44,6 +47,7 @@ held-out windows.
     nice -n 10 .venv/bin/python -m tools.tune_seq --dataset japanesevowels --stage train --json
     nice -n 10 .venv/bin/python -u -m tools.tune_seq --dataset japanesevowels --stage average \
         --base round2
+    nice -n 10 .venv/bin/python -u -m tools.tune_seq --dataset japanesevowels --stage distill
 
 Keep a run within minutes on two shared cores: `--k`, `--repeats` and `--stage` bound it.
 """
@@ -70,10 +74,13 @@ from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_
 from tinyattn.learn.seqtrain import (
     Augment,
     Average,
+    Distill,
     WeightAverager,
     evaluate_seq,
     npz_model,
+    teacher_probs,
     train_seq,
+    train_teachers,
 )
 
 MAX_BYTES = 32 * 1024  # issue 11, must-show 3
@@ -86,9 +93,10 @@ class Candidate:
     train: Any  # TrainConfig
     augment: Augment
     average: Average = Average()
+    distill: Distill = Distill()
 
     def label(self) -> str:
-        a, t, g, w = self.arch, self.train, self.augment, self.average
+        a, t, g, w, d = self.arch, self.train, self.augment, self.average, self.distill
         sched = "" if t.schedule == "cosine" else f" {t.schedule}"
         avg = f"swa{w.swa:g}" if w.swa else f"ema{w.ema:g}" if w.ema else "last"
         return (
@@ -96,7 +104,7 @@ class Candidate:
             f"ep{t.epochs} lr{t.lr:g}{sched} wd{t.weight_decay:g} ls{t.label_smoothing:g} "
             f"bs{t.batch_size} | shift{g.shift} scale{g.scale:g} stretch{g.stretch:g} "
             f"noise{g.noise:g} | {avg}"
-        )
+        ) + (f" | distill K{d.teachers} T{d.temperature:g} a{d.alpha:g}" if d.active else "")
 
 
 def budget(ds: TSDataset, arch: SeqAttnConfig) -> tuple[int, int]:
@@ -298,6 +306,112 @@ def stage_average(ds: TSDataset, base: SeqDefaults, k: int, log=print) -> dict[s
     return {"phase1": strip(table1), "phase2": strip(table2), "chosen": pick["candidate"]}
 
 
+# ---------------------------------------------------------------- stage "distill" (round 4)
+
+DISTILL_K = 4  # teachers: the colleague's TRAIN-only ensemble check used 4 (0.9877 vs 0.9809)
+DISTILL_GRID = tuple(Distill(DISTILL_K, T, a) for T in (2.0, 4.0) for a in (0.5, 0.9))
+DISTILL_SCREEN_SEEDS = range(100, 103)  # phase 1: 3 x 5-fold, fold/model seeds unused before
+DISTILL_CONFIRM_SEEDS = range(200, 208)  # phase 2: 8 fresh repeats x 5-fold
+DISTILL_CONFIRM_TOP = 2  # phase-1 rows re-scored in phase 2 (with the incumbent)
+
+
+def distill_fold_scores(
+    ds: TSDataset, base: Candidate, distills, seeds, k: int, log=print
+) -> tuple[dict[Candidate, dict[str, list[float]]], dict[str, list[float]]]:
+    """Per fold (seeds x k-fold over TRAIN): held-out int8/float accuracy and log-loss of
+    `base` without distillation and of `base` distilled by each of `distills` (same student
+    seed, so paired), and the float accuracy of the teachers' ensemble (mean probability; a
+    reference, not deployable). One set of `DISTILL_K` teachers a fold, trained on the fold's
+    training part only and shared by every student of that fold (`train_seq(teachers=...)`,
+    the same teachers `train_seq` would train itself)."""
+    cands = [base] + [replace(base, distill=d) for d in distills]
+    out = {c: {"int8": [], "float": [], "logloss": [], "seconds": []} for c in cands}
+    ens: dict[str, list[float]] = {"float": []}
+    for r in seeds:
+        cfg = replace(base.train, seed=r)
+        for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, seed=r)):
+            t0 = time.perf_counter()
+            args = (ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, base.arch)
+            teachers = train_teachers(*args, cfg, base.augment, average=base.average,
+                                      count=DISTILL_K)  # fmt: skip
+            t_teach = sum(t.seconds for t in teachers)
+            xn, n = teachers[0].normalize(ds.X[te], ds.lengths[te])
+            q = teacher_probs([t.model for t in teachers], xn, n, 1.0)  # (n_te, classes)
+            ens["float"].append(float(np.mean(np.argmax(q, axis=1) == ds.y[te])))
+            for c in cands:
+                res = train_seq(*args, cfg, c.augment, average=c.average, distill=c.distill,
+                                teachers=teachers if c.distill.active else None)  # fmt: skip
+                secs = res.seconds + (t_teach if c.distill.active else 0.0)  # its teachers too
+                scores = (*held_out_scores(res, ds, tr, te), secs)
+                for key, v in zip(("int8", "float", "logloss", "seconds"), scores, strict=True):
+                    out[c][key].append(v)
+            last = {c.distill: out[c]["int8"][-1] for c in cands}
+            log(f"  seed {r} fold {f}: ensemble float {ens['float'][-1]:.3f}, int8 "
+                + ", ".join(f"{'none' if not d.active else f'T{d.temperature:g} a{d.alpha:g}'} "
+                            f"{v:.3f}" for d, v in last.items())
+                + f" (teachers {t_teach:.0f} s, fold {time.perf_counter() - t0:.0f} s)")
+            sys.stdout.flush()
+    return out, ens
+
+
+def distill_key(row: dict[str, Any]) -> tuple:
+    """`rank_key`, exact ties to the candidate without distillation, then the lower alpha."""
+    d = row["cand"].distill
+    return (*rank_key(row), d.active, d.alpha, d.temperature)
+
+
+def stage_distill(ds: TSDataset, base: SeqDefaults, k: int, log=print) -> dict[str, Any]:
+    """Round 4 (knowledge distillation of the default model), two phases on TRAIN only; the
+    grid and the rule were fixed and committed before this ran, and before the TEST file was
+    read for this round:
+
+    - candidates: the incumbent (`base`: today's defaults) and the same model, recipe and
+      averaging distilled from `DISTILL_K` = 4 teachers (each the incumbent's recipe, seeds
+      `seqtrain.teacher_seed`) with temperature T in {2, 4} x alpha in {0.5, 0.9}
+      (`DISTILL_GRID`). No other architecture: the MAC budget of the run (two shared cores,
+      ~35 min) buys one teacher set a fold, and distillation keeps the deployed model as is;
+    - every fold's teachers and students are trained on the fold's training part only and
+      scored on its held-out part; each fold's students share one set of teachers;
+    1. screen: the five on `DISTILL_SCREEN_SEEDS` (100-102) x k-fold, ranked by `distill_key`
+       (int8, float, log-loss, no distillation first on exact ties);
+    2. confirm: the top `DISTILL_CONFIRM_TOP` (2) distilled rows and the incumbent re-scored on
+       fresh folds and inits (`DISTILL_CONFIRM_SEEDS`, 200-207, x k-fold). The pick is phase
+       2's best by `distill_key`; it replaces the incumbent only if its paired int8 gain over
+       the incumbent on phase 2's folds exceeds one standard error (round 3's rule).
+    Sized for time (measured: one E20 training on a fold's 216 windows 2.25 s): a fold trains
+    4 teachers + 5 students (phase 1) or 4 + 3 (phase 2): ~15 x 21 s + 40 x 16 s, ~16 min on
+    a free core, within the ~35 min allowed on two shared cores. Phase 2 gets the repeats
+    (40 folds, 2160 held-out predictions a row): its paired standard error decides.
+    """
+    incumbent = Candidate(base.arch, base.train, base.augment, base.average)
+    budgets = budget(ds, incumbent.arch)
+    log(f"phase 1: incumbent + {len(DISTILL_GRID)} distillations, "
+        f"{len(DISTILL_SCREEN_SEEDS)} x {k}-fold")  # fmt: skip
+    screen, ens1 = distill_fold_scores(ds, incumbent, DISTILL_GRID, DISTILL_SCREEN_SEEDS, k, log)
+    ref = screen[incumbent]
+    table1 = sorted((summarize(c, f, ref, budgets) for c, f in screen.items()), key=distill_key)
+    log(f"phase 1 ranked (gain: paired vs the incumbent; teachers' ensemble float "
+        f"{np.mean(ens1['float']):.4f}):")  # fmt: skip
+    print_rows(table1, log)
+
+    top = [r["cand"] for r in table1 if r["cand"].distill.active][:DISTILL_CONFIRM_TOP]
+    log(f"phase 2: {len(top)} + incumbent, {len(DISTILL_CONFIRM_SEEDS)} x {k}-fold (fresh)")
+    confirm, ens2 = distill_fold_scores(ds, incumbent, [c.distill for c in top],
+                                        DISTILL_CONFIRM_SEEDS, k, log)  # fmt: skip
+    ref = confirm[incumbent]
+    table2 = sorted((summarize(c, f, ref, budgets) for c, f in confirm.items()),
+                    key=distill_key)  # fmt: skip
+    log(f"phase 2 ranked (teachers' ensemble float {np.mean(ens2['float']):.4f}):")
+    print_rows(table2, log)
+    best = table2[0]
+    pick = best if best["gain"] > best["gain_se"] else next(
+        r for r in table2 if r["cand"] == incumbent)  # fmt: skip
+    log(f"chosen: {pick['candidate']}")
+    strip = lambda t: [{k: v for k, v in r.items() if k != "cand"} for r in t]  # noqa: E731
+    return {"phase1": strip(table1), "phase2": strip(table2), "chosen": pick["candidate"],
+            "ensemble_float": [float(np.mean(ens1["float"])), float(np.mean(ens2["float"]))]}
+
+
 def rank_key(row: dict[str, Any]) -> tuple:
     return (-row["int8"], -row["float"], row["logloss"], row["macs"])
 
@@ -420,7 +534,8 @@ def nested(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="CV search of the seq-attn defaults (TRAIN only)")
     parser.add_argument("--dataset", choices=("basicmotions", "japanesevowels"), required=True)
-    stages = ("arch", "train", "smoothing", "batch", "aug", "round2", "lr", "average", "final")
+    stages = ("arch", "train", "smoothing", "batch", "aug", "round2", "lr", "average", "distill",
+              "final")  # fmt: skip
     parser.add_argument("--stage", choices=stages, default="final",
                         help="final: score the chosen defaults only")  # fmt: skip
     parser.add_argument("--k", type=int, default=5, help="folds (default 5)")
@@ -438,9 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     base = seq_defaults(args.dataset) if args.base == "defaults" else SeqDefaults.placeholder()
     if args.base == "round2":
         base = round2_defaults(args.dataset)
-    if args.stage == "average":
-        out = {"dataset": args.dataset, "stage": "average", "k": args.k,
-               **stage_average(ds, base, args.k)}  # fmt: skip
+    if args.stage in ("average", "distill"):
+        stage = stage_average if args.stage == "average" else stage_distill
+        out = {"dataset": args.dataset, "stage": args.stage, "k": args.k,
+               **stage(ds, base, args.k)}  # fmt: skip
         if args.json:
             print(json.dumps(out, indent=1, default=lambda o: asdict(o)))
         return 0

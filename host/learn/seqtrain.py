@@ -25,20 +25,34 @@ an average of epoch-end weights — `swa`: the uniform mean of the last `swa·ep
 (stochastic weight averaging, Izmailov et al. 2018), `ema`: an exponential moving average with
 decay `ema` per epoch (Polyak averaging). `WeightAverager` does the bookkeeping on a flat
 parameter vector, so the PyTorch twin (tools/bench_train.py) averages the same way.
+
+Knowledge distillation (`Distill`, training only; free at inference: the deployed model is the
+same single student, same blob, same MACs): `teachers` models of the same architecture and
+recipe are trained first by this same `fit_seq` on the same windows, teacher i with seed
+`teacher_seed(seed, i)`; then the student (seed `seed`, so its init and minibatch order are the
+run without distillation's) learns from
+    loss = (1 - alpha)·CE(smoothed labels) + alpha·T²·KL(q_T ‖ p_T),
+`q_T` the mean over teachers of `softmax(teacher logits / T)`, `p_T = softmax(student / T)`,
+gradient `alpha·T·(p_T - q_T) / B` on the student's logits (`distill_loss`). The teachers see
+the student's minibatch exactly: with augmentation on they run on the augmented windows of that
+step; without it their logits are computed once for every training window (the same numbers,
+in one batch) and looked up by row.
 The per-dataset defaults and how they were chosen are in `seqdefaults.py`.
 
 References: Um et al. (2017), "Data augmentation of wearable sensor data for Parkinson's disease
 monitoring using convolutional neural networks" (time shift, scaling); Iwana & Uchida (2021),
 "An empirical survey of data augmentation for time series classification with neural networks";
 Izmailov et al. (2018), "Averaging weights leads to wider optima and better generalization"
-(SWA); Polyak & Juditsky (1992), "Acceleration of stochastic approximation by averaging".
+(SWA); Polyak & Juditsky (1992), "Acceleration of stochastic approximation by averaging";
+Hinton, Vinyals & Dean (2015), "Distilling the knowledge in a neural network"; Buciluǎ, Caruana
+& Niculescu-Mizil (2006), "Model compression".
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +62,7 @@ from tinyattn.intmodel.floatref import NpzModel, truncate_windows
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
+from tinyattn.learn.losses import softmax
 from tinyattn.learn.train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
 
 
@@ -112,6 +127,57 @@ class WeightAverager:
             self.value += (theta - self.value) / self.count
 
 
+@dataclass(frozen=True)
+class Distill:
+    """Knowledge distillation from an ensemble of teachers (see the module docstring)."""
+
+    teachers: int = 0  # teachers trained first, same architecture and recipe (0: off)
+    temperature: float = 1.0  # T: both softmaxes of the soft term at logits / T
+    alpha: float = 0.0  # weight of the soft term; 1 - alpha on the (smoothed) labels
+
+    def __post_init__(self) -> None:
+        if self.teachers < 0:
+            raise ValueError(f"Distill(teachers={self.teachers}): a count, 0 or more")
+        if not self.temperature > 0.0:
+            raise ValueError(f"Distill(temperature={self.temperature}): must be > 0")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"Distill(alpha={self.alpha}): a weight, 0..1")
+
+    @property
+    def active(self) -> bool:
+        return self.teachers > 0 and self.alpha > 0.0
+
+
+def teacher_seed(seed: int, i: int) -> int:
+    """The seed of teacher `i` of a run with seed `seed` (never a student seed below 1000)."""
+    return 1000 * (seed + 1) + i
+
+
+def teacher_probs(teachers: list[SeqModel], x: np.ndarray, lengths: np.ndarray,
+                  temperature: float) -> np.ndarray:  # fmt: skip
+    """`q_T [B, C]`: the mean over `teachers` of `softmax(logits / temperature)` on `x`."""
+    q = sum(softmax(t.forward(x, lengths=lengths) / temperature) for t in teachers)
+    return q / len(teachers)
+
+
+def distill_loss(
+    logits: np.ndarray, y: np.ndarray, q: np.ndarray, eps: float, d: Distill
+) -> tuple[float, np.ndarray]:
+    """`(1 - alpha)·CE(labels smoothed by eps) + alpha·T²·KL(q ‖ softmax(logits / T))`, mean
+    over the batch: (loss, dlogits). `q [B, C]`: the teachers' softened probabilities."""
+    B = logits.shape[0]
+    T, a = d.temperature, d.alpha
+    loss, dlogits = smoothed_cross_entropy(logits, y, eps)  # (B, C): (p - t) / B
+    z = logits / T
+    z = z - z.max(axis=1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))  # (B, C) log softmax(logits / T)
+    log_q = np.log(np.where(q > 0.0, q, 1.0))  # 0·log 0 = 0
+    kl = float(np.sum(q * (log_q - log_p))) / B
+    loss = (1.0 - a) * loss + a * T * T * kl
+    dlogits = (1.0 - a) * dlogits + (a * T / B) * (np.exp(log_p) - q)
+    return loss, dlogits
+
+
 def stretch_windows(x: np.ndarray, lengths: np.ndarray, new_lengths: np.ndarray) -> np.ndarray:
     """Each window's `lengths[b]` valid steps linearly resampled to `new_lengths[b]` steps
     (first and last step kept), 0 after; `[B, T, C]` in and out (`new_lengths <= T`)."""
@@ -162,10 +228,14 @@ def fit_seq(
     augment: Augment | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
     average: Average | None = None,
+    distill: Distill | None = None,
+    teachers: list[SeqModel] | None = None,
 ) -> None:
     """Minibatch training on standardized windows `x [N, T, C]` (0 past `lengths [N]`), labels
     `y [N]`; `on_epoch(epoch, loss)` (with the epoch's own weights, not the average). The loop
-    of `train.fit`, with lengths, augmentation and, at the end, the averaged weights."""
+    of `train.fit`, with lengths, augmentation and, at the end, the averaged weights. With an
+    active `distill` the loss is `distill_loss` against `teachers` (trained models, see the
+    module docstring); without one the loop is the same as before distillation existed."""
     rng = np.random.default_rng([config.seed, 1])  # minibatch order, then augmentation draws
     opt = make_optimizer(model, config)
     N, bs = len(x), config.batch_size
@@ -173,6 +243,12 @@ def fit_seq(
     aug = augment if augment is not None and augment.active else None
     on = average is not None and average.active
     avg = WeightAverager(average, config.epochs) if on else None
+    soft = distill if distill is not None and distill.active else None
+    if soft is not None and not teachers:
+        raise ValueError("fit_seq: distill is on but no teachers were given")
+    q_all = None  # without augmentation: the teachers' soft targets of every window, once
+    if soft is not None and aug is None:
+        q_all = teacher_probs(teachers, x, lengths, soft.temperature)  # (N, classes)
     step = 0
     for epoch in range(config.epochs):
         order = rng.permutation(N)
@@ -183,7 +259,12 @@ def fit_seq(
             if aug is not None:
                 xb, nb = augment_batch(xb, nb, aug, rng)
             logits = model.forward(xb, training=True, lengths=nb)  # (b, classes)
-            loss, dlogits = smoothed_cross_entropy(logits, y[idx], config.label_smoothing)
+            if soft is None:
+                loss, dlogits = smoothed_cross_entropy(logits, y[idx], config.label_smoothing)
+            else:
+                q = q_all[idx] if q_all is not None else teacher_probs(teachers, xb, nb,
+                                                                       soft.temperature)
+                loss, dlogits = distill_loss(logits, y[idx], q, config.label_smoothing, soft)
             model.backward(dlogits)
             opt.step(learning_rate(config, step, total_steps))
             loss_sum += loss * len(idx)
@@ -228,13 +309,18 @@ def train_seq(
     dtype=np.float64,
     on_epoch: Callable[[int, float, SeqTrainResult], None] | None = None,
     average: Average | None = None,
+    distill: Distill | None = None,
+    teachers: list[SeqTrainResult] | None = None,
 ) -> SeqTrainResult:
     """A `seq-attn` model trained on raw windows `X [N, T', C]` with `lengths [N]`, labels `y`.
 
     The per-channel standardization is fitted on these windows; the model's T is `max_steps`
     (default: the longest window rounded up to a multiple of P). `config.seed` seeds the init,
     the minibatch order and the augmentation; `config.model`/`scaling`/`test_fraction` are
-    not used here. `average` (None: off) leaves the model with its averaged weights.
+    not used here. `average` (None: off) leaves the model with its averaged weights. An active
+    `distill` first trains its teachers (`train_teachers`; `result.seconds` counts them too)
+    unless `teachers` gives them already trained (by `train_teachers` on these same windows,
+    e.g. shared by several students in cross-validation).
     `on_epoch(epoch, loss, result)` is called after each epoch with the model as it stands
     (e.g. for a progress bar or accuracy curves; the epoch's weights, not the average); its
     own time is not counted in `result.seconds`.
@@ -244,11 +330,20 @@ def train_seq(
     lengths = np.asarray(lengths, np.int64)
     mean, std = fit_channel_standardizer(X, lengths)
     T = max_steps if max_steps is not None else default_max_steps(lengths, arch.patch)
-    X, n, _ = truncate_windows(X, lengths, T)
-    x = standardize_windows(X, n, mean, std).astype(dtype)  # (N, T', C), 0 at padding
+    Xt, n, _ = truncate_windows(X, lengths, T)
+    x = standardize_windows(Xt, n, mean, std).astype(dtype)  # (N, T', C), 0 at padding
     if x.shape[1] < T:  # every window shorter than T: pad the array (not the model) to T
         x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
-    model = build_seq_model(T, X.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
+    t0 = time.perf_counter()
+    soft = distill if distill is not None and distill.active else None
+    if soft is not None and teachers is None:
+        teachers = train_teachers(X, lengths, y, n_classes, arch, config, augment, max_steps,
+                                  dtype, average, soft.teachers)  # fmt: skip
+    if soft is not None and len(teachers) != soft.teachers:
+        raise ValueError(f"train_seq: {len(teachers)} teachers given, distill wants "
+                         f"{soft.teachers}")  # fmt: skip
+    t_teach = time.perf_counter() - t0
+    model = build_seq_model(T, Xt.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
     result = SeqTrainResult(model, mean, std, 0.0)
     spent = [0.0]  # seconds inside on_epoch, not training
 
@@ -259,9 +354,31 @@ def train_seq(
 
     t0 = time.perf_counter()
     fit_seq(model, x, n, np.asarray(y), config, augment, epoch_done if on_epoch else None,
-            average)  # fmt: skip
-    result.seconds = time.perf_counter() - t0 - spent[0]
+            average, soft, [t.model for t in teachers] if soft is not None else None)  # fmt: skip
+    result.seconds = time.perf_counter() - t0 - spent[0] + t_teach
     return result
+
+
+def train_teachers(
+    X: np.ndarray,
+    lengths: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    arch: SeqAttnConfig,
+    config: TrainConfig,
+    augment: Augment | None = None,
+    max_steps: int | None = None,
+    dtype=np.float64,
+    average: Average | None = None,
+    count: int = 1,
+) -> list[SeqTrainResult]:
+    """`count` teachers for distillation: `train_seq` on these windows and recipe (no
+    distillation), teacher i with seed `teacher_seed(config.seed, i)`."""
+    return [
+        train_seq(X, lengths, y, n_classes, arch, replace(config, seed=teacher_seed(config.seed,
+                  i)), augment, max_steps, dtype, average=average)
+        for i in range(count)
+    ]  # fmt: skip
 
 
 def npz_model(result: SeqTrainResult, class_names: list[str]) -> NpzModel:
