@@ -149,6 +149,29 @@ def test_seq_cli_ts_without_test_holds_out_part_of_train(capsys, tmp_path):
 
 
 @pytest.mark.host
+def test_seq_cli_model_file_records_averaging_and_distillation(capsys, tmp_path, monkeypatch):
+    """A dataset default with distillation on: its teachers are trained (said so unless
+    --quiet), and the model file and the summary record the option (no flag sets it)."""
+    from dataclasses import replace
+
+    from tinyattn.learn import seqcli
+    from tinyattn.learn.seqtrain import Average, Distill
+
+    d = replace(seq_defaults("basicmotions"), average=Average(ema=0.9),
+                distill=Distill(teachers=2, temperature=2.0, alpha=0.5))  # fmt: skip
+    monkeypatch.setattr(seqcli, "seq_defaults", lambda name, max_length=None: d)
+    model = tmp_path / "m.npz"
+    s = run(capsys, "train", "--dataset", "basicmotions", "--epochs", "3", "--out", str(model))
+    want = {"teachers": 2, "temperature": 2.0, "alpha": 0.5}
+    assert s["distill"] == want and s["average"] == {"swa": 0.0, "ema": 0.9}
+    train = load_model(model).meta["train"]
+    assert train["distill"] == want and train["average"] == {"swa": 0.0, "ema": 0.9}
+    assert cli.main(["train", "--dataset", "basicmotions", "--epochs", "3",
+                     "--out", str(model)]) == 0  # fmt: skip
+    assert "distillation: training 2 teachers first" in capsys.readouterr().out
+
+
+@pytest.mark.host
 def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     model = tmp_path / "m.npz"
     argv = ["--patch", "10", "--embed", "8", "--heads", "4", "--blocks", "2", "--ff", "12",

@@ -1,11 +1,18 @@
-# Host (CPython): `seq-attn` training options — weight averaging (seqtrain.Average).
+# Host (CPython): `seq-attn` training options — weight averaging (seqtrain.Average) and
+# knowledge distillation (seqtrain.Distill).
 """`Average(swa=f)` leaves the model with the mean of its last `f·epochs` epoch-end weights,
 `Average(ema=d)` with their exponential moving average (decay `d` per epoch); `Average()` is
 off and changes nothing (bitwise). The in-loop average equals the one recomputed from the
 epoch-end weights (what tools/tune_seq.py scores) to float64 rounding, the averaged model
 exports through the existing int8 ops, and the PyTorch twin of the loop (tools/bench_train.py)
-averages the same way (same final weights, as `make bench-train` checks). Small random windows,
-a few epochs: each test runs in well under a second.
+averages the same way (same final weights, as `make bench-train` checks).
+
+`Distill`: its loss' gradient is exact (central differences), its soft term is the soft-target
+cross-entropy minus the teachers' entropy, training without it is bitwise what it was before
+distillation existed (weights pinned from commit 9240ebe's seqtrain), the teachers see the
+student's augmented minibatch, `train_seq` trains the teachers `train_teachers` gives, and a
+distilled model exports to int8. Small random windows, a few epochs: each test runs in well
+under a second.
 """
 
 from __future__ import annotations
@@ -16,7 +23,20 @@ import numpy as np
 import pytest
 
 from tinyattn.learn.seqmodel import SeqAttnConfig
-from tinyattn.learn.seqtrain import Average, WeightAverager, evaluate_seq, train_seq
+from tinyattn.learn.seqtrain import (
+    Augment,
+    Average,
+    Distill,
+    WeightAverager,
+    augment_batch,
+    distill_loss,
+    evaluate_seq,
+    fit_seq,
+    teacher_probs,
+    teacher_seed,
+    train_seq,
+    train_teachers,
+)
 from tinyattn.learn.train import TrainConfig
 
 pytestmark = pytest.mark.host
@@ -119,3 +139,146 @@ def test_seqtrain_torch_twin_averages_the_same_way(average):
     theirs = twin.named_tensors()
     diff = max(float(np.abs(v - theirs[k]).max()) for k, (v, _) in ours.named_parameters().items())
     assert diff <= 1e-9
+
+
+# ------------------------------------------------------------------------- distillation
+
+
+def _theta_digest(theta: np.ndarray) -> str:
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(theta).tobytes()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize(
+    ("augment", "average", "digest"),
+    [(None, None, "24e7ae39f6db7834"),
+     (Augment(shift=2, noise=0.05), Average(ema=0.9), "ec24188a88791b9e")],
+)  # fmt: skip
+def test_seqtrain_without_distill_is_bitwise_as_before(augment, average, digest):
+    """The digests are the weights `train_seq` gave before `Distill` existed (9240ebe), on this
+    machine's NumPy; an inactive `Distill` (alpha 0 or no teachers) is the same run."""
+    X, n, y = _windows()
+    runs = [train_seq(X, n, y, 3, ARCH, CONFIG, augment, average=average, distill=d)
+            for d in (None, Distill(), Distill(teachers=3, alpha=0.0))]  # fmt: skip
+    assert _theta_digest(runs[0].model.theta) == digest
+    for r in runs[1:]:
+        assert np.array_equal(r.model.theta, runs[0].model.theta)
+
+
+@pytest.mark.parametrize("d", [Distill(4, 2.0, 0.5), Distill(4, 4.0, 0.9), Distill(1, 1.0, 1.0)])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_seqtrain_distill_loss_gradcheck(d, eps):
+    rng = np.random.default_rng(1)
+    z = 2.0 * rng.normal(size=(5, 4))  # (B, C) student logits
+    y = rng.integers(0, 4, size=5)
+    q = rng.dirichlet(np.ones(4), size=5)  # (B, C) teachers' soft targets
+    q[0] = [1.0, 0.0, 0.0, 0.0]  # a one-hot row: 0·log 0 = 0
+    _, grad = distill_loss(z, y, q, eps, d)
+    h, num = 1e-6, np.zeros_like(z)
+    for i in range(z.shape[0]):
+        for j in range(z.shape[1]):
+            zp, zm = z.copy(), z.copy()
+            zp[i, j] += h
+            zm[i, j] -= h
+            num[i, j] = (distill_loss(zp, y, q, eps, d)[0] - distill_loss(zm, y, q, eps, d)[0])
+            num[i, j] /= 2 * h
+    assert np.max(np.abs(num - grad)) < 1e-8
+
+
+def test_seqtrain_distill_loss_is_soft_target_cross_entropy():
+    """`T²·KL(q ‖ p_T)` = `T²·(CE(q, p_T) - H(q))`; alpha 0 is the smoothed label loss."""
+    from tinyattn.learn.losses import softmax
+    from tinyattn.learn.train import smoothed_cross_entropy
+
+    rng = np.random.default_rng(2)
+    z, y = rng.normal(size=(6, 3)), rng.integers(0, 3, size=6)
+    q = rng.dirichlet(np.ones(3), size=6)
+    T, eps = 3.0, 0.1
+    ce, g = smoothed_cross_entropy(z, y, eps)
+    loss0, g0 = distill_loss(z, y, q, eps, Distill(2, T, 0.0))
+    assert loss0 == pytest.approx(ce, abs=1e-12) and np.allclose(g0, g, rtol=0, atol=1e-15)
+    loss1, _ = distill_loss(z, y, q, eps, Distill(2, T, 1.0))
+    soft_ce = -np.mean(np.sum(q * np.log(softmax(z / T)), axis=1))
+    entropy = -np.mean(np.sum(q * np.log(q), axis=1))
+    assert loss1 == pytest.approx(T * T * (soft_ce - entropy), abs=1e-12)
+
+
+def test_seqtrain_distill_teachers_see_the_augmented_minibatch():
+    """With augmentation the teachers' soft targets come from the very windows the student is
+    trained on at that step (the shuffle's generator replayed)."""
+    from tinyattn.learn.seqmodel import build_seq_model
+
+    X, n, y = _windows()
+    aug = Augment(shift=3, scale=0.1)
+    config = replace(CONFIG, epochs=1)
+    teacher = build_seq_model(12, 3, 3, ARCH, seed=5)
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    forward = teacher.forward
+
+    def spy(x, training=False, lengths=None):
+        seen.append((x.copy(), np.array(lengths)))
+        return forward(x, training, lengths)
+
+    teacher.forward = spy
+    student = build_seq_model(12, 3, 3, ARCH, seed=0)
+    fit_seq(student, X, n, y, config, aug, distill=Distill(1, 2.0, 0.5), teachers=[teacher])
+    rng = np.random.default_rng([config.seed, 1])
+    order = rng.permutation(len(X))
+    expect = [augment_batch(X[order[s : s + 8]], n[order[s : s + 8]], aug, rng)
+              for s in range(0, len(X), 8)]  # fmt: skip
+    assert len(seen) == len(expect) == 3
+    for (xs, ns), (xe, ne) in zip(seen, expect, strict=True):
+        assert np.array_equal(xs, xe) and np.array_equal(ns, ne)
+
+
+def test_seqtrain_distill_targets_once_equal_the_minibatch_ones():
+    """Without augmentation the soft targets are computed once for all windows: the same
+    numbers as on each minibatch (to rounding)."""
+    X, n, y = _windows()
+    teachers = train_teachers(X, n, y, 3, ARCH, replace(CONFIG, epochs=2), count=2)
+    xn, nn = teachers[0].normalize(X, n)
+    models = [t.model for t in teachers]
+    q_all = teacher_probs(models, xn, nn, 2.0)  # (N, C)
+    idx = np.array([3, 17, 5, 0, 22])
+    q_b = teacher_probs(models, xn[idx], nn[idx], 2.0)
+    np.testing.assert_allclose(q_all[idx], q_b, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(q_all.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
+def test_seqtrain_distill_trains_its_teachers_as_train_teachers():
+    """`train_seq(distill=...)` trains `teachers` models with seeds `teacher_seed(seed, i)`;
+    handing it those teachers ready-made (tools/tune_seq.py shares them) gives the same
+    student, and the student differs from the undistilled run."""
+    X, n, y = _windows()
+    config = replace(CONFIG, epochs=4, seed=3)
+    d = Distill(2, 2.0, 0.7)
+    teachers = train_teachers(X, n, y, 3, ARCH, config, count=2)
+    solo = [train_seq(X, n, y, 3, ARCH, replace(config, seed=teacher_seed(3, i)))
+            for i in range(2)]  # fmt: skip
+    for t, s in zip(teachers, solo, strict=True):
+        assert np.array_equal(t.model.theta, s.model.theta)
+    own = train_seq(X, n, y, 3, ARCH, config, distill=d)
+    given = train_seq(X, n, y, 3, ARCH, config, distill=d, teachers=teachers)
+    plain = train_seq(X, n, y, 3, ARCH, config)
+    assert np.array_equal(own.model.theta, given.model.theta)
+    assert not np.allclose(own.model.theta, plain.model.theta)
+    with pytest.raises(ValueError, match="2 teachers given, distill wants 3"):
+        train_seq(X, n, y, 3, ARCH, config, distill=Distill(3, 2.0, 0.5), teachers=teachers)
+
+
+def test_seqtrain_distilled_model_exports_to_int8():
+    X, n, y = _windows()
+    res = train_seq(X, n, y, 3, ARCH, replace(CONFIG, epochs=30), distill=Distill(2, 2.0, 0.5))
+    ev = evaluate_seq(res, X, n, X, n, y)  # quantize + the integer reference, as export
+    assert ev["int8_float_agreement"] >= 0.9 and ev["float_accuracy"] >= 0.9, ev
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"teachers": -1}, "a count"), ({"temperature": 0.0}, "must be > 0"),
+     ({"alpha": 1.5}, "a weight, 0..1")],
+)  # fmt: skip
+def test_seqtrain_distill_refuses_bad_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Distill(**kwargs)

@@ -229,6 +229,9 @@ def bench_train_seq(
     from tinyattn.learn.seqtrain import fit_seq
 
     d = seq_defaults(dataset)
+    if d.distill.active:  # the twin replays one fit_seq; a distilled default trains teachers too
+        raise ValueError(f"bench_train: {dataset}'s default distills from teachers; the PyTorch "
+                         "twin replays fit_seq without distillation (not twinned)")  # fmt: skip
     config = replace(
         d.train,
         epochs=d.train.epochs if epochs is None else epochs,

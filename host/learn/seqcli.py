@@ -12,7 +12,9 @@ chosen per dataset by cross-validation on its TRAIN file only (host/learn/seqdef
 how and with which figures); another `.ts` file gets JapaneseVowels' recipe with width 16 and
 a patch giving at most 20 tokens. Every flag given overrides its default: `--patch --embed
 --heads --blocks --ff --shift` here, the recipe flags through `train.config_from_args` (one
-TrainConfig path for both flows); weight averaging (`seqtrain.Average`) has no flag.
+TrainConfig path for both flows); weight averaging (`seqtrain.Average`) and distillation
+(`seqtrain.Distill`: the dataset's teachers are trained first, before the progress bar) have no
+flag; the model file records both (`train.average`, `train.distill`).
 
 Training is `seqtrain.train_seq` (lengths, masking, augmentation); the test figures are
 `seqtrain.evaluate_seq`: float and int8 (calibrated on the training windows, as export), TEST
@@ -39,7 +41,14 @@ import numpy as np
 from tinyattn.data.timeseries import TS_DATASETS, TSDataset, load_ts, load_ts_dataset
 from tinyattn.learn.seqdefaults import seq_defaults
 from tinyattn.learn.seqmodel import SeqAttnConfig, macs
-from tinyattn.learn.seqtrain import Augment, Average, SeqTrainResult, evaluate_seq, train_seq
+from tinyattn.learn.seqtrain import (
+    Augment,
+    Average,
+    Distill,
+    SeqTrainResult,
+    evaluate_seq,
+    train_seq,
+)
 
 ARCH_FLAGS = {  # flag dest -> (SeqAttnConfig field, flag)
     "patch": ("patch", "--patch"),
@@ -192,8 +201,8 @@ def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:
 
 
 def seq_setup(args: argparse.Namespace, train: TSDataset):
-    """`(arch, config, augment, average)`: the dataset's defaults with every flag given
-    applied (weight averaging has no flag: the dataset's default)."""
+    """`(arch, config, augment, average, distill)`: the dataset's defaults with every flag
+    given applied (weight averaging and distillation have no flag: the dataset's default)."""
     from tinyattn.cli import CLIError
     from tinyattn.learn.train import config_from_args
 
@@ -218,7 +227,7 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
     augment = d.augment if args.shift is None else replace(d.augment, shift=args.shift)
     if augment.shift < 0:
         raise CLIError(f"--shift {augment.shift}: must be 0 or more")
-    return arch, config_from_args(args, d.train, "seq-attn"), augment, d.average
+    return arch, config_from_args(args, d.train, "seq-attn"), augment, d.average, d.distill
 
 
 # ----------------------------------------------------------------------------- one run
@@ -245,7 +254,8 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
     return _subset(data.train, tr), _subset(data.train, te), split
 
 
-def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[str, Any]:
+def run_one(args, data: SeqData, arch, config, augment, average, distill,
+            log) -> dict[str, Any]:  # fmt: skip
     """Train on the train part, evaluate on the test part, write the model file."""
     from tinyattn.cli import CLIError
     from tinyattn.learn.model import save_model
@@ -258,6 +268,9 @@ def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[st
             f"(stratified {config.test_fraction:g}, seed {config.seed}) as the test part",
             file=log,
         )
+    if distill.active and not args.quiet:
+        print(f"distillation: training {distill.teachers} teachers first (temperature "
+              f"{distill.temperature:g}, alpha {distill.alpha:g})", file=log)  # fmt: skip
     bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
     curves: dict[str, list[float]] = {"loss": [], "train_acc": [], "test_acc": []}
 
@@ -271,7 +284,8 @@ def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[st
 
     try:
         result = train_seq(train.X, train.lengths, train.y, train.n_classes, arch, config,
-                           augment, on_epoch=on_epoch, average=average)  # fmt: skip
+                           augment, on_epoch=on_epoch, average=average,
+                           distill=distill)  # fmt: skip
     finally:
         bar.close()
     ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
@@ -290,6 +304,7 @@ def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[st
             "arch": asdict(arch),
             "augment": asdict(augment),
             "average": asdict(average),
+            "distill": asdict(distill),
             "max_steps": result.max_steps,
             **split,  # train_idx/test_idx into the TRAIN file (held out: no --test)
         },
@@ -320,7 +335,7 @@ def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[st
         "test_windows_truncated": ev["truncated"], "seconds": result.seconds,
         "params": result.model.n_params, "macs": n_macs, "max_steps": result.max_steps,
         "arch": asdict(arch), "augment": asdict(augment), "average": asdict(average),
-        "out": str(path),
+        "distill": asdict(distill), "out": str(path),
     }  # fmt: skip
 
 
@@ -329,11 +344,12 @@ def run_one(args, data: SeqData, arch, config, augment, average, log) -> dict[st
 
 def cross_validate_seq(
     ds: TSDataset, k: int, arch: SeqAttnConfig, config, augment: Augment, repeats: int = 1,
-    on_fold=None, average: Average | None = None,
+    on_fold=None, average: Average | None = None, distill: Distill | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Repeated stratified k-fold over the TRAIN windows `ds` (repeat r: seed `config.seed +
     r` for the folds, init, order and augmentation); each fold standardizes, trains and
-    calibrates its int8 path on its own training windows (T from them too)."""
+    calibrates its int8 path on its own training windows (T from them too); distillation's
+    teachers are trained on the fold's training windows only."""
     from tinyattn.data.tabular import stratified_kfold
 
     folds = []
@@ -341,7 +357,7 @@ def cross_validate_seq(
         cfg = replace(config, seed=config.seed + r)
         for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, cfg.seed)):
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment,
-                            average=average)  # fmt: skip
+                            average=average, distill=distill)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
             fold = {
                 "repeat": r, "seed": cfg.seed, "fold": f, "n_train": len(tr), "n_test": len(te),
@@ -356,7 +372,8 @@ def cross_validate_seq(
     return folds
 
 
-def run_cv(args, data: SeqData, arch, config, augment, average, log) -> dict[str, Any]:
+def run_cv(args, data: SeqData, arch, config, augment, average, distill,
+           log) -> dict[str, Any]:  # fmt: skip
     from tinyattn.cli import CLIError
     from tinyattn.learn.train import _progress_bar, cv_summary
 
@@ -371,7 +388,7 @@ def run_cv(args, data: SeqData, arch, config, augment, average, log) -> dict[str
     t0 = time.perf_counter()
     try:
         folds = cross_validate_seq(data.train, k, arch, config, augment, repeats, on_fold,
-                                   average)  # fmt: skip
+                                   average, distill)  # fmt: skip
     except ValueError as exc:  # too few windows of a class for K folds
         raise CLIError(f"{data.train.source}: {exc}") from None
     finally:
@@ -397,7 +414,7 @@ def run_cv(args, data: SeqData, arch, config, augment, average, log) -> dict[str
         "model": "seq-attn", "dataset": data.name, "seed": config.seed,
         "seeds": [config.seed + r for r in range(repeats)], "cv": k, "repeats": repeats,
         "config": asdict(config), "arch": asdict(arch), "augment": asdict(augment),
-        "average": asdict(average), **s,
+        "average": asdict(average), "distill": asdict(distill), **s,
         "test_accuracy": s["mean_test_accuracy"],
         "int8_test_accuracy": s["mean_int8_test_accuracy"],
         "train_accuracy": s["mean_train_accuracy"], "folds": folds, "seconds": seconds,
@@ -412,12 +429,12 @@ def main(args: argparse.Namespace) -> int:
     if args.target is not None:
         raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
     data = load_windows(args)
-    arch, config, augment, average = seq_setup(args, data.train)
+    arch, config, augment, average, distill = seq_setup(args, data.train)
     log = sys.stderr if args.json else sys.stdout
     if args.cv is not None:
-        summary = run_cv(args, data, arch, config, augment, average, log)
+        summary = run_cv(args, data, arch, config, augment, average, distill, log)
     else:
-        summary = run_one(args, data, arch, config, augment, average, log)
+        summary = run_one(args, data, arch, config, augment, average, distill, log)
     if args.json:
         print(json.dumps(summary))
     return 0

@@ -113,7 +113,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from tinyattn.learn.seqmodel import SeqAttnConfig
-from tinyattn.learn.seqtrain import Augment, Average
+from tinyattn.learn.seqtrain import Augment, Average, Distill
 from tinyattn.learn.train import TrainConfig
 
 
@@ -125,6 +125,7 @@ class SeqDefaults:
     train: TrainConfig
     augment: Augment = field(default_factory=Augment)
     average: Average = field(default_factory=Average)  # weight averaging (training only)
+    distill: Distill = field(default_factory=Distill)  # knowledge distillation (training only)
 
     @classmethod
     def placeholder(cls) -> SeqDefaults:
