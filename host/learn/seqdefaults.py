@@ -158,6 +158,7 @@ DEFAULTS = {
             model="seq-attn",
         ),
         average=Average(ema=0.97),  # round 3: EMA of the epoch-end weights
+        distill=Distill(teachers=4, temperature=2.0, alpha=0.9),  # round 4
     ),
 }
 MAX_TOKENS = 20  # generic_defaults: tokens of a window at most (BasicMotions 20, JV 26 steps)
