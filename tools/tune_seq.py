@@ -34,7 +34,8 @@ The search is staged (coordinate-wise, each stage starting from the previous win
            (P1 E16 H4 L1 F32, no averaging), ~25 min on one core.
     distill  round 4, knowledge distillation (`seqtrain.Distill`) of the default model from
            an ensemble of teachers, two phases like `average`; the protocol, the grid and the
-           rule are `stage_distill`'s docstring, fixed (and committed) before it ran.
+           rule are `stage_distill`'s docstring, fixed (and committed) before it ran;
+           JapaneseVowels ran it from round 3's defaults, ~16 min on one core.
 A stage starts from `--base` (default: today's `seqdefaults`), so re-running an early stage
 now scores its candidates with the final recipe, not the one it ran with when the defaults were
 chosen (host/learn/seqdefaults.py gives each stage's starting point and figures).
@@ -128,7 +129,7 @@ def cv_score(
         for tr, te in stratified_kfold(ds.y[rows], k, seed=r):
             tr, te = rows[tr], rows[te]
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, cand.arch, cfg,
-                            cand.augment, average=cand.average)  # fmt: skip
+                            cand.augment, average=cand.average, distill=cand.distill)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te],
                               int8=int8)  # fmt: skip
             xn, n = res.normalize(ds.X[te], ds.lengths[te])
@@ -365,7 +366,8 @@ def stage_distill(ds: TSDataset, base: SeqDefaults, k: int, log=print) -> dict[s
     grid and the rule were fixed and committed before this ran, and before the TEST file was
     read for this round:
 
-    - candidates: the incumbent (`base`: today's defaults) and the same model, recipe and
+    - candidates: the incumbent (`base` without distillation: round 3's pick, so re-running
+      this from today's defaults replays round 4) and the same model, recipe and
       averaging distilled from `DISTILL_K` = 4 teachers (each the incumbent's recipe, seeds
       `seqtrain.teacher_seed`) with temperature T in {2, 4} x alpha in {0.5, 0.9}
       (`DISTILL_GRID`). No other architecture: the MAC budget of the run (two shared cores,
@@ -478,7 +480,8 @@ def round2_defaults(name: str) -> SeqDefaults:
     d = seq_defaults(name)
     if name != "japanesevowels":
         return d
-    return replace(d, arch=replace(d.arch, embed_dim=16, ff_dim=32), average=Average())
+    return replace(d, arch=replace(d.arch, embed_dim=16, ff_dim=32), average=Average(),
+                   distill=Distill())  # fmt: skip
 
 
 def run_stage(
@@ -521,7 +524,7 @@ def nested(
         best = choose(sorted(inner, key=rank_key), cands[0])["cand"]
         res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, best.arch,
                         replace(best.train, seed=0), best.augment,
-                        average=best.average)  # fmt: skip
+                        average=best.average, distill=best.distill)  # fmt: skip
         ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])
         f_acc.append(ev["float_accuracy"])
         q_acc.append(ev["int8_accuracy"])
@@ -561,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(out, indent=1, default=lambda o: asdict(o)))
         return 0
     cands = (
-        [Candidate(base.arch, base.train, base.augment, base.average)]
+        [Candidate(base.arch, base.train, base.augment, base.average, base.distill)]
         if args.stage == "final"
         else stage_candidates(args.dataset, args.stage, base)
     )
