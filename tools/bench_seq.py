@@ -56,7 +56,8 @@ def ours(train: TSDataset, test: TSDataset, seed: int) -> dict[str, Any]:
     """seq-attn with the dataset's defaults, trained on TRAIN with `seed`, scored on TEST."""
     d = seq_defaults(train.name)
     res = train_seq(train.X, train.lengths, train.y, train.n_classes, d.arch,
-                    replace(d.train, seed=seed), d.augment)  # fmt: skip
+                    replace(d.train, seed=seed), d.augment, average=d.average,
+                    distill=d.distill)  # fmt: skip
     ev = evaluate_seq(res, train.X, train.lengths, test.X, test.lengths, test.y)
     T = res.max_steps
     spec = quantize(npz_model(res, train.class_names), train.X[:, :T],
