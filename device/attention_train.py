@@ -37,7 +37,8 @@ MicroPython "Maximising MicroPython speed" (buffers once, locals, flat index mat
 """
 
 import math
-from array import array
+
+from attention_trainfile import zeros
 
 try:
     from micropython import const
@@ -50,9 +51,7 @@ except ImportError:  # CPython
 _MAX_OPS = const(64)
 
 
-def buf(n):
-    """A zeroed array('f') of n floats."""
-    return array("f", bytes(4 * n))
+buf = zeros  # a zeroed array('f') of n floats, allocated in place (attention_trainfile.py)
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -435,10 +434,12 @@ class Attention(Layer):
         self.att = buf(batch * H * S * S)  # (B, H, S, S) cache
         self.ctx = buf(batch * S * E)  # (B, S, E) cache
         self.y = buf(batch * S * E)  # (B, S, E)
-        self.dctx = buf(batch * S * E)  # (B, S, E)
+        # backward reuses y (read by the next layer only, whose backward has run by then): dctx,
+        # then dx once dqkv is made from it (4 KB less for Iris's batch of 16)
+        self.dctx = self.y  # (B, S, E)
         self.dqkv = buf(batch * S * 3 * E)  # (B, S, 3E)
         self.ds = buf(S * S)  # (S, S) one head's dS
-        self.dx = buf(batch * S * E) if need_dx else None  # (B, S, E)
+        self.dx = self.y if need_dx else None  # (B, S, E)
 
     def bind(self, th, g, mask):
         self.th = th
@@ -496,96 +497,6 @@ class AvgPool(Layer):
         return dx
 
 
-class AttnPool(Layer):
-    """op `myattn` mode "pool" (host/learn/myattn.py AttnPool): Q = K = mean token m, V = tokens,
-    w = softmax([m, m] Wa^T + ba) (S,), out = [m, sum_j w_j x_j] Wc^T + bc; [B,S,E] -> [B,out]."""
-
-    def __init__(self, op, tokens, width, batch, offset):
-        E = int(op["query_size"])
-        S = int(op["value_size1"])
-        out = int(op["output_size"])
-        if op.get("mode") != "pool":
-            raise ValueError("myattn mode %r: only 'pool' trains on the device" % op.get("mode"))
-        if not (E == int(op["key_size"]) == int(op["value_size2"]) == width and S == tokens):
-            raise ValueError("myattn pool sizes do not fit tokens [%d, %d]" % (tokens, width))
-        bias = op.get("bias", True)
-        self.S = S
-        self.E = E
-        self.out = out
-        self.tokens = 1
-        self.width = out
-        self.wa = offset  # Wa [S, 2E], ba [S], Wc [out, 2E], bc [out] (host order)
-        self.ba = self.wa + 2 * E * S if bias else -1
-        self.wc = self.wa + 2 * E * S + (S if bias else 0)
-        self.bc = self.wc + 2 * E * out if bias else -1
-        self.n_params = 2 * E * (S + out) + ((S + out) if bias else 0)
-        self.qk = buf(batch * 2 * E)  # (B, 2E) [m, m]
-        self.w = buf(batch * S)  # (B, S) scores, then weights
-        self.qa = buf(batch * 2 * E)  # (B, 2E) [m, applied]
-        self.y = buf(batch * out)  # (B, out)
-        self.dqa = buf(batch * 2 * E)  # (B, 2E)
-        self.dsc = buf(batch * S)  # (B, S) dscores
-        self.dqk = buf(batch * 2 * E)  # (B, 2E)
-        self.dx = buf(batch * S * E)  # (B, S, E)
-
-    def bind(self, th, g, mask):
-        self.th = th
-        self.g = g
-        for i in range(self.wa, self.wa + 2 * self.E * self.S):
-            mask[i] = 1
-        for i in range(self.wc, self.wc + 2 * self.E * self.out):
-            mask[i] = 1
-
-    def forward(self, x, n):
-        S, E, qk, qa, w = self.S, self.E, self.qk, self.qa, self.w
-        self.x = x
-        for b in range(n):
-            for e in range(E):  # mean token
-                acc = 0.0
-                i = b * S * E + e
-                for _ in range(S):
-                    acc += x[i]
-                    i += E
-                acc /= S
-                qk[b * 2 * E + e] = acc
-                qk[b * 2 * E + E + e] = acc
-                qa[b * 2 * E + e] = acc
-        dense_fwd(qk, w, self.th, self.wa, self.ba, n, 2 * E, S)
-        softmax_rows(w, n, S)
-        for b in range(n):
-            for d in range(E):  # applied = w V  (E,)
-                acc = 0.0
-                for j in range(S):
-                    acc += w[b * S + j] * x[(b * S + j) * E + d]
-                qa[b * 2 * E + E + d] = acc
-        dense_fwd(qa, self.y, self.th, self.wc, self.bc, n, 2 * E, self.out)
-        return self.y
-
-    def backward(self, dy, n):
-        S, E, x, w, dqa, dsc, dqk, dx = (self.S, self.E, self.x, self.w, self.dqa, self.dsc,
-                                         self.dqk, self.dx)  # fmt: skip
-        dense_bwd(self.qa, dy, dqa, self.th, self.g, self.wc, self.bc, n, 2 * E, self.out)
-        for b in range(n):  # softmax backward: ds = w (dw - sum(dw w)), dw_j = dapplied . x_j
-            dot = 0.0
-            for j in range(S):
-                acc = 0.0
-                for d in range(E):
-                    acc += dqa[b * 2 * E + E + d] * x[(b * S + j) * E + d]
-                dsc[b * S + j] = acc
-                dot += acc * w[b * S + j]
-            for j in range(S):
-                dsc[b * S + j] = w[b * S + j] * (dsc[b * S + j] - dot)
-        dense_bwd(self.qk, dsc, dqk, self.th, self.g, self.wa, self.ba, n, 2 * E, S)
-        for b in range(n):  # dx = dV + (dQ + dK) / S, dQ = dq0 + dqk[:E], dK = dqk[E:]
-            o = b * 2 * E
-            for j in range(S):
-                wj = w[b * S + j]
-                for d in range(E):
-                    dx[(b * S + j) * E + d] = wj * dqa[o + E + d] + (
-                        dqa[o + d] + dqk[o + d] + dqk[o + E + d]) / S  # fmt: skip
-        return dx
-
-
 def _layer(op, tokens, width, batch, offset, need_dx):
     kind = op.get("op")
     if kind == "dense":
@@ -598,7 +509,9 @@ def _layer(op, tokens, width, batch, offset, need_dx):
         return Attention(op, tokens, width, batch, offset, need_dx)
     if kind == "avgpool":
         return AvgPool(tokens, width, batch)
-    if kind == "myattn":
+    if kind == "myattn":  # iris-myattn's pool: its own module, loaded only for it
+        from attention_train_myattn import AttnPool
+
         return AttnPool(op, tokens, width, batch, offset)
     raise ValueError("op %r cannot train on the device (dense, relu, reshape, attention, "
                      "avgpool, myattn pool)" % kind)  # fmt: skip

@@ -72,6 +72,21 @@ _AVERAGE = const(1)  # flags bit 0: a weight average follows the optimizer state
 _REMEDY = "re-send the weights from the host (tinyattn.board.boardmodel)"
 
 
+def floats(n):
+    """An array('f') of n floats in one block, allocated without a transient copy (which
+    array('f', bytes(4 * n)) makes: a small heap may not hold both): MicroPython sizes an array
+    from a range's length. Its values are 0 .. n - 1: read into it, or use zeros()."""
+    return array("f", range(n))
+
+
+def zeros(n):
+    """A zeroed array('f') of n floats (floats(), then zeroed)."""
+    a = floats(n)
+    for i in range(n):
+        a[i] = 0.0
+    return a
+
+
 def _write(f, data, crc):
     f.write(data)
     return crc32(data, crc)
@@ -142,13 +157,13 @@ def load(path, theta=None, average=None):
                 raise ValueError("%s: non-zero padding after meta: corrupt; %s" % (path, _REMEDY))
         crc = crc32(pad, crc32(meta, crc))
         if theta is None:
-            theta = array("f", bytes(4 * P))
+            theta = floats(P)
         elif len(theta) != P:
             raise ValueError("%s: %d parameters, the model has %d" % (path, P, len(theta)))
         crc = _read_into(f, theta, crc, path, "theta")
         state = []
         for k in range(n_state + flags):  # then the average (flags is 0 or _AVERAGE = 1)
-            s = array("f", bytes(4 * P))
+            s = floats(P)
             crc = _read_into(f, s, crc, path, "state")
             (state if k < n_state else average).append(s)
         tail = f.read(5)

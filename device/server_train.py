@@ -1,9 +1,10 @@
 # Device (MicroPython; also runs under CPython): the training ops of the tinyattn server.
 """On-board training over the serial link (DESIGN §11, issue 13; docs/protocol.md, Training).
 
-Imported by server.py on the first `train_*` request, never for inference; `server.run(None)`
-starts a training session: the same server loop with no inference model loaded, so the heap
-goes to training. The host (tinyattn.board.onboard) sends the initial weights and the rows as
+Imported by server.py on the first `train_*` request, never for inference. `run()` starts a
+training session: the server's request loop (server_link.py) serving these ops only, without
+the inference server or a model, so the heap goes to training. The host
+(tinyattn.board.onboard) sends the initial weights and the rows as
 files, then one `train_epoch` request per epoch carrying that epoch's minibatch order (the host's
 permutation), and fetches the weights back.
 
@@ -39,14 +40,15 @@ import sys
 from array import array
 from binascii import a2b_base64, b2a_base64
 
-import server
+import server_link as link
 
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
-    from attention_trainfile import crc32
+    from attention_trainfile import crc32  # noqa: F811
 
-from server import RequestError, ticks_diff, ticks_us
+from attention_trainfile import floats, zeros
+from server_link import RequestError, ticks_diff, ticks_us
 
 TRAIN_PROTOCOL = 1
 MAX_CHUNK = 2048  # file bytes per train_put / train_get (2732 base64 characters: one line)
@@ -85,11 +87,11 @@ def _file(req):
 
 
 def _b64(req, key):
-    """The bytes of a base64 field: a str decoded into new bytes, or a server.Payload (a long
+    """The bytes of a base64 field: a str decoded into new bytes, or a link.Payload (a long
     field LineReader left in the line buffer: a 2 KB chunk's 2732 characters) decoded in
     place, its bytes a view of that buffer."""
     text = req.get(key)
-    if not isinstance(text, (str, server.Payload)):
+    if not isinstance(text, (str, link.Payload)):
         raise RequestError("%s must be a base64 string" % key)
     try:
         if isinstance(text, str):
@@ -165,7 +167,7 @@ def _read_data():
     N, F, n_train, size = _data_header(DATA)
     if _size(DATA) != size:
         raise ValueError("%s: %d bytes, its header says %d" % (DATA, _size(DATA), size))
-    X = array("f", bytes(4 * N * F))
+    X = floats(N * F)
     labels = bytearray(N)
     with open(DATA, "rb") as f:
         head = f.read(_DATA_HEADER_SIZE)
@@ -193,7 +195,7 @@ def _body_features(at, ops, F, B, theta, X, N):
     net = at.Net(ops, F, B, theta)
     head = net.layers[-1]
     width = head.n_in
-    Z = array("f", bytes(4 * N * width))
+    Z = floats(N * width)
     rows = range(N)
     start = 0
     while start < N:
@@ -247,7 +249,7 @@ def _load_run():
     P = len(theta)
     n_state = 2 if cfg["optimizer"] == "adam" else 1
     if not state:
-        state = [array("f", bytes(4 * P)) for _ in range(n_state)]
+        state = [zeros(P) for _ in range(n_state)]
     elif len(state) != n_state:
         raise RequestError("%s: %d optimizer state vectors, %s keeps %d" % (
             WEIGHTS, len(state), cfg["optimizer"], n_state))  # fmt: skip
@@ -309,8 +311,8 @@ def _evaluate(r):
 def _op_info(req):
     import attention_train as at
 
-    free, alloc = server._heap()
-    rep = {"train_protocol": TRAIN_PROTOCOL, "runtime_version": server.RUNTIME_VERSION,
+    free, alloc = link.heap()
+    rep = {"train_protocol": TRAIN_PROTOCOL, "runtime_version": link.RUNTIME_VERSION,
            "train_kernels": at.KERNELS, "free_heap": free, "alloc_heap": alloc,
            "max_chunk": MAX_CHUNK, "run": None, "step": None, "epoch": None, "epochs": None,
            "data_crc": None, "data_rows": None, "loaded": bool(_run)}  # fmt: skip
@@ -408,7 +410,7 @@ def _op_epoch(req):
 
     save(WEIGHTS, r["meta"], r["theta"], r["opt"].t, r["state"])  # atomic: tmp + rename
     train_hits, test_hits = _evaluate(r)
-    free, _ = server._heap()
+    free, _ = link.heap()
     r["last"] = {"epoch": done + 1, "step": t.step, "loss": loss, "train_correct": train_hits,
                  "n_train": r["n_train"], "test_correct": test_hits,
                  "n_test": len(r["labels"]) - r["n_train"], "seconds": seconds,
@@ -423,14 +425,14 @@ def _op_get(req):
     size = _size(WEIGHTS)
     if size < 0:
         raise RequestError("no weights on the board (%s)" % WEIGHTS)
-    line = server._state["line"]
+    line = link.shared_line(make=False)
     with open(WEIGHTS, "rb") as f:
         f.seek(offset)
         if line is None:
             return {"size": size, "offset": offset, "b64": b2a_base64(f.read(n)).decode().rstrip()}
         # the line buffer is free once the request is parsed: the chunk is read into its end
         # and encoded 192 bytes (256 characters) at a time into its start, every write behind
-        # what is still to read; the reply's b64 is a view of it, which server.write_reply
+        # what is still to read; the reply's b64 is a view of it, which link.write_reply
         # writes as a JSON string in pieces: no block of the chunk's size
         buf = line[1]
         mv = memoryview(buf)
@@ -457,22 +459,28 @@ _OPS = {"train_info": _op_info, "train_put": _op_put, "train_commit": _op_commit
 
 
 def handle(model, req):
-    """server.handle_line's hook for `train_*` ops (the inference model, if any, is unused)."""
-    fn = _OPS.get(req.get("op"))
-    if fn is None:
-        raise RequestError("unknown op %r; training ops: %s" % (req.get("op"), " ".join(_OPS)))
-    return fn(req)
+    """The route's function for `train_*` ops (the inference model, if any, is unused)."""
+    return _OPS[req["op"]](req)
 
 
-def run(stdin=None, stdout=None, line=None):
-    """A training session: the server loop without an inference model. Banner first. `line`:
-    the line buffer (server.line_buffer()) when the start command allocated it first."""
+def _route(op):
+    """server_link.handle_line's route in a training session: `train_*` ops only."""
+    if op not in _OPS:
+        raise RequestError("unknown op %r; a training session serves: %s exit" % (
+            op, " ".join(_OPS)))  # fmt: skip
+    return handle
+
+
+def run(stdin=None, stdout=None, loaded=None):
+    """A training session: the server loop with these ops only. Banner first. `loaded`: a
+    list holding the line buffer the host's start command allocated first (as server.run)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     _run.clear()  # a session after an interrupted one reloads from the checkpoint
     gc.collect()
-    reader = server.LineReader(stdin, server.MAX_LINE, line)
-    server.write_reply(stdout, {"banner": "tinyattn-server", "protocol": server.PROTOCOL,
-                                "ok": True, "mode": "train",
-                                "train_protocol": TRAIN_PROTOCOL})  # fmt: skip
-    server.serve(None, reader, stdout)
+    line = link.shared_line(loaded.pop() if loaded else None)
+    reader = link.LineReader(stdin, link.MAX_LINE, line)
+    link.write_reply(stdout, {"banner": "tinyattn-server", "protocol": link.PROTOCOL,
+                              "ok": True, "mode": "train",
+                              "train_protocol": TRAIN_PROTOCOL})  # fmt: skip
+    link.serve(_route, None, reader, stdout)

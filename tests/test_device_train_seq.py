@@ -654,8 +654,8 @@ for _ in range(int(sys.argv[4])):
     t.train_step(order, 0, spec["batch"])
     gc.collect()
     live.append(gc.mem_alloc())
-print(repr({"held": held, "code": code, "live_peak": max(live), "live_spread": max(live) - min(live),
-            "P": net.n_params, "rows": net.rows}))
+print(repr({"held": held, "code": code, "live_peak": max(live),
+            "live_spread": max(live) - min(live), "P": net.n_params, "rows": net.rows}))
 """
 
 

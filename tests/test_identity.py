@@ -33,7 +33,7 @@ def other_blob(reference_model, tmp_path_factory) -> Path:
 
 @pytest.mark.host
 def test_identity_runtime_version_is_the_package_version():
-    text = (DEVICE_DIR / "server.py").read_text()
+    text = (DEVICE_DIR / "server_link.py").read_text()
     version = json.loads((DEVICE_DIR / "package.json").read_text())["version"]
     assert f'RUNTIME_VERSION = "{version}"' in text
 

@@ -2,7 +2,7 @@
 # and `tinyattn train --on-board` against virtual boards (issue 13, Must show 2, 4, 5).
 """Issue 13: `tinyattn train --on-board`.
 
-- The training ops under CPython (server.handle_line, no board): uploads in chunks with
+- The training ops under CPython (the session's handle_line, no board): uploads in chunks with
   resends, CRC-checked commits, epochs in the host's order with checkpoints, a resent epoch,
   errors; two epochs match the host's `fit` within float32 rounding.
 - The host sends `fit`'s own minibatch order (a spy on the host run).
@@ -46,14 +46,24 @@ FAULT_EPOCHS = 20  # the fault runs: long enough to hit mid-run, short enough to
 
 @pytest.fixture
 def server(tmp_path, monkeypatch):
-    """device/server.py with server_train, in an empty folder (the board's filesystem)."""
+    """A training session (server_train.run's loop) under CPython, in an empty folder (the
+    board's filesystem): handle_line routes as the session does, train_* ops only; the
+    framing's names (LineReader, write_reply, ...) are server_link's."""
+    import types
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(DEVICE))
-    import server
+    import server_link
     import server_train
 
+    def handle_line(model, line, payload=None):
+        return server_link.handle_line(server_train._route, model, line, payload)
+
     server_train._run.clear()
-    yield server
+    yield types.SimpleNamespace(handle_line=handle_line, LineReader=server_link.LineReader,
+                                line_buffer=server_link.line_buffer,
+                                MAX_LINE=server_link.MAX_LINE,
+                                write_reply=server_link.write_reply)  # fmt: skip
     server_train._run.clear()
 
 
@@ -123,14 +133,16 @@ def test_onboard_ops_chunks_through_the_line_buffer_as_on_a_board(server, monkey
     write_reply writes as the same JSON line a str gives."""
     import io
 
-    monkeypatch.setitem(server._state, "line", server.line_buffer(server.MAX_LINE))
+    import server_link
+
+    buffer = server.line_buffer(server.MAX_LINE)
+    monkeypatch.setitem(server_link._shared, "line", buffer)
     data = bytes(range(256)) * 11  # 2816 bytes: a 2048-byte chunk, then 768
     for off in (0, 2048):
-        line = json.dumps({"id": 1, "op": "train_put", "file": "weights", "offset": off,
+        wire = json.dumps({"id": 1, "op": "train_put", "file": "weights", "offset": off,
                            "b64": base64.b64encode(data[off : off + 2048]).decode()},
                           separators=(",", ":"))  # as the host frames it
-        reader = server.LineReader(io.BytesIO(line.encode() + b"\n"), server.MAX_LINE,
-                                   server._state["line"])  # fmt: skip
+        reader = server.LineReader(io.BytesIO(wire.encode() + b"\n"), server.MAX_LINE, buffer)
         text = reader.readline()
         assert reader.payload is not None and len(text) < 100
         rep, _ = server.handle_line(None, text, reader.payload)
@@ -410,4 +422,5 @@ def test_onboard_inference_flash_is_not_bigger():
     train = {p.name for p in device_sources(train=True)}
     assert not any(name.startswith(("attention_train", "server_train")) for name in plain)
     assert train - plain == {"attention_train.py", "attention_train_native.py",
-                             "attention_trainfile.py", "server_train.py"}  # fmt: skip
+                             "attention_train_myattn.py", "attention_trainfile.py",
+                             "server_train.py"}  # fmt: skip

@@ -33,7 +33,7 @@ CRC_TAG = ',"crc":'
 START_CODE = (  # terse (a noisy link damages fewer bytes); the path once, so a damaged path
     # fails the load (the banner names it), and only the load's own errors go to the banner (a
     # line damaged elsewhere is a traceback: the start is tried again)
-    "import gc,sys,os,array\n_p={path!r};_m=[];server=None\n"
+    "import gc,sys,os,array\n_p={path!r};_m=[];server=server_train=None\n"
     "if 'server.mpy' in os.listdir():\n"
     " for k in [k for k in sys.modules if k[:6]=='server' or 'train' in k]:del sys.modules[k]\n"
     " gc.collect();_m.append(array.array('f',range(1024)))\n"
@@ -42,16 +42,17 @@ START_CODE = (  # terse (a noisy link damages fewer bytes); the path once, so a 
     " except Exception as e:_m.append(e)\n"
     "gc.collect()\nimport server\nserver.run(_p,loaded=_m)\n"
 )
-# A training session's start (server.run(None), docs/protocol.md, Training): with .mpy, every
+# A training session's start (server_train.run, docs/protocol.md, Training): with .mpy, every
 # module of an earlier session goes (the inference runtime too, and the REPL's names that hold
-# it), so the training modules have the heap; the line buffer first, as above.
+# it), so the training modules have the heap; the line buffer first, as above. The session
+# never imports server.py (its framing is server_link.py).
 TRAIN_START_CODE = (
-    "import gc,sys,os,array\n_m=[];server=None;Model=None\n"
+    "import gc,sys,os,array\n_m=[];server=server_train=None;Model=None\n"
     "if 'server.mpy' in os.listdir():\n"
     " for k in [k for k in sys.modules if k[:6]=='server' or k[:9]=='attention']:\n"
     "  del sys.modules[k]\n"
     " gc.collect();_m.append(array.array('f',range(1024)))\n"
-    "gc.collect()\nimport server\nserver.run(None,loaded=_m)\n"
+    "gc.collect()\nimport server_train\nserver_train.run(loaded=_m)\n"
 )
 # the banner's fields besides "banner" and "ok"; `info` carries them all (docs/protocol.md)
 BANNER_FIELDS = ("protocol", "format_version", "n_features", "n_classes", "blob_crc")

@@ -213,6 +213,7 @@ class Epoch:
     train_acc: float
     test_acc: float
     seconds: float  # on the board
+    free_heap: int | None = None  # bytes free on the board after the epoch (None: not known)
 
 
 class BoardTrainer:
@@ -386,7 +387,7 @@ class BoardTrainer:
                     ep = Epoch(int(rep["epoch"]), float(rep["loss"]),
                                rep["train_correct"] / max(rep["n_train"], 1),
                                rep["test_correct"] / rep["n_test"] if rep["n_test"] else np.nan,
-                               float(rep["seconds"]))  # fmt: skip
+                               float(rep["seconds"]), rep.get("free_heap"))  # fmt: skip
                     self.history[ep.epoch] = ep
                     slowest = max(slowest, ep.seconds)
                     self.epoch_timeout = max(self.timeout / 2, EPOCH_TIMEOUT_FACTOR * slowest + 1)
@@ -510,9 +511,11 @@ def train_on_board(
         "test_acc": [h.test_acc if h else float("nan") for h in hist],
     }
     board_s = [h.seconds for h in hist if h]
+    free = [h.free_heap for h in hist if h and h.free_heap is not None]
     board = {
         "port": port, "run": plan.run, "step": bm.step, "head_only": plan.head_only,
         "s_per_epoch": float(np.mean(board_s)) if board_s else None,
+        "min_free_heap": min(free) if free else None,
         "epochs_here": len(board_s), "start_epoch": trainer.start_epoch,
         "events": trainer.events, "checkpoint": str(copy),
     }  # fmt: skip

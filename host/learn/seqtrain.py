@@ -61,8 +61,8 @@ from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windo
 from tinyattn.intmodel.floatref import NpzModel, truncate_windows
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
-from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
 from tinyattn.learn.losses import softmax
+from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
 from tinyattn.learn.train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
 
 
