@@ -189,25 +189,24 @@ def _head_params(op):
     return n + (int(op["out"]) if op.get("bias", True) else 0)
 
 
-def _body_features(at, ops, F, B, theta, X, N):
+def _body_features(at, ops, F, theta, X, N):
     """Z [N, width]: the input of the last op (the classifier) for every row, computed once
-    by the frozen body (the whole net's buffers are freed afterwards)."""
-    net = at.Net(ops, F, B, theta)
+    by the frozen body, one row at a time (a net for one row: its buffers are 1/batch of a
+    training net's; freed afterwards, before the head's net is built)."""
+    net = at.Net(ops, F, 1, theta)
     head = net.layers[-1]
     width = head.n_in
     Z = floats(N * width)
+    labels = bytearray(N)  # unused: the body's forward needs none
     rows = range(N)
-    start = 0
-    while start < N:
-        n = B if N - start > B else N - start
-        net.gather(X, bytearray(N), rows, start, n)
-        net.forward(n)
-        x = head.x  # (n, width)
-        o = start * width
-        for i in range(n * width):
-            Z[o + i] = x[i]
-        start += n
-    net = head = None
+    x = None
+    for r in rows:
+        net.gather(X, labels, rows, r, 1)
+        net.forward(1)
+        x = head.x  # (1, width)
+        for i in range(width):
+            Z[r * width + i] = x[i]
+    net = head = x = None
     gc.collect()
     return Z, width
 
@@ -257,7 +256,7 @@ def _load_run():
         if cfg.get("head_only"):
             if ops[-1].get("op") != "dense":
                 raise RequestError("head-only training needs a dense classifier as the last op")
-            X, F = _body_features(at, ops, F, B, theta, X, len(labels))
+            X, F = _body_features(at, ops, F, theta, X, len(labels))
             ph = _head_params(ops[-1])
             net = at.Net(ops[-1:], F, B, memoryview(theta)[P - ph :])
             opt_state = tuple(memoryview(s)[P - ph :] for s in state)

@@ -154,6 +154,13 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         if name.startswith("micropython"):
             add(f"train on board ({name}) live peak heap B", run["live_peak"], "d", "≤ 102400",
                 run["live_peak"] <= 100 * 1024)  # fmt: skip
+    for run in r.get("train_device", {}).get("session", {}).get("runs", []):
+        add(f"train --on-board session ({run['heap']} board) s/epoch", run["s_per_epoch"],
+            ".3f", "", None)  # fmt: skip
+    smallest = r.get("train_device", {}).get("session", {}).get("smallest_heap_k")
+    if smallest is not None:
+        add("train --on-board session: smallest board KiB", smallest, "d", "≤ 100",
+            smallest <= 100)  # fmt: skip
     if "device" in r:
         mp = r["device"].get("micropython", {})
         for case in ("naive", "float-pure", "float-native", "int8-pure", "int8-native",

@@ -1,13 +1,14 @@
 # Host (CPython): on-board training over the serial link — device/server_train.py under CPython
-# and `tinyattn train --on-board` against virtual boards (issue 13, Must show 2, 4, 5).
+# and `tinyattn train --on-board` against virtual boards (issue 13, Must show 2, 3, 4, 5).
 """Issue 13: `tinyattn train --on-board`.
 
 - The training ops under CPython (the session's handle_line, no board): uploads in chunks with
   resends, CRC-checked commits, epochs in the host's order with checkpoints, a resent epoch,
   errors; two epochs match the host's `fit` within float32 rounding.
 - The host sends `fit`'s own minibatch order (a spy on the host run).
-- Must show 2 (slow): Iris, default epochs, on a virtual board: test accuracy within one sample
-  of the host run with the same seed; the fetched model exports, flashes and passes parity.
+- Must show 2 and 3 (slow): Iris, default epochs, on the 100 KiB virtual board (the session
+  as .mpy): test accuracy within one sample of the host run with the same seed; the fetched
+  model exports, flashes and passes parity there. (Figures: make bench.)
 - Must show 4 (slow): `--head-only` adapts a model to Iris with features x1.2: accuracy on the
   shifted test rows before and after; the body's weights are untouched.
 - Must show 5 (slow): a reset and a dropped link mid-run: the command resumes from the board's
@@ -31,7 +32,8 @@ import pytest
 from tinyattn import cli
 from tinyattn.board.boardmodel import parse_board, read_board
 from tinyattn.board.link import BoardLink
-from tinyattn.board.onboard import TRAIN_HEAP, batch_orders, plan_full
+from tinyattn.board.onboard import batch_orders, plan_full
+from tinyattn.board.ports import VIRTUAL_HEAP
 from tinyattn.data.tabular import load_dataset
 from tinyattn.learn.model import build_model, load_model
 from tinyattn.learn.train import TrainConfig, fit
@@ -206,10 +208,16 @@ def test_onboard_batch_orders_are_the_host_fits(monkeypatch):
 # -- virtual boards ---------------------------------------------------------------------------
 
 
-def _board(tmp_path: Path, name: str) -> VirtualBoard:
+# The fault runs train on a roomier board: on the product's 100 KiB one an Iris epoch is
+# GC-bound (0.73 s vs 0.16 s at 160k, make bench), and what they test (resume, stop, the last
+# good weights) does not depend on the heap; Must show 2 and 4 run on the 100 KiB board.
+ROOMY_HEAP = "160k"
+
+
+def _board(tmp_path: Path, name: str, heap: str = VIRTUAL_HEAP) -> VirtualBoard:
     if find_micropython() is None:
         pytest.skip("MicroPython unix port not installed ('make install')")
-    return VirtualBoard(tmp_path / name, heap=TRAIN_HEAP)
+    return VirtualBoard(tmp_path / name, heap=heap)
 
 
 def _train(port: str, out: Path, *extra: str) -> int:
@@ -225,7 +233,8 @@ def _summary(capsys) -> dict:
 @pytest.mark.serial
 @pytest.mark.slow
 def test_onboard_iris_matches_host_run_and_passes_parity(tmp_path, tmp_cwd, capsys):
-    """Must show 2: default epochs on a virtual board vs the host run with the same seed."""
+    """Must show 2 (and 3: the whole session, .mpy, on the product's 100 KiB virtual board):
+    default epochs vs the host run with the same seed; then export, flash, parity there."""
     from tinyattn.board.flash import flash
     from tinyattn.board.parity import parity
 
@@ -236,10 +245,10 @@ def test_onboard_iris_matches_host_run_and_passes_parity(tmp_path, tmp_cwd, caps
         board = _summary(capsys)
         assert code == 0
         n_test = board["n_test"]
-        speed = board["on_board"]["s_per_epoch"]
+        speed, free = board["on_board"]["s_per_epoch"], board["on_board"]["min_free_heap"]
         print(f"\non-board test accuracy {board['test_accuracy']:.3f}, host "
-              f"{host['test_accuracy']:.3f} ({n_test} rows); board {speed:.3f} s/epoch, "
-              f"{board['seconds']:.1f} s")  # fmt: skip
+              f"{host['test_accuracy']:.3f} ({n_test} rows); board ({VIRTUAL_HEAP}) {speed:.3f} "
+              f"s/epoch, {board['seconds']:.1f} s, {free} B free at least")  # fmt: skip
         assert abs(board["test_accuracy"] - host["test_accuracy"]) * n_test <= 1 + 1e-9
         assert board["epochs"] == host["epochs"] == 100 and board["on_board"]["step"] == 800
         for key in ("model", "dataset", "seed", "n_test", "n_train", "params"):
@@ -322,7 +331,7 @@ def _after_epochs(monkeypatch, at: set[int], action) -> list[int]:
 def clean_run(tmp_path_factory) -> np.ndarray:
     """theta of a FAULT_EPOCHS on-board run without faults."""
     tmp = tmp_path_factory.mktemp("clean")
-    with _board(tmp, "flash") as vb:
+    with _board(tmp, "flash", ROOMY_HEAP) as vb:
         code = _train(vb.port, tmp / "clean.npz", "--epochs", str(FAULT_EPOCHS))
     assert code == 0
     return load_model(tmp / "clean.npz").model.theta
@@ -333,7 +342,7 @@ def clean_run(tmp_path_factory) -> np.ndarray:
 def test_onboard_board_reset_mid_run_resumes(tmp_path, tmp_cwd, monkeypatch, capsys, clean_run):
     """Must show 5: the board resets during epoch 7; the command restarts the server and
     resumes from the checkpoint of epoch 6, ending with the clean run's weights exactly."""
-    with _board(tmp_path, "flash") as vb:
+    with _board(tmp_path, "flash", ROOMY_HEAP) as vb:
         _after_epochs(monkeypatch, {7}, lambda: vb.reset(wait=False))
         resets = vb.hard_resets
         code = _train(vb.port, tmp_path / "m.npz", "--epochs", str(FAULT_EPOCHS))
@@ -352,7 +361,7 @@ def test_onboard_board_reset_mid_run_resumes(tmp_path, tmp_cwd, monkeypatch, cap
 def test_onboard_link_drop_mid_run_resumes(tmp_path, tmp_cwd, monkeypatch, capsys, clean_run):
     """Must show 5: the link goes silent for 3 s after the 7th epoch request; the command
     times out, restarts the server once the board answers, resumes, same weights."""
-    with _board(tmp_path, "flash") as vb:
+    with _board(tmp_path, "flash", ROOMY_HEAP) as vb:
 
         def drop() -> None:
             vb.set_silent(True)
@@ -379,7 +388,7 @@ def test_onboard_link_down_stops_and_a_rerun_resumes(
     (fetched every 10); once the link is back, the same command resumes from the board's
     checkpoint and ends with the clean run's weights."""
     out = tmp_path / "m.npz"
-    with _board(tmp_path, "flash") as vb:
+    with _board(tmp_path, "flash", ROOMY_HEAP) as vb:
         _after_epochs(monkeypatch, {12}, lambda: vb.set_silent(True))
         code = _train(vb.port, out, "--epochs", str(FAULT_EPOCHS))
         err = capsys.readouterr().err

@@ -3,7 +3,7 @@
 """Benchmark of on-board training (issue 13, "Must show" 3).
 
     .venv/bin/python -m tools.bench_train_device [--epochs 100] [--heap 100k] [--seq-epochs 2]
-        [--no-min-heap] [--json]
+        [--no-min-heap] [--no-session] [--json]
 
 The Iris model (`iris-attn`, 475 parameters) trains as `tinyattn train` does by default: the
 seed-0 80/20 split (120 train rows), per-feature standardization of the train rows, batch 16,
@@ -36,6 +36,14 @@ kernels cover dense, softmax and AdamW only (attention_train_native); the sequen
 loops (attention_train_seq) are pure either way. Host: s/epoch of `fit_seq` (NumPy float64,
 the whole recipe). The smallest heap (64-512 KiB, 4 KiB steps, pure) only with min_heap.
 
+The training session (`bench_train_session`): `tinyattn train --on-board` itself
+(onboard.train_on_board: server_train and the training modules flashed as .mpy, rows, weights
+and orders over the link, a checkpoint per epoch) on a virtual board of HEAP and of
+SESSION_ROOMY, default epochs: s/epoch as the board reports it, the least free heap after an
+epoch (`train_epoch`'s free_heap; held = heap - that), test accuracy; and the smallest board
+(4 KiB steps) on which a one-epoch session trains. On a small heap the session is GC-bound:
+the unix port boxes every float, and the less heap is free the more often a collection runs.
+
 `bench_train_device(...) -> dict` returns everything (for `make bench`); `main()` prints it.
 
 References: MicroPython docs "Maximising MicroPython speed", "MicroPython .mpy files",
@@ -67,6 +75,7 @@ DEVICE_DIR = REPO / "device"
 MODULES = ("attention_train", "attention_train_native", "attention_trainfile",
            "attention_train_seq")
 HEAP = "100k"  # the issue's board heap
+SESSION_ROOMY = "160k"  # the session's comparison board: its GC runs seldom
 
 # argv: modules dir, data dir, kernels, epochs, lr, weight decay, label smoothing, batch,
 # epochs to run (<= epochs; the schedule spans `epochs`). Data dir: init.tafm, X.f32,
@@ -453,6 +462,71 @@ def host_seconds_per_epoch(prep: dict[str, Any], config: TrainConfig, repeats: i
     return best / config.epochs
 
 
+def run_session(heap: str, epochs: int) -> dict[str, Any]:
+    """`tinyattn train --on-board` (onboard.train_on_board: the training session, its modules
+    flashed as .mpy, the host's rows, weights and orders over the link) on a fresh virtual
+    board of `heap`; RuntimeError when the board cannot train (too small a heap)."""
+    from tinyattn.board.onboard import plan_full, train_on_board
+    from tinyattn.cli import CLIError
+    from tools.vboard import VirtualBoard
+
+    config = TrainConfig(epochs=epochs)
+    plan = plan_full(load_dataset("iris"), config)
+    with tempfile.TemporaryDirectory() as tmp, VirtualBoard(Path(tmp) / "board", heap=heap) as vb:
+        try:
+            res = train_on_board(vb.port, plan, Path(tmp) / "model.npz")
+        except CLIError as exc:
+            raise RuntimeError(str(exc)) from None
+    b = res["board"]
+    return {"heap": heap, "heap_bytes": vb.heap, "epochs": epochs, "seconds": res["seconds"],
+            "s_per_epoch": b["s_per_epoch"], "min_free_heap": b["min_free_heap"],
+            "test_accuracy": res["metrics"]["test_accuracy"]}  # fmt: skip
+
+
+def smallest_session_heap(lo_k: int = 80, hi_k: int = 100) -> int:
+    """Smallest virtual board (KiB, multiple of 4) on which a one-epoch session trains."""
+    ok, lo = hi_k, lo_k
+    while lo < ok:
+        mid = max(lo, (lo + ok) // 2 // 4 * 4)
+        try:
+            run_session(f"{mid}k", 1)
+            ok = mid
+        except RuntimeError:
+            lo = mid + 4
+    return ok
+
+
+def bench_train_session(heap: str = HEAP, epochs: int = 100, min_heap: bool = True
+                        ) -> dict[str, Any]:  # fmt: skip
+    """The whole training session (Must show 3): s/epoch and heap on a `heap` virtual board,
+    next to the same run on a 160k board (where the GC has room), and the smallest board."""
+    result = {"runs": [run_session(heap, epochs)]}
+    if heap != SESSION_ROOMY:
+        result["runs"].append(run_session(SESSION_ROOMY, epochs))
+    if min_heap:
+        result["smallest_heap_k"] = smallest_session_heap(hi_k=int(heap.rstrip("k")))
+    return result
+
+
+def format_session_table(r: dict[str, Any]) -> str:
+    lines = [
+        "training session (tinyattn train --on-board: server_train + training modules as .mpy "
+        "on a virtual board), Iris, batch 16",
+        f"{'board heap':<12}{'epochs':>8}{'s/epoch':>10}{'total s':>9}{'min free':>10}"
+        f"{'held':>9}{'test acc':>10}",
+    ]
+    for run in r["runs"]:
+        free = run["min_free_heap"]
+        held = f"{(run['heap_bytes'] - free) / 1024:.1f}K" if free is not None else "-"
+        free_s = f"{free / 1024:.1f}K" if free is not None else "-"
+        lines.append(f"{run['heap']:<12}{run['epochs']:>8}{run['s_per_epoch']:>10.3f}"
+                     f"{run['seconds']:>9.1f}{free_s:>10}{held:>9}"
+                     f"{run['test_accuracy']:>10.3f}")  # fmt: skip
+    if "smallest_heap_k" in r:
+        lines.append(f"smallest virtual board a session trains on: {r['smallest_heap_k']}k")
+    return "\n".join(lines)
+
+
 def bench_train_device(
     epochs: int = 100,
     heap: str = HEAP,
@@ -460,8 +534,10 @@ def bench_train_device(
     cpython_epochs: int = 3,
     min_heap: bool = True,
     seq_epochs: int = 2,
+    session: bool = True,
 ) -> dict[str, Any]:
-    """Everything `main` prints, as a dict (`seq`: bench_train_seq_device, seq_epochs > 0)."""
+    """Everything `main` prints, as a dict (`session`: bench_train_session; `seq`:
+    bench_train_seq_device, seq_epochs > 0)."""
     config = TrainConfig(epochs=epochs)
     micropython = find_micropython()
     result: dict[str, Any] = {
@@ -486,6 +562,8 @@ def bench_train_device(
         if cpython_epochs:
             r = run_runner([sys.executable], DEVICE_DIR, data, "pure", config, cpython_epochs)
             result["runs"]["cpython-pure"] = r
+    if micropython is not None and session:
+        result["session"] = bench_train_session(heap, epochs, min_heap)
     if seq_epochs:
         result["seq"] = bench_train_seq_device(seq_epochs, kernels=kernels, min_heap=min_heap)
     return result
@@ -511,6 +589,8 @@ def format_table(r: dict[str, Any]) -> str:
     lines.append(f"{'host NumPy fit':<22}{r['host_s_per_epoch']:>10.4f}")
     if "smallest_heap_k" in r:
         lines.append(f"smallest -X heapsize for one epoch (pure): {r['smallest_heap_k']}k")
+    if "session" in r:
+        lines += ["", format_session_table(r["session"])]
     if "seq" in r:
         lines += ["", format_seq_table(r["seq"])]
     return "\n".join(lines)
@@ -523,10 +603,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-min-heap", action="store_true", help="skip the heap bisection")
     parser.add_argument("--seq-epochs", type=int, default=2, help="epochs of the BasicMotions "
                         "seq model on the device (default: 2; 0: skip it)")  # fmt: skip
+    parser.add_argument("--no-session", action="store_true", help="skip the training session "
+                        "(tinyattn train --on-board on virtual boards)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     result = bench_train_device(args.epochs, args.heap, min_heap=not args.no_min_heap,
-                                seq_epochs=args.seq_epochs)  # fmt: skip
+                                seq_epochs=args.seq_epochs, session=not args.no_session)
     print(json.dumps(result) if args.json else format_table(result))
     return 0
 

@@ -66,13 +66,6 @@ FETCH_EVERY = 10  # epochs between fetches of the checkpoint into OUT.tafm
 MAX_RECOVERIES = 3  # resets / drops met by a restart before the command gives up
 FIRST_EPOCH_TIMEOUT = 120.0  # s; an RP2040 runs a pure-Python Iris epoch in a few seconds
 EPOCH_TIMEOUT_FACTOR = 5.0  # later epochs: this many times the slowest epoch so far (+ 1 s)
-# Heap of the virtual board a training session runs on (no --port). The session holds the
-# server and training code (~57 KB on the 64-bit unix port: server 16, server_train 15,
-# attention_train + trainfile 26) and the line buffer (4 KB) next to the Iris run (~44 KB: net
-# buffers for batch 16, theta/grad/Adam m, v, rows), so it does not fit the inference board's
-# 100k (smallest: 128k, measured 2026-12-01; docs/protocol.md, Training); the training core
-# alone does (tests/test_device_train_mp.py). A 32-bit board needs less (4-byte pointers).
-TRAIN_HEAP = "160k"
 DATA_MAGIC = b"TAFD"
 DATA_HEADER = struct.Struct("<4sHHIII")  # magic, version, flags, n_rows, n_features, n_train
 
@@ -572,7 +565,7 @@ def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
         bar.write(text, file=sys.stderr)
 
     try:
-        with board_port(args.port, heap=TRAIN_HEAP) as port:
+        with board_port(args.port) as port:  # a virtual board: the inference one's 100k
             res = train_on_board(port, plan, args.out, args.baud, args.timeout, on_epoch, say)
     finally:
         bar.close()
