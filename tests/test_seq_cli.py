@@ -300,14 +300,13 @@ def test_seq_cli_ts_model_parity_on_a_virtual_board(
     ts_models, vboard_factory, capsys, tmp_path, kind
 ):
     """`tinyattn flash` + `tinyattn parity` (its TEST windows, from the model's meta): int8
-    exact on every window, float within tolerance, argmax equal. The board has a 200k heap:
-    with the server's seq batches of today a 100k board answers "out of memory handling the
-    request" even to one window (the heap on a 100k board is the device side's, Must-show 6)."""
+    exact on every window, float within tolerance, argmax equal, on the product's 100 KiB
+    virtual board."""
     import tinyattn.board.parity as parity
 
     if not hasattr(parity, "is_seq_blob"):
         pytest.skip("tinyattn parity does not send seq windows yet (host/board/parity.py)")
-    vboard = vboard_factory(heap="200k")
+    vboard = vboard_factory()
     model, blob, ts_test = ts_models[kind]
     assert cli.main(["flash", "--port", vboard.port, "--blob", str(blob)]) == 0
     capsys.readouterr()
