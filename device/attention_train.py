@@ -413,23 +413,7 @@ class Attention(Layer):
     """Multi-head self-attention [B, S, E] -> [B, S, E] (DESIGN §3); caches qkv, att, ctx."""
 
     def __init__(self, op, tokens, width, batch, offset, need_dx):
-        E = int(op["embed_dim"])
-        H = int(op["num_heads"])
-        if width != E or E % H:
-            raise ValueError("attention embed_dim=%d num_heads=%d on tokens of %d" % (E, H, width))
-        S = tokens
-        self.S = S
-        self.E = E
-        self.H = H
-        self.tokens = S
-        self.width = E
-        self.scale = 1.0 / math.sqrt(E // H)
-        self.wqkv = offset
-        self.wo = offset + 3 * E * E
-        bias = op.get("bias", True)
-        self.bqkv = self.wo + E * E if bias else -1
-        self.bo = self.bqkv + 3 * E if bias else -1
-        self.n_params = 4 * E * E + (4 * E if bias else 0)
+        S, E, H = self.layout(op, tokens, width, offset)
         self.qkv = buf(batch * S * 3 * E)  # (B, S, 3E) cache
         self.att = buf(batch * H * S * S)  # (B, H, S, S) cache
         self.ctx = buf(batch * S * E)  # (B, S, E) cache
@@ -440,6 +424,25 @@ class Attention(Layer):
         self.dqkv = buf(batch * S * 3 * E)  # (B, S, 3E)
         self.ds = buf(S * S)  # (S, S) one head's dS
         self.dx = self.y if need_dx else None  # (B, S, E)
+
+    def layout(self, op, tokens, width, offset):
+        """Sizes and parameter offsets of an attention op (also the sequence model's residual
+        attention, attention_train_seq.py): Wqkv [3E, E], Wo [E, E], bqkv [3E], bo [E]."""
+        E = int(op["embed_dim"])
+        H = int(op["num_heads"])
+        if width != E or E % H:
+            raise ValueError("attention embed_dim=%d num_heads=%d on tokens of %d" % (E, H, width))
+        self.S = self.tokens = tokens
+        self.E = self.width = E
+        self.H = H
+        self.scale = 1.0 / math.sqrt(E // H)
+        self.wqkv = offset
+        self.wo = offset + 3 * E * E
+        bias = op.get("bias", True)
+        self.bqkv = self.wo + E * E if bias else -1
+        self.bo = self.bqkv + 3 * E if bias else -1
+        self.n_params = 4 * E * E + (4 * E if bias else 0)
+        return tokens, E, H
 
     def bind(self, th, g, mask):
         self.th = th

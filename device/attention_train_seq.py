@@ -242,40 +242,19 @@ class PosAdd(at.Layer):
         return dy
 
 
-class ResAttention(at.Layer):
-    """op `attention` with residual + key_mask: x + MHA(x); caches qkv [B,S,3E], ctx, lse."""
+class ResAttention(at.Attention):
+    """op `attention` with residual + key_mask: x + MHA(x); caches qkv [B,S,3E], ctx, lse.
+    The parameters' layout and bind are attention_train.Attention's."""
 
     def __init__(self, op, tokens, width, batch, offset, win, index):
-        E = int(op["embed_dim"])
-        H = int(op["num_heads"])
-        if width != E or E % H:
-            raise ValueError("attention embed_dim=%d num_heads=%d on tokens of %d" % (E, H, width))
-        S = tokens
-        self.S = S
-        self.E = E
-        self.H = H
-        self.tokens = S
-        self.width = E
-        self.scale = 1.0 / math.sqrt(E // H)
+        S, E, H = self.layout(op, tokens, width, offset)
         self.win = win
-        self.wqkv = offset  # Wqkv [3E, E], Wo [E, E], bqkv [3E], bo [E]
-        self.wo = offset + 3 * E * E
-        bias = op.get("bias", True)
-        self.bqkv = self.wo + E * E if bias else -1
-        self.bo = self.bqkv + 3 * E if bias else -1
-        self.n_params = 4 * E * E + (4 * E if bias else 0)
         self.qkv = at.buf(batch * S * 3 * E)  # (B, S, 3E) cache
         self.ctx = at.buf(batch * S * E)  # (B, S, E) cache
         self.lse = at.buf(batch * H * S)  # (B, H, S) cache: each row's log-sum-exp
         self.y = at.buf(batch * S * E)  # (B, S, E)
         self.dqkv = win.shared("scratch", batch * S * 3 * E)  # (B, S, 3E)
         self.dx = win.shared(index & 1, batch * S * E)  # (B, S, E), also dctx
-
-    def bind(self, th, g, mask):
-        self.th = th
-        self.g = g
-        for i in range(self.wqkv, self.wo + self.E * self.E):
-            mask[i] = 1
 
     def forward(self, x, n):
         S, E, th, rows, win = self.S, self.E, self.th, n * self.S, self.win
