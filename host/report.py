@@ -59,9 +59,7 @@ from tinyattn.atomic import current_umask
 from tinyattn.cli import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob
 from tinyattn.intmodel.floatref import (
-    NpzModel,
     dequantized,
-    load_npz,
     seq_float_ops,
     truncate_windows,
 )
@@ -247,8 +245,8 @@ def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> 
     return cm
 
 
-def _blob_mismatch(blob: Blob, npz: NpzModel) -> str | None:
-    """Why `blob` was not exported from `npz` (None if it was, as far as can be told).
+def _blob_mismatch(blob: Blob, npz: ModelFile) -> str | None:
+    """Why `blob` was not exported from the model `npz` (None if it was, as far as can be told).
 
     Compared: op kinds, class names, input normalization, and every dense weight within half a
     quantization step of the float64 weight (docs/quantization.md: `W_q = rint(W / s_w)`; in a
@@ -286,7 +284,7 @@ def _load_blob(path: Path) -> Blob:
 
 def int8_logits(
     model_path: Path,
-    npz: NpzModel,
+    npz: ModelFile,
     X: np.ndarray,
     blob_path: str | Path | None,
     csv: str | None,
@@ -606,7 +604,7 @@ class Samples:
     notes: list[str]
 
 
-def report_samples(npz: NpzModel, csv: str | None, target: str | None) -> Samples:
+def report_samples(npz: ModelFile, csv: str | None, target: str | None) -> Samples:
     """Rows: the model's dataset or CSV (`export.load_data`) and its test rows. Windows: the
     TEST file's windows first (the test split; a `--ts` model trained without TEST: the part of
     TRAIN it held out), then the TRAIN windows, all cut to the model's T (`export` does the
@@ -770,7 +768,6 @@ def write_report(
     if not model_path.is_file():
         raise CLIError(f"{model_path} not found; train first: 'tinyattn train --out {model_path}'")
     try:
-        npz = load_npz(model_path)
         mf: ModelFile = load_model(model_path)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
@@ -778,7 +775,7 @@ def write_report(
     meta = mf.meta
     if csv is None and meta.get("csv"):
         csv, target = meta["csv"], target if target is not None else meta.get("target")
-    data = report_samples(npz, csv, target)
+    data = report_samples(mf, csv, target)
     X, y, test_idx, lengths = data.X, data.y, data.test_idx, data.lengths
     N, C = len(y), len(mf.class_names)
     class_names = mf.class_names
@@ -807,7 +804,7 @@ def write_report(
 
         pred_float = mf.predict(X, lengths)  # (N,) from the float64 model
         logits_q, blob_info, int8_notes = int8_logits(
-            model_path, npz, X, blob_path, csv, target, lengths
+            model_path, mf, X, blob_path, csv, target, lengths
         )
         notes += int8_notes
         pred_q = None if logits_q is None else np.argmax(logits_q, axis=1)

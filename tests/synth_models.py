@@ -4,7 +4,7 @@ tests do not depend on training (`tinyattn train`).
 
 - `iris_attn_ops(F, C)`: the reference architecture's op list (dense 32, relu, reshape [4, 8],
   attention E=8 H=2, avgpool, dense C).
-- `random_model(ops, seed)`: an `NpzModel` with Xavier-like weights and small random biases
+- `random_model(ops, seed)`: an `ModelFile` with Xavier-like weights and small random biases
   (dense, attention and myattn ops), random normalization unless given.
 - `tutorial_myattn_ops(C)`: MyAttn at the PyTorch tutorial's sizes (32, 32, 32, 64, 32) on a
   flat input `Q ‖ K ‖ V` (2112 features), then a dense layer to C classes.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.intmodel.floatref import NpzModel
+from tinyattn.learn.model import ModelFile
 
 
 def iris_attn_ops(n_features: int = 4, n_classes: int = 3) -> list[dict[str, Any]]:
@@ -77,7 +77,7 @@ def random_model(
     dataset: str = "iris",
     train_idx: list[int] | None = None,
     test_idx: list[int] | None = None,
-) -> NpzModel:
+) -> ModelFile:
     rng = np.random.default_rng(seed)
     params = {}
     for key, shape in param_shapes(ops).items():
@@ -101,10 +101,11 @@ def random_model(
         "ops": ops,
         "train": {"seed": seed, "train_idx": train_idx or [], "test_idx": test_idx or []},
     }
-    return NpzModel(meta, params, np.asarray(norm[0], float), np.asarray(norm[1], float))
+    mean, std = np.asarray(norm[0], float), np.asarray(norm[1], float)
+    return ModelFile.from_params(meta, params, mean, std)
 
 
-def save_npz(path: str | Path, model: NpzModel) -> Path:
+def save_npz(path: str | Path, model: ModelFile) -> Path:
     path = Path(path)
     np.savez(
         path,
@@ -116,7 +117,7 @@ def save_npz(path: str | Path, model: NpzModel) -> Path:
     return path
 
 
-def iris_synthetic(seed: int = 1) -> tuple[NpzModel, np.ndarray, np.ndarray]:
+def iris_synthetic(seed: int = 1) -> tuple[ModelFile, np.ndarray, np.ndarray]:
     """A random-weight model of the reference architecture on Iris: `(model, X_raw, y)`.
 
     Normalization and the split are made the way training makes them (stratified 80/20, seed 0),

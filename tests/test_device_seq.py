@@ -38,9 +38,10 @@ from tinyattn.intmodel.blob import (
     budget_sites,
     read_blob,
 )
-from tinyattn.intmodel.floatref import NpzModel, run_float
+from tinyattn.intmodel.floatref import run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import float32_spec, quantize
+from tinyattn.learn.model import ModelFile
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
 
 pytestmark = pytest.mark.host
@@ -48,9 +49,9 @@ pytestmark = pytest.mark.host
 FLOAT_TOL = 1e-4  # device float path vs floatref (float32 buffers both)
 
 
-def _npz(model, mean, std, class_names) -> NpzModel:
+def _npz(model, mean, std, class_names) -> ModelFile:
     meta = {"ops": model.ops, "class_names": list(class_names)}
-    return NpzModel(meta, model.state_dict(), mean, std)
+    return ModelFile.from_params(meta, model.state_dict(), mean, std)
 
 
 def _random_case(seed, T, C, K, config, n_windows):

@@ -21,7 +21,7 @@ from tinyattn.data.tabular import load_dataset
 from tinyattn.data.timeseries import load_ts_dataset
 from tinyattn.intmodel.blob import read_blob
 from tinyattn.intmodel.export import export_model
-from tinyattn.intmodel.floatref import forward_npz, load_npz
+from tinyattn.intmodel.floatref import forward_npz
 from tinyattn.learn.model import iris_attn_ops, load_model
 from tinyattn.report import _blob_mismatch, attention_maps, token_labels, write_report
 
@@ -114,11 +114,11 @@ def test_report_summary_matches_the_export(trained, report):
 
 def test_report_attention_maps_are_the_float_reference_softmax(trained):
     npz_path = trained[0]
-    mf, npz = load_model(npz_path), load_npz(npz_path)
+    mf = load_model(npz_path)
     x = mf.normalize(load_dataset("iris").X[::10])  # (15, 4)
     (m,) = attention_maps(mf.model, x)
     record: dict[str, np.ndarray] = {}
-    forward_npz(npz, x, record)
+    forward_npz(mf, x, record)
     assert m.kind == "attention" and m.op_index == 3
     assert m.weights.shape == (15, 2, 4, 4)  # (B, H, S, S)
     np.testing.assert_allclose(m.weights, record["3.att"], rtol=0, atol=1e-12)
@@ -174,14 +174,14 @@ def test_report_skips_a_default_blob_of_another_model(trained, tmp_path, monkeyp
 
 def test_report_blob_mismatch_names_the_difference(trained, tmp_path):
     npz_path, blob_path, _ = trained
-    npz, blob = load_npz(npz_path), read_blob(blob_path.read_bytes())
+    npz, blob = load_model(npz_path), read_blob(blob_path.read_bytes())
     assert _blob_mismatch(blob, npz) is None
     export_model(npz_path, tmp_path / "f32.bin", float32=True)
     assert _blob_mismatch(read_blob((tmp_path / "f32.bin").read_bytes()), npz) is None
     same_split = train(tmp_path / "short.npz", "--epochs", "3")  # same split, other weights
-    assert "weights of op 0" in _blob_mismatch(blob, load_npz(same_split))
+    assert "weights of op 0" in _blob_mismatch(blob, load_model(same_split))
     other_split = train(tmp_path / "seed1.npz", "--seed", "1")
-    assert "normalization" in _blob_mismatch(blob, load_npz(other_split))
+    assert "normalization" in _blob_mismatch(blob, load_model(other_split))
 
 
 def test_report_cli_json_last_line_lists_the_files(trained, tmp_path, capsys):

@@ -19,7 +19,6 @@ from seq_models import train_seq
 from tinyattn.data.timeseries import load_ts_dataset, standardize_windows
 from tinyattn.intmodel.blob import BUDGET, blob_bytes, budget_sites, read_blob
 from tinyattn.intmodel.floatref import (
-    NpzModel,
     forward_seq,
     run_float,
     seq_float_ops,
@@ -32,14 +31,15 @@ from tinyattn.intmodel.quantize import (
     quantize,
     quantize_residual_add,
 )
+from tinyattn.learn.model import ModelFile
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
 
 pytestmark = pytest.mark.host
 
 
-def _npz(model, mean, std, class_names) -> NpzModel:
+def _npz(model, mean, std, class_names) -> ModelFile:
     meta = {"ops": model.ops, "class_names": list(class_names)}
-    return NpzModel(meta, model.state_dict(), mean, std)
+    return ModelFile.from_params(meta, model.state_dict(), mean, std)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_seq_float_paths_match_the_model(bm):
     model, npz, blob, _, test = bm
     x = standardize_windows(test.X, test.lengths, npz.norm_mean, npz.norm_std)
     ref = model.forward(x, lengths=test.lengths)
-    ours = forward_seq(seq_float_ops(npz), npz.normalize_windows(test.X), test.lengths)
+    ours = forward_seq(seq_float_ops(npz), npz.normalize(test.X), test.lengths)
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10)
     f32 = read_blob(blob_bytes(float32_spec(npz)))
     assert not f32.quantized and [op.kind for op in f32.ops] == [op.kind for op in blob.ops]
@@ -116,7 +116,7 @@ def test_seq_masking_equals_the_float_model_on_unequal_lengths():
     X, n, cut = truncate_windows(test.X, test.lengths, T)
     assert cut == int(np.sum(test.lengths > T)) > 0
     ref = model.forward(standardize_windows(X, n, mean, std), lengths=n)
-    ours = forward_seq(seq_float_ops(npz), npz.normalize_windows(X, n), n)
+    ours = forward_seq(seq_float_ops(npz), npz.normalize(X, n), n)
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10)
     logits = run_int8(blob, quantize_input(blob, X, n), n)
     assert np.mean(logits.argmax(1) == ref.argmax(1)) >= 0.97

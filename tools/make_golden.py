@@ -31,9 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from tinyattn.intmodel.blob import FORMAT_VERSION, blob_bytes, read_blob
-from tinyattn.intmodel.floatref import NpzModel, run_float
+from tinyattn.intmodel.floatref import run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
+from tinyattn.learn.model import ModelFile
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
 CLASS_NAMES = ["low", "mid", "high"]
@@ -49,7 +50,7 @@ OPS = [
 ]
 
 
-def golden_model() -> NpzModel:
+def golden_model() -> ModelFile:
     """Weights `((3o + 4i + 3k) % 17 - 8) / 8`, biases `((3o + k) % 9 - 4) / 16`, k = tensor no."""
     shapes: list[tuple[str, tuple[int, ...]]] = [("p0.W", (8, 3)), ("p0.b", (8,))]
     shapes += [(f"p3.W{p}", (4, 4)) for p in "qkvo"] + [(f"p3.b{p}", (4,)) for p in "qkvo"]
@@ -71,7 +72,7 @@ def golden_model() -> NpzModel:
         "class_names": CLASS_NAMES,
         "ops": OPS,
     }
-    return NpzModel(meta, params, NORM_MEAN.copy(), NORM_STD.copy())
+    return ModelFile.from_params(meta, params, NORM_MEAN.copy(), NORM_STD.copy())
 
 
 def calibration_inputs() -> np.ndarray:

@@ -37,16 +37,15 @@ import numpy as np
 from tinyattn.cli import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob, write_blob
 from tinyattn.intmodel.floatref import (
-    NpzModel,
     forward_npz,
     forward_seq,
-    load_npz,
     run_float,
     seq_float_ops,
     truncate_windows,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
+from tinyattn.learn.model import ModelFile, load_model
 from tinyattn.paths import BUILD_DIR
 
 
@@ -76,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_data(model: NpzModel, csv: str | None = None, target: str | None = None):
+def load_data(model: ModelFile, csv: str | None = None, target: str | None = None):
     """`(X [N, F] raw float64, y [N])`: `csv` if given, else the CSV the model was trained on
     (`meta["csv"]`, `meta["target"]`, written by `tinyattn train --csv`), else the vendored
     dataset named in the meta."""
@@ -109,7 +108,7 @@ def load_data(model: NpzModel, csv: str | None = None, target: str | None = None
     return ds.X, ds.y
 
 
-def load_seq_data(model: NpzModel):
+def load_seq_data(model: ModelFile):
     """`(train, test)` TSDatasets of a seq model from its meta (`ts_train`/`ts_test` paths,
     else the vendored `dataset`); test is None when no TEST file is recorded."""
     from tinyattn.data.timeseries import TS_DATASETS, load_ts, load_ts_dataset
@@ -169,7 +168,7 @@ def blob_macs(blob) -> int:
     return total
 
 
-def _split(model: NpzModel, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _split(model: ModelFile, n: int) -> tuple[np.ndarray, np.ndarray]:
     train = model.meta.get("train", {})
     train_idx = np.asarray(train.get("train_idx") or range(n), dtype=np.int64)
     test_idx = np.asarray(train.get("test_idx") or [], dtype=np.int64)
@@ -332,7 +331,7 @@ def export_model(
             f"run '.venv/bin/tinyattn train --out {model_path}'"
         )
     try:
-        model = load_npz(model_path)
+        model = load_model(model_path)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if model.is_seq:
@@ -367,7 +366,7 @@ def export_model(
 
 
 def _export_seq(
-    model: NpzModel, model_path: Path, out_path: Path, float32: bool
+    model: ModelFile, model_path: Path, out_path: Path, float32: bool
 ) -> dict[str, Any]:
     """export of a seq model: calibrate on the TRAIN windows, evaluate on the TEST file."""
     train, test = load_seq_data(model)
@@ -393,7 +392,7 @@ def _export_seq(
         "test file" if test is not None else "held-out part of train" if held_out else None
     )
     y = ev.y
-    logits_float = forward_seq(seq_float_ops(model), model.normalize_windows(X, n), n)
+    logits_float = forward_seq(seq_float_ops(model), model.normalize(X, n), n)
     logits_f32 = run_float(blob, X, n)  # (N, classes) float32 from the blob
     report: dict[str, Any] = {
         "blob": str(out_path),

@@ -5,8 +5,8 @@
   `Blob` (or a `QuantModelSpec`): dequantized weights `W_q[o,i]·s_w[o]`, biases
   `b_q[o]·s_in·s_w[o]` (or the float32 weights of a float32 blob), input `(x - mean) / std`,
   softmax with `exp` after subtracting the row max. Returns real logits `[B, C]` float32.
-- `load_npz(path)` / `forward_npz(model, x_norm, record)`: the trained model in float64, read
-  straight from the `.npz` with `allow_pickle=False`. `record` (a dict) collects every op's
+- `forward_npz(model, x_norm, record)`: the trained model (a `ModelFile`,
+  tinyattn.learn.model.load_model) in float64. `record` (a dict) collects every op's
   output and the attention internals q, k, v, ctx — what quantization calibrates on.
 
 Sequence models (`seq-attn`, op 0 `patch_embed`; docs/quantization.md "Sequence models"): the
@@ -26,52 +26,15 @@ References: DESIGN §3 (attention math), docs/quantization.md "Float path".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tinyattn.intmodel.blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
-from tinyattn.learn.model import read_npz
+from tinyattn.learn.model import ModelFile
 
 # ---------------------------------------------------------------------------------------------
-# float64: the trained model straight from the npz
-
-
-@dataclass
-class NpzModel:
-    """A trained model file: op list, float64 parameters `p{i}.{name}`, normalization, meta."""
-
-    meta: dict[str, Any]
-    params: dict[str, np.ndarray]  # "p{i}.{name}" -> float64 array
-    norm_mean: np.ndarray  # (F,) float64
-    norm_std: np.ndarray  # (F,) float64
-
-    @property
-    def ops(self) -> list[dict[str, Any]]:
-        return self.meta["ops"]
-
-    @property
-    def class_names(self) -> list[str]:
-        return list(self.meta["class_names"])
-
-    def normalize(self, X: np.ndarray) -> np.ndarray:
-        """Raw features `[B, F]` -> model input `(X - mean) / std` (float64)."""
-        return (np.asarray(X, dtype=np.float64) - self.norm_mean) / self.norm_std
-
-    def param(self, i: int, name: str) -> np.ndarray | None:
-        return self.params.get(f"p{i}.{name}")
-
-    @property
-    def is_seq(self) -> bool:
-        """A sequence model (`seq-attn`): windows `[T, C]` in, op 0 `patch_embed`."""
-        return bool(self.ops) and self.ops[0]["op"] == "patch_embed"
-
-    def normalize_windows(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
-        """Raw windows `[B, T', C]` -> `(X - mean[c]) / std[c]` at valid steps, 0 at padding
-        (float64; NaN at padding is allowed and becomes 0)."""
-        return normalize_windows(X, lengths, self.norm_mean, self.norm_std)
+# windows of a seq model: valid lengths, per-channel normalization, patches
 
 
 def valid_lengths(X: np.ndarray, lengths: np.ndarray | None, max_steps: int) -> np.ndarray:
@@ -128,15 +91,6 @@ def seq_patches(x: np.ndarray, lengths: np.ndarray, S_n: int, P: int) -> np.ndar
     valid = np.arange(keep)[None, :, None] < np.asarray(lengths)[:, None, None]
     tok[:, :keep] = np.where(valid, x[:, :keep], 0)
     return tok.reshape(B, S_n, P * C)
-
-
-def load_npz(path: str | Path) -> NpzModel:
-    """Read `docs/model-format.md` (checked by `model.read_npz`) as float64 arrays."""
-    meta, norm_mean, norm_std, arrays = read_npz(path)
-    norm_mean = norm_mean.astype(np.float64)
-    norm_std = norm_std.astype(np.float64)
-    params = {k: v.astype(np.float64) for k, v in arrays.items()}
-    return NpzModel(meta, params, norm_mean, norm_std)
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -206,7 +160,7 @@ def myattn_sizes(op: dict[str, Any]) -> tuple[int, int, int, int]:
 
 
 def forward_npz(
-    model: NpzModel, x_norm: np.ndarray, record: dict[str, np.ndarray] | None = None
+    model: ModelFile, x_norm: np.ndarray, record: dict[str, np.ndarray] | None = None
 ) -> np.ndarray:
     """Float64 logits `[B, C]` for normalized features `x_norm [B, F]`.
 
@@ -243,7 +197,7 @@ def forward_npz(
     return x
 
 
-def seq_float_ops(model: NpzModel) -> list[Op]:
+def seq_float_ops(model: ModelFile) -> list[Op]:
     """The seq model's op list as float64 blob ops (`float32_spec` casts them to float32):
     patch_embed + pos_add -> embed (`b[s, o] = b[o] + pos[s, o]`); attention (residual) ->
     res_attention; ff -> res_ff; masked_pool; dense. iparams hold only the sizes."""

@@ -55,12 +55,12 @@ from tinyattn.intmodel.blob import (
     QuantModelSpec,
 )
 from tinyattn.intmodel.floatref import (
-    NpzModel,
     forward_npz,
     forward_seq,
     myattn_sizes,
     seq_float_ops,
 )
+from tinyattn.learn.model import ModelFile
 
 BUDGET = 1 << 30  # small-int budget: every intermediate |v| < 2**30
 Q_MAX = 127  # int8 activations and weights: s = absmax / 127
@@ -188,7 +188,7 @@ def _dense_tensors(qd: QuantDense, suffix: str = "") -> dict[str, np.ndarray]:
     return t
 
 
-def calibrate(model: NpzModel, X_raw: np.ndarray) -> dict[str, float]:
+def calibrate(model: ModelFile, X_raw: np.ndarray) -> dict[str, float]:
     """Per-tensor absmax of the float64 activations on `X_raw` (the train split).
 
     Keys: `"input"`, `"{i}"` (output of op i), `"{i}.q|k|v|att|ctx"` inside attention,
@@ -205,7 +205,7 @@ def calibrate(model: NpzModel, X_raw: np.ndarray) -> dict[str, float]:
 
 
 def quantize(
-    model: NpzModel, X_calib_raw: np.ndarray, lengths: np.ndarray | None = None
+    model: ModelFile, X_calib_raw: np.ndarray, lengths: np.ndarray | None = None
 ) -> QuantModelSpec:
     """The int8 `QuantModelSpec` of `model`, calibrated on raw features `X_calib_raw [N, F]`
     (a seq model: the TRAIN windows `[N, T', C]` and their `lengths [N]`)."""
@@ -411,13 +411,13 @@ def _quantize_myattn(model, i, op, s_in, shape, absmax, last, out_key) -> Op:
     )
 
 
-def calibrate_seq(model: NpzModel, X_raw: np.ndarray, lengths=None) -> dict[str, float]:
+def calibrate_seq(model: ModelFile, X_raw: np.ndarray, lengths=None) -> dict[str, float]:
     """Absmax over the valid tokens of raw windows `X_raw [N, T', C]` (the TRAIN windows):
     `"input"`, `"{k}"` (output of blob op k), `"{k}.q|k|v|ctx|a"` (res_attention; `a` is the
     attention output before the residual add), `"{k}.h|f"` (res_ff: relu output, Dense2
     output), keys by the blob op index (`seq_float_ops`)."""
     absmax: dict[str, float] = {}
-    forward_seq(seq_float_ops(model), model.normalize_windows(X_raw, lengths), lengths, absmax)
+    forward_seq(seq_float_ops(model), model.normalize(X_raw, lengths), lengths, absmax)
     return absmax
 
 
@@ -439,7 +439,7 @@ def pool_multipliers(S: int, what: str) -> tuple[np.ndarray, int]:
     return M.astype(np.int16), shift
 
 
-def quantize_seq(model: NpzModel, X_raw: np.ndarray, lengths=None) -> QuantModelSpec:
+def quantize_seq(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantModelSpec:
     """The int8 spec of a seq model (ops embed, res_attention, res_ff, masked_pool, dense)."""
     fops = seq_float_ops(model)
     absmax = calibrate_seq(model, X_raw, lengths)
@@ -522,7 +522,7 @@ def _float32_op(kind: str, iparams: dict[str, int], tensors: dict[str, np.ndarra
     )  # fmt: skip
 
 
-def _float32_tensors(model: NpzModel, i: int, groups: str) -> dict[str, np.ndarray]:
+def _float32_tensors(model: ModelFile, i: int, groups: str) -> dict[str, np.ndarray]:
     """`W{g}` and, when present, `b{g}` of op i as float32 ("" for dense, "qkvo", "ac")."""
     tensors = {}
     for g in groups or ("",):
@@ -532,7 +532,7 @@ def _float32_tensors(model: NpzModel, i: int, groups: str) -> dict[str, np.ndarr
     return tensors
 
 
-def float32_spec(model: NpzModel) -> QuantModelSpec:
+def float32_spec(model: ModelFile) -> QuantModelSpec:
     """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0."""
     ops: list[Op] = []
     if model.is_seq:  # embed (bias + pos per token), res_attention, res_ff, masked_pool, dense

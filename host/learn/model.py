@@ -237,12 +237,50 @@ def build_model(
 
 @dataclass
 class ModelFile:
-    """A loaded `model.npz`: the model, its input normalization and its meta dict."""
+    """A trained model as its file holds it (docs/model-format.md): the model, its input
+    normalization and its meta dict. The one trained-model type: training, export, the float
+    and integer references and the report all read it (`load_model`, once)."""
 
     model: Sequential
     norm_mean: np.ndarray  # (F,)
     norm_std: np.ndarray  # (F,)
     meta: dict[str, Any]
+
+    @classmethod
+    def from_params(
+        cls,
+        meta: dict[str, Any],
+        params: dict[str, np.ndarray],
+        norm_mean: np.ndarray,
+        norm_std: np.ndarray,
+    ) -> ModelFile:
+        """The model of `meta["ops"]` holding `params` (`p{i}.{name}` arrays, copied in as
+        float64), as `load_model` makes it from a file."""
+        model = build_from_ops(meta["ops"])
+        model.load_state_dict(params)
+        return cls(model, np.asarray(norm_mean, np.float64), np.asarray(norm_std, np.float64),
+                   meta)  # fmt: skip
+
+    @property
+    def ops(self) -> list[dict[str, Any]]:
+        return self.model.ops
+
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        """`{"p{i}.{name}": array}`: views of the model's parameters (writing one changes
+        the model)."""
+        return {
+            f"p{i}.{name}": value
+            for i, layer in enumerate(self.model.layers)
+            for name, value, _ in layer.collect_params()
+        }
+
+    def param(self, i: int, name: str) -> np.ndarray | None:
+        """Parameter `name` of op i (a view), None if the op has none of that name."""
+        for pname, value, _ in self.model.layers[i].collect_params():
+            if pname == name:
+                return value
+        return None
 
     @property
     def class_names(self) -> list[str]:

@@ -58,10 +58,11 @@ from typing import Any
 import numpy as np
 
 from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windows
-from tinyattn.intmodel.floatref import NpzModel, truncate_windows
+from tinyattn.intmodel.floatref import truncate_windows
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax
+from tinyattn.learn.model import ModelFile
 from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
 from tinyattn.learn.train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
 
@@ -381,11 +382,11 @@ def train_teachers(
     ]  # fmt: skip
 
 
-def npz_model(result: SeqTrainResult, class_names: list[str]) -> NpzModel:
+def npz_model(result: SeqTrainResult, class_names: list[str]) -> ModelFile:
     """The trained model as `tinyattn export` reads it from a model file, without a file."""
     meta = {"model": "seq-attn", "ops": result.model.ops, "class_names": list(class_names)}
     params = {k: np.asarray(v, np.float64) for k, v in result.model.state_dict().items()}
-    return NpzModel(meta, params, result.norm_mean, result.norm_std)
+    return ModelFile.from_params(meta, params, result.norm_mean, result.norm_std)
 
 
 def evaluate_seq(

@@ -95,11 +95,10 @@ from tinyattn.data.tabular import (
     stratified_split,
 )
 from tinyattn.data.timeseries import TS_DATASETS
-from tinyattn.intmodel.floatref import NpzModel
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax_cross_entropy
-from tinyattn.learn.model import MODELS, Sequential, build_model, save_model
+from tinyattn.learn.model import MODELS, ModelFile, Sequential, build_model, save_model
 from tinyattn.learn.optim import SGD, Adam
 
 SCALINGS = ("auto", "feature", "center", "shared", "none")
@@ -287,10 +286,11 @@ def train_split(
     )
 
 
-def npz_model(data: Dataset, result: TrainResult) -> NpzModel:
+def npz_model(data: Dataset, result: TrainResult) -> ModelFile:
     """The trained model as `tinyattn export` reads it from the model file, without a file."""
     meta = {"ops": result.model.ops, "class_names": list(data.class_names)}
-    return NpzModel(meta, result.model.state_dict(), result.norm_mean, result.norm_std)
+    state = result.model.state_dict()
+    return ModelFile.from_params(meta, state, result.norm_mean, result.norm_std)
 
 
 def int8_predict(data: Dataset, result: TrainResult, rows: np.ndarray) -> np.ndarray:
