@@ -22,7 +22,8 @@ Kernels (module functions over flat buffers; rows = samples x tokens):
             gW[o,i] = sum_r dy[r,o] x[r,i]; gb[o] = sum_r dy[r,o]; dx[r,i] = sum_o dy[r,o] W[o,i]
             (W at th[wo + o*n_in + i], b at th[bo + o]; bo < 0: no bias; dx None: skipped)
   attn_fwd  (qkv, att, ctx, B, S, E, H, scale)       qkv [B,S,3E] -> att [B,H,S,S], ctx [B,S,E]
-  attn_bwd  (qkv, att, dctx, dqkv, ds, B, S, E, H, scale)  the documented steps, ds [S,S] scratch
+  attn_bwd  (qkv, att, dctx, ds, B, S, E, H, scale)  the documented steps; dqkv over qkv,
+            ds [S*S + 3*S*D] scratch (one head's dS, then its dq, dk, dv)
   softmax_ce (logits, labels, dlogits, n, C, eps) -> mean loss; dlogits = (p - t) / n
   adam_step / sgd_step (theta, grad, state..., mask, lr, ...)  one update of all P parameters
 
@@ -148,17 +149,20 @@ def attn_fwd(qkv, att, ctx, B, S, E, H, scale):
                 row += S
 
 
-def attn_bwd(qkv, att, dctx, dqkv, ds, B, S, E, H, scale):
+def attn_bwd(qkv, att, dctx, ds, B, S, E, H, scale):
     # DESIGN §3 per head: dV = A^T dctx, dA = dctx V^T, dS = A (dA - rowsum(dA A)) scale,
-    # dQ = dS K, dK = dS^T Q; written into dqkv [B,S,3E] (the layout of qkv).
+    # dQ = dS K, dK = dS^T Q; written over qkv [B,S,3E] (same layout): each (sample, head)'s
+    # dq, dk, dv go to scratch (ds[S*S:], [S, 3, D]) first, then over its q, k, v, which
+    # nothing reads after (the next forward makes qkv anew). ds [S*S + 3*S*D] scratch.
     D = E // H
     E3 = 3 * E
+    SS = S * S
     for b in range(B):
         base = b * S * E3
         cbase = b * S * E
         for h in range(H):
             ho = h * D
-            ab = (b * H + h) * S * S
+            ab = (b * H + h) * SS
             for s in range(S):  # dS row by row  (S, S) in ds
                 do = cbase + s * E + ho
                 dot = 0.0
@@ -173,9 +177,7 @@ def attn_bwd(qkv, att, dctx, dqkv, ds, B, S, E, H, scale):
                     i = s * S + t
                     ds[i] = att[ab + i] * (ds[i] - dot) * scale
             for t in range(S):
-                vo = base + t * E3 + 2 * E + ho
-                ko = vo - E
-                qo = ko - E
+                to = SS + t * 3 * D
                 for d in range(D):
                     acc_v = 0.0  # dV[t,d] = sum_s A[s,t] dctx[s,d]
                     acc_k = 0.0  # dK[t,d] = sum_s dS[s,t] Q[s,d]
@@ -184,9 +186,16 @@ def attn_bwd(qkv, att, dctx, dqkv, ds, B, S, E, H, scale):
                         acc_v += att[ab + s * S + t] * dctx[cbase + s * E + ho + d]
                         acc_k += ds[s * S + t] * qkv[base + s * E3 + ho + d]
                         acc_q += ds[t * S + s] * qkv[base + s * E3 + E + ho + d]
-                    dqkv[vo + d] = acc_v
-                    dqkv[ko + d] = acc_k
-                    dqkv[qo + d] = acc_q
+                    ds[to + d] = acc_q
+                    ds[to + D + d] = acc_k
+                    ds[to + 2 * D + d] = acc_v
+            for t in range(S):  # over this head's q, k, v of sample b
+                qo = base + t * E3 + ho
+                to = SS + t * 3 * D
+                for d in range(D):
+                    qkv[qo + d] = ds[to + d]
+                    qkv[qo + E + d] = ds[to + D + d]
+                    qkv[qo + 2 * E + d] = ds[to + 2 * D + d]
 
 
 def softmax_rows(z, rows, n):
@@ -414,15 +423,15 @@ class Attention(Layer):
 
     def __init__(self, op, tokens, width, batch, offset, need_dx):
         S, E, H = self.layout(op, tokens, width, offset)
-        self.qkv = buf(batch * S * 3 * E)  # (B, S, 3E) cache
+        self.qkv = buf(batch * S * 3 * E)  # (B, S, 3E) cache; dqkv once backward ran
         self.att = buf(batch * H * S * S)  # (B, H, S, S) cache
         self.ctx = buf(batch * S * E)  # (B, S, E) cache
         self.y = buf(batch * S * E)  # (B, S, E)
         # backward reuses y (read by the next layer only, whose backward has run by then): dctx,
-        # then dx once dqkv is made from it (4 KB less for Iris's batch of 16)
+        # then dx once dqkv is made from it; and qkv, over which attn_bwd writes dqkv (10 KB
+        # less for Iris's batch of 16)
         self.dctx = self.y  # (B, S, E)
-        self.dqkv = buf(batch * S * 3 * E)  # (B, S, 3E)
-        self.ds = buf(S * S)  # (S, S) one head's dS
+        self.ds = buf(S * S + 3 * S * (E // H))  # one head's dS [S, S], then dq, dk, dv [S, 3D]
         self.dx = self.y if need_dx else None  # (B, S, E)
 
     def layout(self, op, tokens, width, offset):
@@ -461,8 +470,8 @@ class Attention(Layer):
     def backward(self, dy, n):
         S, E, th, g = self.S, self.E, self.th, self.g
         dense_bwd(self.ctx, dy, self.dctx, th, g, self.wo, self.bo, n * S, E, E)
-        attn_bwd(self.qkv, self.att, self.dctx, self.dqkv, self.ds, n, S, E, self.H, self.scale)
-        dense_bwd(self.x, self.dqkv, self.dx, th, g, self.wqkv, self.bqkv, n * S, E, 3 * E)
+        attn_bwd(self.qkv, self.att, self.dctx, self.ds, n, S, E, self.H, self.scale)
+        dense_bwd(self.x, self.qkv, self.dx, th, g, self.wqkv, self.bqkv, n * S, E, 3 * E)
         return self.dx
 
 

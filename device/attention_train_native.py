@@ -106,17 +106,20 @@ def attn_fwd(qkv, att, ctx, B, S, E, H, scale):
 
 
 @micropython.native
-def attn_bwd(qkv, att, dctx, dqkv, ds, B, S, E, H, scale):
+def attn_bwd(qkv, att, dctx, ds, B, S, E, H, scale):
     # DESIGN §3 per head: dV = A^T dctx, dA = dctx V^T, dS = A (dA - rowsum(dA A)) scale,
-    # dQ = dS K, dK = dS^T Q; written into dqkv [B,S,3E] (the layout of qkv).
+    # dQ = dS K, dK = dS^T Q; written over qkv [B,S,3E] (same layout): each (sample, head)'s
+    # dq, dk, dv go to scratch (ds[S*S:], [S, 3, D]) first, then over its q, k, v, which
+    # nothing reads after (the next forward makes qkv anew). ds [S*S + 3*S*D] scratch.
     D = E // H
     E3 = 3 * E
+    SS = S * S
     for b in range(B):
         base = b * S * E3
         cbase = b * S * E
         for h in range(H):
             ho = h * D
-            ab = (b * H + h) * S * S
+            ab = (b * H + h) * SS
             for s in range(S):  # dS row by row  (S, S) in ds
                 do = cbase + s * E + ho
                 dot = 0.0
@@ -131,9 +134,7 @@ def attn_bwd(qkv, att, dctx, dqkv, ds, B, S, E, H, scale):
                     i = s * S + t
                     ds[i] = att[ab + i] * (ds[i] - dot) * scale
             for t in range(S):
-                vo = base + t * E3 + 2 * E + ho
-                ko = vo - E
-                qo = ko - E
+                to = SS + t * 3 * D
                 for d in range(D):
                     acc_v = 0.0  # dV[t,d] = sum_s A[s,t] dctx[s,d]
                     acc_k = 0.0  # dK[t,d] = sum_s dS[s,t] Q[s,d]
@@ -142,9 +143,16 @@ def attn_bwd(qkv, att, dctx, dqkv, ds, B, S, E, H, scale):
                         acc_v += att[ab + s * S + t] * dctx[cbase + s * E + ho + d]
                         acc_k += ds[s * S + t] * qkv[base + s * E3 + ho + d]
                         acc_q += ds[t * S + s] * qkv[base + s * E3 + E + ho + d]
-                    dqkv[vo + d] = acc_v
-                    dqkv[ko + d] = acc_k
-                    dqkv[qo + d] = acc_q
+                    ds[to + d] = acc_q
+                    ds[to + D + d] = acc_k
+                    ds[to + 2 * D + d] = acc_v
+            for t in range(S):  # over this head's q, k, v of sample b
+                qo = base + t * E3 + ho
+                to = SS + t * 3 * D
+                for d in range(D):
+                    qkv[qo + d] = ds[to + d]
+                    qkv[qo + E + d] = ds[to + D + d]
+                    qkv[qo + 2 * E + d] = ds[to + 2 * D + d]
 
 
 @micropython.native

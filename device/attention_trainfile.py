@@ -45,6 +45,7 @@ References: docs/blob-format.md (the same conventions: magic + version, CRC-32 l
 MicroPython `binascii.crc32`, `os.rename`.
 """
 
+import gc
 import os
 import struct
 from array import array
@@ -75,7 +76,12 @@ _REMEDY = "re-send the weights from the host (tinyattn.board.boardmodel)"
 def floats(n):
     """An array('f') of n floats in one block, allocated without a transient copy (which
     array('f', bytes(4 * n)) makes: a small heap may not hold both): MicroPython sizes an array
-    from a range's length. Its values are 0 .. n - 1: read into it, or use zeros()."""
+    from a range's length. Its values are 0 .. n - 1: read into it, or use zeros(). A block of
+    1 KB or more is allocated after a collection, so it lands in the lowest gap that holds it
+    (the load's garbage freed first) rather than past it (measured 2026-12-01, before dqkv
+    went over qkv: an Iris session on a 100k virtual board failed to load without it)."""
+    if n >= 256:
+        gc.collect()
     return array("f", range(n))
 
 
