@@ -12,9 +12,10 @@ session board that tests/test_serial_parity.py flashes keeps its blob.
   `iris-attn` model of 13 tokens is flashed with `--mpy` (flash's default): loaded from .py
   sources, whose compilation takes transient heap, it does not fit the 100 KiB board
   (MemoryError while building its float path). `iris-myattn` is flashed with `--py` to show
-  the .py fallback works; since the server grew its in-place payload decoding, compiling
-  server.py on the board needs more than 100 KiB (MemoryError allocating 4,688 bytes at the
-  start), so that case runs on a 160 KiB board (PY_HEAP, as tests/test_serial_seq.py's).
+  the .py fallback works; on a 100 KiB board the sources compile (server.py and
+  server_link.py) but the Wine model then does not load next to their compiled code ("not
+  enough heap to load model.bin (runtime as .py)", measured 2026-12-01), so that case runs on
+  a 160 KiB board (PY_HEAP, as tests/test_serial_seq.py's).
 """
 
 from __future__ import annotations
