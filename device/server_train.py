@@ -13,7 +13,10 @@ Files on the board's filesystem:
                    attention_trainfile.py) until the first epoch ends, then the checkpoint
                    written atomically after every epoch (weights, optimizer state, step). Its
                    meta carries the run: "run" (the host's id), "train" (config), "ops".
-  train_data.bin   the rows (TAFD, below): the first n_train train, the rest evaluated only.
+  train_data.bin   the rows (TAFD, below): the first n_train train, the rest evaluated only;
+                   or, for a window model (seq-attn), a windows file (TAWF,
+                   attention_train_seq.py), whose run server_train_seq.py loads: imported
+                   only then, so an Iris session never holds its code.
 Uploads go to NAME.part and replace NAME only when their size and CRC-32 match (`train_commit`),
 so a reset or a dropped link never leaves a half-written file in use. Epochs done = step //
 steps per epoch (checkpoints are taken at epoch ends only); a reset loses at most the epoch
@@ -22,6 +25,8 @@ that was running.
 TAFD (little-endian): magic b"TAFD" | u16 version 1 | u16 flags 0 | u32 n_rows N | u32
 n_features F | u32 n_train | float32 X [N, F] | u8 labels [N] | zeros to a multiple of 4 |
 u32 CRC-32 of every byte before it.
+
+A window run's `train_epoch` also carries the epoch's time shifts (server_train_seq.py).
 
 `--head-only` (meta train.head_only): only the last op (a dense: the classifier) trains. The
 frozen body's output for every row is computed once when the run loads (Z [N, width]), then a
@@ -56,7 +61,8 @@ WEIGHTS = "train_ckpt.tafm"
 DATA = "train_data.bin"
 _FILES = {"weights": WEIGHTS, "data": DATA}
 _DATA_MAGIC = b"TAFD"
-_DATA_HEADER = "<4sHHIII"  # magic, version, flags, n_rows, n_features, n_train
+_WINDOWS_MAGIC = b"TAWF"  # a window model's data (attention_train_seq.py, server_train_seq.py)
+_DATA_HEADER = "<4sHHIII"  # magic, version, flags, n_rows, n_features, n_train (TAWF: N, T, C)
 _DATA_HEADER_SIZE = 20
 _TAFM_HEADER = "<4sHHIIII"  # attention_trainfile.py: magic, version, flags, meta_len, P, ...
 _CONFIG = ("epochs", "batch_size", "lr", "optimizer", "weight_decay", "momentum", "schedule",
@@ -154,8 +160,11 @@ def _data_header(path):
     if len(head) < _DATA_HEADER_SIZE:
         raise ValueError("%s: shorter than its header" % path)
     magic, version, flags, N, F, n_train = struct.unpack(_DATA_HEADER, head)
+    if magic == _WINDOWS_MAGIC and version == 1 and not flags and 0 < N < 65536:
+        T, C = F, n_train  # windows: n_train is in the weights' meta (None here)
+        return N, C, None, 20 + 3 * N + (-3 * N) % 4 + 4 * N * T * C + 4
     if magic != _DATA_MAGIC or version != 1 or flags:
-        raise ValueError("%s: not a training data file (TAFD version 1)" % path)
+        raise ValueError("%s: not a training data file (TAFD or TAWF version 1)" % path)
     if not 0 < n_train <= N or N > 65535 or F > 4096:
         raise ValueError("%s: %d rows, %d train, %d features: corrupt" % (path, N, n_train, F))
     size = _DATA_HEADER_SIZE + 4 * N * F + N + (-N) % 4 + 4
@@ -211,6 +220,15 @@ def _body_features(at, ops, F, theta, X, N):
     return Z, width
 
 
+def _drop():
+    """Forget the loaded run (a window run's data file is closed) and free its heap."""
+    X = _run.get("X")
+    if X is not None and hasattr(X, "close"):
+        X.close()
+    _run.clear()
+    gc.collect()
+
+
 def _load():
     """The run in memory: loaded from WEIGHTS and DATA on first use after a start or a
     change (an out-of-memory board gets an error reply, not a dead server)."""
@@ -219,8 +237,7 @@ def _load():
     try:
         return _load_run()
     except MemoryError:
-        _run.clear()
-        gc.collect()
+        _drop()
         raise RequestError(
             "not enough heap to train: %d bytes free with the modules loaded; "
             "a smaller batch or model, or a board with more RAM" % gc.mem_free()
@@ -228,6 +245,15 @@ def _load():
 
 
 def _load_run():
+    try:
+        with open(DATA, "rb") as f:
+            windows = f.read(4) == _WINDOWS_MAGIC
+    except OSError:
+        windows = False
+    if windows:  # a window model's run: its code is imported now, never for Iris
+        import server_train_seq
+
+        return server_train_seq.load_run(sys.modules[__name__], _run)
     import attention_train as at
     from attention_trainfile import load
 
@@ -332,6 +358,7 @@ def _op_info(req):
         rep["step"] = step
         rep["epochs"] = cfg["epochs"]
         rep["n_params"] = P
+        n_train = n_train if n_train is not None else cfg.get("n_train")  # windows: meta's
         if n_train:
             rep["epoch"] = step // -(-n_train // int(cfg["batch_size"]))
     except (OSError, ValueError, RequestError) as exc:
@@ -379,8 +406,7 @@ def _op_commit(req):
             _config(_peek(path)[0], path)
     except ValueError as exc:
         raise RequestError(str(exc)) from None
-    _run.clear()
-    gc.collect()
+    _drop()
     _replace(path, final)
     return {"size": size}
 
@@ -402,12 +428,21 @@ def _op_epoch(req):
     if done >= int(r["cfg"]["epochs"]):
         raise RequestError("all %d epochs are done: fetch the weights (train_get)" % done)
     order = _order(r, req)
+    prep = r.get("prep")  # a window run: the epoch's time shifts (server_train_seq)
+    if prep is not None:
+        prep(sys.modules[__name__], r, req)
+    elif "shifts" in req:
+        raise RequestError("shifts: only a window model's run takes them")
     t0 = ticks_us()
     loss = t.epoch(order)
     seconds = ticks_diff(ticks_us(), t0) / 1e6
+    if prep is not None:
+        t.net.shifts = None  # evaluation reads the windows as they are
     from attention_trainfile import save
 
-    save(WEIGHTS, r["meta"], r["theta"], r["opt"].t, r["state"])  # atomic: tmp + rename
+    avg = r.get("average")  # a window run's weight average, kept until the last epoch
+    avg = avg.pending() if avg is not None else None
+    save(WEIGHTS, r["meta"], r["theta"], r["opt"].t, r["state"], avg)  # atomic: tmp + rename
     train_hits, test_hits = _evaluate(r)
     free, _ = link.heap()
     r["last"] = {"epoch": done + 1, "step": t.step, "loss": loss, "train_correct": train_hits,
@@ -448,8 +483,7 @@ def _op_get(req):
 
 def _op_end(req):
     """Drop the loaded run (frees its heap); the files stay."""
-    _run.clear()
-    gc.collect()
+    _drop()
     return {"freed": True}
 
 

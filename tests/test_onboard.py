@@ -432,4 +432,5 @@ def test_onboard_inference_flash_is_not_bigger():
     assert not any(name.startswith(("attention_train", "server_train")) for name in plain)
     assert train - plain == {"attention_train.py", "attention_train_native.py",
                              "attention_train_myattn.py", "attention_trainfile.py",
-                             "server_train.py"}  # fmt: skip
+                             "attention_train_seq.py", "server_train.py",
+                             "server_train_seq.py"}  # fmt: skip

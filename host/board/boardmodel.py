@@ -12,7 +12,10 @@ zlib). `npz_to_board` turns `build/model.npz` (docs/model-format.md) into that f
 - `board_bytes(meta, theta, step, state)` / `parse_board(data, name)`: the format itself;
   `read_board(path)` / `write_board(path, ...)` (atomic: temp file + rename).
 - theta is the host `Sequential.theta` in float32 (the order attention_train.py uses), state
-  the optimizer vectors (Adam m, v or SGD velocity) for a checkpoint.
+  the optimizer vectors (Adam m, v or SGD velocity) for a checkpoint, average the running
+  weight average of a window run with weight averaging (flag AVERAGE: a checkpoint between
+  the first averaged epoch and the last; a finished run's theta is the average already, as
+  host seqtrain.fit_seq leaves it, and its file has none).
 
     python -m tinyattn.board.boardmodel to-board build/model.npz build/model.tafm
     python -m tinyattn.board.boardmodel to-npz build/model.tafm build/board.npz [--base
@@ -41,6 +44,7 @@ VERSION = 1
 HEADER = struct.Struct("<4sHHIIII")  # magic, version, flags, meta_len, n_params, step, n_state
 MAX_META = 65536  # as the device reader
 MAX_STATE = 2
+AVERAGE = 1  # flags bit 0: a weight average follows the optimizer state
 # npz meta keys the board file carries (besides ops, n_features and the normalization)
 META_KEYS = ("model", "dataset", "feature_names", "class_names", "csv", "target")
 
@@ -53,6 +57,7 @@ class BoardModel:
     theta: np.ndarray  # (P,) float32, host Sequential.theta order
     step: int = 0  # optimizer steps taken
     state: list[np.ndarray] = field(default_factory=list)  # n_state x (P,) float32
+    average: np.ndarray | None = None  # (P,) float32: the running weight average (flag AVERAGE)
 
 
 def board_meta(meta: dict[str, Any], norm_mean: np.ndarray, norm_std: np.ndarray) -> dict:
@@ -65,21 +70,30 @@ def board_meta(meta: dict[str, Any], norm_mean: np.ndarray, norm_std: np.ndarray
 
 
 def board_bytes(
-    meta: dict[str, Any], theta: np.ndarray, step: int = 0, state: list[np.ndarray] | tuple = ()
+    meta: dict[str, Any],
+    theta: np.ndarray,
+    step: int = 0,
+    state: list[np.ndarray] | tuple = (),
+    average: np.ndarray | None = None,
 ) -> bytes:
-    """The TAFM bytes (device/attention_trainfile.py) of meta, theta [P] and optimizer state."""
+    """The TAFM bytes (device/attention_trainfile.py) of meta, theta [P], optimizer state and
+    (given) the running weight average [P] (flag AVERAGE)."""
     meta_b = json.dumps(meta, separators=(",", ":")).encode()
     if len(meta_b) > MAX_META:
         raise ValueError(f"meta is {len(meta_b)} bytes; the board reads at most {MAX_META}")
     theta = np.asarray(theta, dtype="<f4").ravel()
     if len(state) > MAX_STATE or any(np.size(s) != theta.size for s in state):
         raise ValueError(f"optimizer state must be at most {MAX_STATE} vectors of {theta.size}")
+    tail = () if average is None else (average,)
+    if any(np.size(a) != theta.size for a in tail):
+        raise ValueError(f"the weight average must be a vector of {theta.size}")
+    flags = AVERAGE if tail else 0
     parts = [
-        HEADER.pack(MAGIC, VERSION, 0, len(meta_b), theta.size, step, len(state)),
+        HEADER.pack(MAGIC, VERSION, flags, len(meta_b), theta.size, step, len(state)),
         meta_b,
         bytes(-len(meta_b) % 4),
         theta.tobytes(),
-        *(np.asarray(s, dtype="<f4").tobytes() for s in state),
+        *(np.asarray(s, dtype="<f4").tobytes() for s in (*state, *tail)),
     ]
     body = b"".join(parts)
     return body + struct.pack("<I", zlib.crc32(body))
@@ -95,12 +109,13 @@ def parse_board(data: bytes, name: str = "board model") -> BoardModel:
         raise ValueError(f"{name}: magic {magic!r}, expected {MAGIC!r}: not a board model file")
     if version != VERSION:
         raise ValueError(f"{name}: unsupported format version {version} (this reads {VERSION})")
-    if flags != 0:
-        raise ValueError(f"{name}: flags {flags:#x}, expected 0")
+    if flags & ~AVERAGE:
+        raise ValueError(f"{name}: flags {flags:#x}, expected 0 or {AVERAGE} (a weight average)")
+    n_avg = flags & AVERAGE
     if meta_len > MAX_META or n_state > MAX_STATE:
         raise ValueError(f"{name}: header says {meta_len} meta bytes, {n_state} state vectors")
     pos = HEADER.size + meta_len + (-meta_len % 4)
-    size = pos + 4 * P * (1 + n_state) + 4
+    size = pos + 4 * P * (1 + n_state + n_avg) + 4
     if len(data) != size:
         raise ValueError(f"{name}: {len(data)} bytes, the header says {size}; {remedy}")
     if zlib.crc32(data[:-4]) != struct.unpack_from("<I", data, size - 4)[0]:
@@ -110,12 +125,13 @@ def parse_board(data: bytes, name: str = "board model") -> BoardModel:
     meta = json.loads(data[HEADER.size : HEADER.size + meta_len])
     if not isinstance(meta, dict) or "ops" not in meta or "n_features" not in meta:
         raise ValueError(f"{name}: meta lacks 'ops' or 'n_features'")
-    vecs = np.frombuffer(data, dtype="<f4", count=P * (1 + n_state), offset=pos)
-    vecs = vecs.reshape(1 + n_state, P).astype(np.float32)
+    vecs = np.frombuffer(data, dtype="<f4", count=P * (1 + n_state + n_avg), offset=pos)
+    vecs = vecs.reshape(1 + n_state + n_avg, P).astype(np.float32)
     expected = build_from_ops(meta["ops"]).n_params
     if P != expected:
         raise ValueError(f"{name}: {P} parameters, its ops have {expected}")
-    return BoardModel(meta, vecs[0], step, list(vecs[1:]))
+    return BoardModel(meta, vecs[0], step, list(vecs[1 : 1 + n_state]),
+                      vecs[1 + n_state] if n_avg else None)  # fmt: skip
 
 
 def read_board(path: str | Path) -> BoardModel:
@@ -137,9 +153,10 @@ def write_board(
     theta: np.ndarray,
     step: int = 0,
     state: list[np.ndarray] | tuple = (),
+    average: np.ndarray | None = None,
 ) -> Path:
     """Write a TAFM file atomically (temp file + rename); returns the path."""
-    return _write_atomic(Path(path), board_bytes(meta, theta, step, state))
+    return _write_atomic(Path(path), board_bytes(meta, theta, step, state, average))
 
 
 def npz_to_board(npz: str | Path, out: str | Path) -> Path:

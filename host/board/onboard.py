@@ -9,6 +9,10 @@ The board checkpoints after every epoch; the host shows a progress bar, fetches 
 every FETCH_EVERY epochs and at the end into `OUT.tafm` (atomic), and writes `OUT` (the
 ordinary model file, so export / flash / parity work unchanged) once the last epoch is done.
 
+Windows (`seq-attn`, `--dataset basicmotions`, `--ts`): host/board/onboard_seq.py plans that run
+(a windows file instead of the rows, the epoch's time shifts with its order) and drives it
+with the same BoardTrainer.
+
 `--head-only` adapts a trained model (`--base`, default the `--out` file) to new rows from
 `--csv`: only the last dense (the classifier) trains, over the features of the frozen body;
 the input scaling stays the base model's. The summary gives the test accuracy on the new rows
@@ -112,9 +116,11 @@ class Plan:
     init: bytes  # TAFM of the initial weights
     rows: bytes  # TAFD: train rows then test rows
     orders: np.ndarray  # (epochs, n_train) uint16
+    shifts: np.ndarray | None = None  # (epochs, n_train) int16: a window run's time shifts
     head_only: bool = False
     base: dict[str, Any] = field(default_factory=dict)  # head-only: base meta, before figures
     csv: dict[str, Any] = field(default_factory=dict)  # {"csv", "target"} of a --csv run
+    heap_note = ""  # appended to a board's "not enough heap" (Iris: the board's message says it)
 
     @property
     def run(self) -> str:
@@ -123,6 +129,14 @@ class Plan:
     @property
     def data_crc(self) -> int:
         return struct.unpack("<I", self.rows[-4:])[0]
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.X)
+
+    @property
+    def n_train(self) -> int:
+        return len(self.train_idx)
 
 
 def _finish_plan(plan_args: dict[str, Any], meta: dict[str, Any]) -> Plan:
@@ -322,17 +336,17 @@ class BoardTrainer:
     def keep(self, data: bytes) -> None:
         """Write the host's copy of a fetched checkpoint atomically."""
         bm = parse_board(data)
-        write_board(self.copy, bm.meta, bm.theta, bm.step, bm.state)
+        write_board(self.copy, bm.meta, bm.theta, bm.step, bm.state, bm.average)
         self.copy_epoch = bm.step // self.steps_per_epoch
 
     @property
     def steps_per_epoch(self) -> int:
-        return -(-len(self.plan.train_idx) // self.plan.config.batch_size)
+        return -(-self.plan.n_train // self.plan.config.batch_size)
 
     def sync(self, info: dict[str, Any]) -> int:
         """Bring the board to this run; returns the epochs already done (its checkpoint)."""
         plan = self.plan
-        if info.get("data_crc") != plan.data_crc or info.get("data_rows") != len(plan.X):
+        if info.get("data_crc") != plan.data_crc or info.get("data_rows") != plan.n_rows:
             self.upload("data", plan.rows)
         if info.get("run") == plan.run and info.get("epoch") is not None:
             if info["epoch"]:
@@ -373,10 +387,11 @@ class BoardTrainer:
                     first = False
                 slowest = 0.0
                 for e in range(done, epochs):
-                    rep = self._request(
-                        "train_epoch", timeout=self.epoch_timeout, retries=1, epoch=e,
-                        order=base64.b64encode(plan.orders[e].tobytes()).decode(),
-                    )  # fmt: skip
+                    fields = {"order": base64.b64encode(plan.orders[e].tobytes()).decode()}
+                    if plan.shifts is not None:  # a window run's time shifts (onboard_seq)
+                        fields["shifts"] = base64.b64encode(plan.shifts[e].tobytes()).decode()
+                    rep = self._request("train_epoch", timeout=self.epoch_timeout, retries=1,
+                                        epoch=e, **fields)  # fmt: skip
                     ep = Epoch(int(rep["epoch"]), float(rep["loss"]),
                                rep["train_correct"] / max(rep["n_train"], 1),
                                rep["test_correct"] / rep["n_test"] if rep["n_test"] else np.nan,
@@ -403,6 +418,8 @@ class BoardTrainer:
                 self.log(f"{self.port}: {kind} ({exc}); resuming from the board's checkpoint")
                 self.close(stop=False)
             except _BoardError as exc:
+                if "not enough heap" in str(exc):  # the same command cannot resume that
+                    raise CLIError(f"{exc}{plan.heap_note}") from None
                 raise CLIError(f"{exc}{self._where()}") from None
             except LinkError as exc:
                 raise CLIError(f"{exc}{self._where()}") from None
@@ -432,8 +449,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--on-board", action="store_true",
         help="train on the board (--port, or a virtual board on build/board): the host sends "
-        "the initial weights, rows and batch order of the host run with this seed, fetches "
-        "the weights into --out (and its checkpoint into OUT.tafm); resumes an interrupted run",
+        "the initial weights, rows (or windows) and batch order (and time shifts) of the host "
+        "run with this seed, fetches the weights into --out (and its checkpoint into "
+        "OUT.tafm); resumes an interrupted run",
     )  # fmt: skip
     g.add_argument(
         "--head-only", action="store_true",
@@ -480,6 +498,32 @@ def train_on_board(
 ) -> dict[str, Any]:
     """Run `plan` on the board at `port`, write `out` (model.npz) and `out.tafm`; returns
     {"model": the trained Sequential, "metrics", "history", "board", "seconds"}."""
+    bm, history, board, seconds = run_board(port, plan, out, baud, timeout, on_epoch, log)
+    model = plan.model
+    model.theta[...] = bm.theta.astype(np.float64)
+    X, y = plan.X, plan.data.y
+    metrics = {
+        "train_accuracy": _accuracy(model, X[plan.train_idx], y[plan.train_idx]),
+        "test_accuracy": _accuracy(model, X[plan.test_idx], y[plan.test_idx]),
+    }
+    meta = _model_meta(plan, model, history, metrics, board, seconds)
+    path = save_model(out, model, plan.norm_mean, plan.norm_std, meta)
+    return {"model": model, "metrics": metrics, "history": history, "board": board,
+            "seconds": seconds, "out": path}  # fmt: skip
+
+
+def run_board(
+    port: str,
+    plan: Any,
+    out: Path,
+    baud: int = 115200,
+    timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    on_epoch: Callable[[Epoch], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[Any, dict[str, list[float]], dict[str, Any], float]:
+    """Train `plan` (a Plan, or onboard_seq's SeqPlan) on the board at `port`, its checkpoint
+    copied to `out.tafm`; returns (the final board file parsed, history, the summary's
+    "on_board" figures, seconds)."""
     copy = out.with_suffix(".tafm")
     trainer = BoardTrainer(port, plan, copy, baud, timeout, on_epoch=on_epoch, log=log)
     t0 = time.perf_counter()
@@ -489,13 +533,6 @@ def train_on_board(
         trainer.close()
     seconds = time.perf_counter() - t0
     bm = parse_board(final)
-    model = plan.model
-    model.theta[...] = bm.theta.astype(np.float64)
-    X, y = plan.X, plan.data.y
-    metrics = {
-        "train_accuracy": _accuracy(model, X[plan.train_idx], y[plan.train_idx]),
-        "test_accuracy": _accuracy(model, X[plan.test_idx], y[plan.test_idx]),
-    }
     epochs = plan.config.epochs
     hist = [trainer.history.get(e) for e in range(1, epochs + 1)]
     history = {
@@ -512,10 +549,7 @@ def train_on_board(
         "epochs_here": len(board_s), "start_epoch": trainer.start_epoch,
         "events": trainer.events, "checkpoint": str(copy),
     }  # fmt: skip
-    meta = _model_meta(plan, model, history, metrics, board, seconds)
-    path = save_model(out, model, plan.norm_mean, plan.norm_std, meta)
-    return {"model": model, "metrics": metrics, "history": history, "board": board,
-            "seconds": seconds, "out": path}  # fmt: skip
+    return bm, history, board, seconds
 
 
 def _model_meta(plan: Plan, model: Sequential, history: dict, metrics: dict, board: dict,
@@ -537,22 +571,20 @@ def _model_meta(plan: Plan, model: Sequential, history: dict, metrics: dict, boa
     return meta
 
 
-def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
-    """`tinyattn train --on-board`: called by train.main with its config and data."""
-    from tinyattn.board.ports import board_port
+def drive(
+    args: argparse.Namespace,
+    epochs: int,
+    name: str,
+    run: Callable[..., dict[str, Any]],
+    heap: str | None = None,
+) -> dict[str, Any]:
+    """`run(port, on_epoch, say)` on `--port` or a virtual board of `heap` (default: the
+    inference board's, ports.VIRTUAL_HEAP) under the progress bar of `tinyattn train`."""
+    from tinyattn.board.ports import VIRTUAL_HEAP, board_port
     from tinyattn.learn.train import _progress_bar
 
-    log = sys.stderr if args.json else sys.stdout
-    try:
-        if args.head_only:
-            plan = plan_head_only(args.base or args.out, data, config)
-        else:
-            plan = plan_full(data, config)
-    except ValueError as exc:
-        raise CLIError(f"{data.name}: {exc}") from None
-    if args.csv is not None:
-        plan.csv = {"csv": str(args.csv.resolve()), "target": args.target}
-    bar = _progress_bar(config.epochs, f"train {data.name} on board", args.quiet or args.json)
+    heap = heap or VIRTUAL_HEAP
+    bar = _progress_bar(epochs, f"train {name} on board", args.quiet or args.json)
 
     def on_epoch(ep: Epoch) -> None:
         if bar.n < ep.epoch - 1:
@@ -565,10 +597,26 @@ def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
         bar.write(text, file=sys.stderr)
 
     try:
-        with board_port(args.port) as port:  # a virtual board: the inference one's 100k
-            res = train_on_board(port, plan, args.out, args.baud, args.timeout, on_epoch, say)
+        with board_port(args.port, heap=heap) as port:  # a virtual board: `heap`
+            return run(port, on_epoch, say)
     finally:
         bar.close()
+
+
+def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
+    """`tinyattn train --on-board`: called by train.main with its config and data."""
+    log = sys.stderr if args.json else sys.stdout
+    try:
+        if args.head_only:
+            plan = plan_head_only(args.base or args.out, data, config)
+        else:
+            plan = plan_full(data, config)
+    except ValueError as exc:
+        raise CLIError(f"{data.name}: {exc}") from None
+    if args.csv is not None:
+        plan.csv = {"csv": str(args.csv.resolve()), "target": args.target}
+    res = drive(args, config.epochs, data.name, lambda port, on_epoch, say: train_on_board(
+        port, plan, args.out, args.baud, args.timeout, on_epoch, say))  # fmt: skip
     m, b = res["metrics"], res["board"]
     n_test, n_train = len(plan.test_idx), len(plan.train_idx)
     where = args.port or "virtual board (build/board)"

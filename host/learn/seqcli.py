@@ -23,7 +23,8 @@ K-fold over the TRAIN windows only (the TEST file is not read), float and int8 p
 
 Refused in one line: an iris model on windows, `seq-attn` on rows (Iris, Wine, a CSV),
 `--ts` with `--csv`/`--dataset`, architecture flags on rows, missing values (`?`) in a window,
-a TEST file whose classes or channels differ from TRAIN's, `--on-board` on windows.
+a TEST file whose classes or channels differ from TRAIN's. `--on-board` hands the run to
+host/board/onboard_seq.py (the same run, trained on a board).
 """
 
 from __future__ import annotations
@@ -121,8 +122,6 @@ def check_flow(args: argparse.Namespace) -> str:
                 "|japanesevowels or --ts TRAIN.ts)"
             )
         return "rows"
-    if args.on_board:
-        raise CLIError("--on-board trains the iris models; seq-attn trains on the host")
     if args.scaling is not None:
         raise CLIError("--scaling: seq-attn standardizes per channel on TRAIN; leave it out")
     if args.test_fraction is not None and (args.ts is None or args.test is not None):
@@ -428,6 +427,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.target is not None:
         raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
+    if args.on_board:  # the same run on a board
+        from tinyattn.board.onboard_seq import main as onboard_main
+
+        return onboard_main(args)
     data = load_windows(args)
     arch, config, augment, average, distill = seq_setup(args, data.train)
     log = sys.stderr if args.json else sys.stdout
