@@ -223,7 +223,8 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--dataset", "basicmotions", "--scaling", "none"], "per channel"),
         (["--dataset", "basicmotions", "--test-fraction", "0.3"], "only for --ts without"),
         (["--dataset", "basicmotions", "--epochs", "0"], "--epochs 0: must be at least 1"),
-        (["--dataset", "basicmotions", "--on-board"], "seq-attn trains on the host"),
+        (["--dataset", "japanesevowels", "--on-board"], "distils from 4 teachers"),
+        (["--dataset", "basicmotions", "--on-board", "--head-only"], "leave out --head-only"),
         (["--ts", "nope.ts"], "nope.ts: cannot read"),
     ],
 )
