@@ -48,7 +48,7 @@ into a 2-byte buffer, one of the window into a [T, C] array('f') allocated once 
 per window; tests/test_device_train_seq.py runs gather under heap_lock). Pass the WindowFile as
 X (lengths None) to SeqNet.gather / step, Trainer and Trainer.evaluate; training from the file
 equals training from RAM exactly. The file ("TAWF", version 1; the host writes it with
-tools/bench_train_device.py `write_window_file`), little-endian throughout:
+tinyattn.board.onboard_seq.window_file_bytes), little-endian throughout:
 
 | offset | size | field | meaning |
 |---|---|---|---|
@@ -86,7 +86,7 @@ except ImportError:  # a port built without binascii.crc32: the runtime's table 
 
 WINDOWS_MAGIC = b"TAWF"
 _WINDOWS_HEADER = "<4sHHIII"  # magic, version, flags, N, T, C
-_REMEDY = "write it again (tools/bench_train_device.py write_window_file) and copy it over"
+_REMEDY = "send it again (tinyattn train --on-board writes it: onboard_seq.window_file_bytes)"
 
 # ------------------------------------------------------------------------------------ kernels
 

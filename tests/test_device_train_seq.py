@@ -42,6 +42,7 @@ import pytest
 from device_support import DEVICE_DIR, compile_mpy, find, literals
 from test_device_train import TOL_ABS, bind_f32, check, compare, host_loss
 
+from tinyattn.board.onboard_seq import orders_and_shifts as board_orders_and_shifts
 from tinyattn.data.timeseries import fit_channel_standardizer, load_ts_dataset, standardize_windows
 from tinyattn.learn.optim import SGD, Adam
 from tinyattn.learn.seqlayers import SeqMask
@@ -320,19 +321,10 @@ def padding_pair(nan: bool):
 
 
 def orders_and_shifts(train: TrainConfig, n: int, shift: int) -> tuple[list, list]:
-    """fit_seq's generator replayed: per epoch the order, and (shift > 0) the shift of each
-    position drawn minibatch by minibatch by augment_batch (shift its only augmentation)."""
-    rng = np.random.default_rng([train.seed, 1])
-    orders, shifts = [], []
-    for _ in range(train.epochs):
-        order = rng.permutation(n)
-        orders.append([int(i) for i in order])
-        if shift:
-            bs = train.batch_size
-            k = [rng.integers(-shift, shift + 1, size=len(order[s : s + bs])) for s in
-                 range(0, n, bs)]  # fmt: skip
-            shifts.append([int(v) for v in np.concatenate(k)])
-    return orders, shifts
+    """fit_seq's generator replayed (what `train --on-board` sends: onboard_seq's) as lists:
+    per epoch the order, and (shift > 0) each position's shift; [] without shifts."""
+    orders, shifts = board_orders_and_shifts(train.seed, n, train.epochs, train.batch_size, shift)
+    return orders.tolist(), [] if shifts is None else shifts.tolist()
 
 
 def epochs_case(name: str, config, train: TrainConfig, n: int, rows: int | None = None,

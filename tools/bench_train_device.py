@@ -170,22 +170,10 @@ def prepare(out: Path, config: TrainConfig) -> dict[str, Any]:
 
 def write_window_file(path: Path, x: np.ndarray, lengths: np.ndarray, labels: np.ndarray) -> Path:
     """Standardized windows `x [N, T, C]`, `lengths [N]`, `labels [N]` as the board's windows
-    file (TAWF, device/attention_train_seq.py's docstring is the byte layout)."""
-    import struct
-    import zlib
+    file (TAWF: tinyattn.board.onboard_seq.window_file_bytes, what `train --on-board` sends)."""
+    from tinyattn.board.onboard_seq import window_file_bytes
 
-    N, T, C = x.shape
-    lengths = np.asarray(lengths)
-    if N >= 65536 or lengths.min() < 1 or lengths.max() > T:
-        raise ValueError(f"{N} windows of lengths {lengths.min()}..{lengths.max()}, T={T}")
-    body = b"".join([
-        struct.pack("<4sHHIII", b"TAWF", 1, 0, N, T, C),
-        lengths.astype("<u2").tobytes(),
-        np.asarray(labels).astype(np.uint8).tobytes(),
-        bytes(-3 * N % 4),
-        np.ascontiguousarray(x, dtype="<f4").tobytes(),
-    ])  # fmt: skip
-    Path(path).write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    Path(path).write_bytes(window_file_bytes(x, lengths, labels))
     return Path(path)
 
 
@@ -268,6 +256,7 @@ SEQ_ROWS = 1
 def prepare_seq(out: Path, epochs_run: int) -> dict[str, Any]:
     """init.tafm, w.tawf, orders.bin, shifts.bin for the BasicMotions default (first
     `epochs_run` epochs of its orders and shifts); returns the recipe and the host data."""
+    from tinyattn.board.onboard_seq import orders_and_shifts
     from tinyattn.data.timeseries import (
         fit_channel_standardizer,
         load_ts_dataset,
@@ -288,15 +277,9 @@ def prepare_seq(out: Path, epochs_run: int) -> dict[str, Any]:
     meta = {"ops": model.ops, "model": "seq-attn", "dataset": "basicmotions"}
     write_board(out / "init.tafm", board_meta(meta, mean, std), model.theta.astype(np.float32))
     write_window_file(out / "w.tawf", x, lengths, d.y)
-    rng = np.random.default_rng([cfg.seed, 1])  # fit_seq: order, then each minibatch's shifts
-    N, bs = len(x), cfg.batch_size
-    orders, shifts = [], []
-    for _ in range(epochs_run):
-        orders.append(rng.permutation(N))
-        shifts.append(np.concatenate([rng.integers(-shift, shift + 1, size=min(bs, N - s))
-                                      for s in range(0, N, bs)]))  # fmt: skip
-    np.asarray(orders, dtype="<u2").tofile(out / "orders.bin")
-    np.asarray(shifts, dtype="<i2").tofile(out / "shifts.bin")
+    orders, shifts = orders_and_shifts(cfg.seed, len(x), epochs_run, cfg.batch_size, shift)
+    orders.tofile(out / "orders.bin")
+    shifts.tofile(out / "shifts.bin")
     return {"config": cfg, "arch": arch, "augment": rec.augment, "average": rec.average,
             "x": x.astype(np.float64), "lengths": lengths, "y": d.y, "T": T,
             "n_classes": d.n_classes, "params": model.n_params}  # fmt: skip

@@ -197,49 +197,19 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
 
 def finish(plan: SeqPlan, data: Any, bm: Any, history: dict, board: dict, seconds: float,
            out: Any) -> dict[str, Any]:  # fmt: skip
-    """Load the board's weights, evaluate as run_one (float and int8), write the model file;
-    returns the `--json` summary."""
-    from tinyattn.learn.model import save_model
-    from tinyattn.learn.seqcli import _accuracy
-    from tinyattn.learn.seqmodel import macs
-    from tinyattn.learn.seqtrain import SeqTrainResult, evaluate_seq
+    """Load the board's weights, then evaluate, write the model file and summarize as
+    `tinyattn train` does (seqcli.finish_seq); returns the `--json` summary."""
+    from tinyattn.learn.seqcli import finish_seq
+    from tinyattn.learn.seqtrain import SeqTrainResult
 
     if bm.average is not None:  # only a finished run's file has none (theta = the average)
         raise CLIError("the board's final weights still carry a weight average: the run did "
                        "not finish; run the same command again to resume")  # fmt: skip
     plan.model.theta[...] = bm.theta.astype(np.float64)
     result = SeqTrainResult(plan.model, plan.norm_mean, plan.norm_std, seconds)
-    train, test = plan.train, plan.test
-    ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
-    metrics = {"train_accuracy": _accuracy(result, train), "test_accuracy": ev["float_accuracy"],
-               "int8_test_accuracy": ev["int8_accuracy"]}  # fmt: skip
-    train_meta = {**asdict(plan.config), "arch": asdict(plan.arch),
-                  "augment": asdict(plan.augment), "average": asdict(plan.average),
-                  "distill": asdict(plan.distill), "max_steps": result.max_steps,
-                  **plan.split}  # fmt: skip
-    meta = {"model": "seq-attn", **data.meta,
-            "feature_names": [f"channel {c}" for c in range(train.n_channels)],
-            "class_names": list(data.train.class_names), "train": train_meta,
-            "history": history, "metrics": metrics, "board": board}  # fmt: skip
-    try:
-        path = save_model(out, plan.model, plan.norm_mean, plan.norm_std, meta)
-    except OSError as exc:
-        raise CLIError(f"cannot write {out} ({exc.strerror}); check --out") from None
-    n_macs = macs(plan.model.ops)
-    return {
-        "model": "seq-attn", "dataset": data.name, "seed": plan.config.seed,
-        "epochs": plan.config.epochs, "test_accuracy": ev["float_accuracy"],
-        "int8_test_accuracy": ev["int8_accuracy"],
-        "int8_float_agreement": ev["int8_float_agreement"],
-        "train_accuracy": metrics["train_accuracy"], "n_test": len(test.y),
-        "n_train": len(train.y),
-        "test_split": "test file" if data.test is not None else "held-out part of train",
-        "test_windows_truncated": ev["truncated"], "seconds": seconds,
-        "params": plan.model.n_params, "macs": n_macs, "max_steps": result.max_steps,
-        "arch": asdict(plan.arch), "augment": asdict(plan.augment),
-        "average": asdict(plan.average), "distill": asdict(plan.distill), "out": str(path),
-        "on_board": board,
-    }  # fmt: skip
+    recipe = (plan.arch, plan.config, plan.augment, plan.average, plan.distill)
+    return finish_seq(out, data, plan.train, plan.test, plan.split, result, recipe, history,
+                      board)  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:

@@ -256,8 +256,6 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
 def run_one(args, data: SeqData, arch, config, augment, average, distill,
             log) -> dict[str, Any]:  # fmt: skip
     """Train on the train part, evaluate on the test part, write the model file."""
-    from tinyattn.cli import CLIError
-    from tinyattn.learn.model import save_model
     from tinyattn.learn.train import _progress_bar
 
     train, test, split = _split(data, config)
@@ -287,6 +285,32 @@ def run_one(args, data: SeqData, arch, config, augment, average, distill,
                            distill=distill)  # fmt: skip
     finally:
         bar.close()
+    s = finish_seq(args.out, data, train, test, split, result,
+                   (arch, config, augment, average, distill), curves)  # fmt: skip
+    n_test, n_train = s["n_test"], s["n_train"]
+    what = "the TEST file" if data.test is not None else "the held-out part of TRAIN"
+    cut = s["test_windows_truncated"]
+    cut = f", {cut} cut to T = {result.max_steps} steps" if cut else ""
+    print(
+        f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/"
+        f"{n_test} windows of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}, train "
+        f"{s['train_accuracy']:.3f} ({n_train} windows), {config.epochs} epochs in "
+        f"{result.seconds:.2f} s, {s['params']} params, {s['macs']} MACs -> {s['out']}",
+        file=log,
+    )
+    return s
+
+
+def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainResult, recipe,
+               history: dict, board: dict | None = None) -> dict[str, Any]:  # fmt: skip
+    """Evaluate a trained `result` (float and int8) on the train and test parts, write the
+    model file (docs/model-format.md; `board`: an on-board run's figures, meta "board") and
+    return the `--json` summary. recipe: (arch, config, augment, average, distill). Shared by
+    `tinyattn train` and `tinyattn train --on-board` (host/board/onboard_seq.py)."""
+    from tinyattn.cli import CLIError
+    from tinyattn.learn.model import save_model
+
+    arch, config, augment, average, distill = recipe
     ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
     metrics = {
         "train_accuracy": _accuracy(result, train),
@@ -307,35 +331,30 @@ def run_one(args, data: SeqData, arch, config, augment, average, distill,
             "max_steps": result.max_steps,
             **split,  # train_idx/test_idx into the TRAIN file (held out: no --test)
         },
-        "history": curves,
+        "history": history,
         "metrics": metrics,
     }
+    if board is not None:
+        meta["board"] = board
     try:
-        path = save_model(args.out, result.model, result.norm_mean, result.norm_std, meta)
+        path = save_model(out, result.model, result.norm_mean, result.norm_std, meta)
     except OSError as exc:
-        raise CLIError(f"cannot write {args.out} ({exc.strerror}); check --out") from None
-    n_test, n_train = len(test.y), len(train.y)
-    what = "the TEST file" if data.test is not None else "the held-out part of TRAIN"
-    cut = f", {ev['truncated']} cut to T = {result.max_steps} steps" if ev["truncated"] else ""
-    n_macs = macs(result.model.ops)
-    print(
-        f"test accuracy {ev['float_accuracy']:.3f} ({round(ev['float_accuracy'] * n_test)}/"
-        f"{n_test} windows of {what}{cut}), int8 {ev['int8_accuracy']:.3f}, train "
-        f"{metrics['train_accuracy']:.3f} ({n_train} windows), {config.epochs} epochs in "
-        f"{result.seconds:.2f} s, {result.model.n_params} params, {n_macs} MACs -> {path}",
-        file=log,
-    )
-    return {
+        raise CLIError(f"cannot write {out} ({exc.strerror}); check --out") from None
+    summary = {
         "model": "seq-attn", "dataset": data.name, "seed": config.seed, "epochs": config.epochs,
         "test_accuracy": ev["float_accuracy"], "int8_test_accuracy": ev["int8_accuracy"],
         "int8_float_agreement": ev["int8_float_agreement"],
-        "train_accuracy": metrics["train_accuracy"], "n_test": n_test, "n_train": n_train,
+        "train_accuracy": metrics["train_accuracy"], "n_test": len(test.y),
+        "n_train": len(train.y),
         "test_split": "test file" if data.test is not None else "held-out part of train",
         "test_windows_truncated": ev["truncated"], "seconds": result.seconds,
-        "params": result.model.n_params, "macs": n_macs, "max_steps": result.max_steps,
-        "arch": asdict(arch), "augment": asdict(augment), "average": asdict(average),
-        "distill": asdict(distill), "out": str(path),
+        "params": result.model.n_params, "macs": macs(result.model.ops),
+        "max_steps": result.max_steps, "arch": asdict(arch), "augment": asdict(augment),
+        "average": asdict(average), "distill": asdict(distill), "out": str(path),
     }  # fmt: skip
+    if board is not None:
+        summary["on_board"] = board
+    return summary
 
 
 # ----------------------------------------------------------------------------- --cv
