@@ -49,8 +49,8 @@ test-host: install  ## host-only tests (no MicroPython, no serial)
 train: install  ## train on DATASET (default iris; basicmotions, japanesevowels: seq-attn) -> MODEL
 	$(BIN)/tinyattn train --dataset $(DATASET) --out $(MODEL)
 
-train-board: install  ## train iris-attn on the board (PORT, or a virtual board) -> build/model.npz; ARGS=… e.g. "--head-only --csv mine.csv"
-	$(BIN)/tinyattn train --on-board $(PORTARG) --out $(MODEL) $(ARGS)
+train-board: install  ## train DATASET on the board (PORT, or a virtual board) -> MODEL; ARGS=… e.g. "--head-only --csv mine.csv"
+	$(BIN)/tinyattn train --on-board --dataset $(DATASET) $(PORTARG) --out $(MODEL) $(ARGS)
 
 $(MODEL): | $(VENV)/.installed
 	$(BIN)/tinyattn train --dataset $(DATASET) --out $(MODEL)
