@@ -264,7 +264,11 @@ def request_lines(draw) -> str:
     if draw(st.integers(0, 4)) == 0:  # a raw line, not JSON
         return draw(st.one_of(st.sampled_from(strings + PYTHON_ONLY), st.text(max_size=200)))
     obj = draw(st.dictionaries(text, value, max_size=4))
-    obj["op"] = draw(st.one_of(st.sampled_from(["info", "infer", "batch", "bench"]), text))
+    # not the train_* ops: they read and write the board's training files by design (an
+    # import and open() the wires would catch); tests/test_onboard.py gives them bad input.
+    # Hypothesis draws them: it mines string constants from the code under test.
+    obj["op"] = draw(st.one_of(st.sampled_from(["info", "infer", "batch", "bench"]), text)
+                     .filter(lambda op: not op.startswith("train_")))  # fmt: skip
     if obj["op"] == "batch" and draw(st.booleans()):
         obj["samples"] = draw(st.lists(st.lists(scalar, min_size=4, max_size=4), max_size=3))
     line = json.dumps(obj)

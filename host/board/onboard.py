@@ -100,8 +100,24 @@ def batch_orders(seed: int, n: int, epochs: int) -> np.ndarray:
     return np.asarray([rng.permutation(n) for _ in range(epochs)], dtype="<u2")
 
 
+class RunFiles:
+    """What BoardTrainer reads of a plan besides its fields (`meta` with the run id, `rows`:
+    the data file, its CRC-32 last): Plan (rows) and onboard_seq.SeqPlan (windows)."""
+
+    meta: dict[str, Any]
+    rows: bytes
+
+    @property
+    def run(self) -> str:
+        return self.meta["run"]
+
+    @property
+    def data_crc(self) -> int:
+        return struct.unpack("<I", self.rows[-4:])[0]
+
+
 @dataclass
-class Plan:
+class Plan(RunFiles):
     """A run as the host prepares it: the bytes the board gets and what the host keeps."""
 
     config: Any  # train.TrainConfig
@@ -121,14 +137,6 @@ class Plan:
     base: dict[str, Any] = field(default_factory=dict)  # head-only: base meta, before figures
     csv: dict[str, Any] = field(default_factory=dict)  # {"csv", "target"} of a --csv run
     heap_note = ""  # appended to a board's "not enough heap" (Iris: the board's message says it)
-
-    @property
-    def run(self) -> str:
-        return self.meta["run"]
-
-    @property
-    def data_crc(self) -> int:
-        return struct.unpack("<I", self.rows[-4:])[0]
 
     @property
     def n_rows(self) -> int:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.board.boardmodel import board_bytes, board_meta
+from tinyattn.board.onboard import RunFiles
 from tinyattn.cli import CLIError
 
 # Windows a forward holds on the board: the minibatch of 16 runs in pieces of one, so the run
@@ -106,7 +107,7 @@ def check_recipe(name: str, augment: Any, distill: Any) -> None:
 
 
 @dataclass
-class SeqPlan:
+class SeqPlan(RunFiles):
     """A window run as the host prepares it (what BoardTrainer reads: run, init, rows,
     data_crc, n_rows, n_train, config, orders, shifts)."""
 
@@ -130,14 +131,6 @@ class SeqPlan:
     heap_note = (f"; a window run holds one window at a time already (rows {SEQ_ROWS}): the "
                  "BasicMotions default needs a 172 KiB board; without --port a virtual board of "
                  f"{SEQ_VIRTUAL_HEAP} trains it")  # fmt: skip
-
-    @property
-    def run(self) -> str:
-        return self.meta["run"]
-
-    @property
-    def data_crc(self) -> int:
-        return struct.unpack("<I", self.rows[-4:])[0]
 
     @property
     def n_train(self) -> int:
