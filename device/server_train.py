@@ -220,6 +220,17 @@ def _body_features(at, ops, F, theta, X, N):
     return Z, width
 
 
+def optimizer_state(cfg, state, P):
+    """The optimizer's state vectors: the checkpoint's, or zeros for a run not started yet."""
+    n_state = 2 if cfg["optimizer"] == "adam" else 1
+    if not state:
+        return [zeros(P) for _ in range(n_state)]
+    if len(state) != n_state:
+        raise RequestError("%s: %d optimizer state vectors, %s keeps %d" % (
+            WEIGHTS, len(state), cfg["optimizer"], n_state))  # fmt: skip
+    return state
+
+
 def _drop():
     """Forget the loaded run (a window run's data file is closed) and free its heap."""
     X = _run.get("X")
@@ -272,12 +283,7 @@ def _load_run():
         raise RequestError("the data has %d features, the model %d" % (F, meta["n_features"]))
     B = int(cfg["batch_size"])
     P = len(theta)
-    n_state = 2 if cfg["optimizer"] == "adam" else 1
-    if not state:
-        state = [zeros(P) for _ in range(n_state)]
-    elif len(state) != n_state:
-        raise RequestError("%s: %d optimizer state vectors, %s keeps %d" % (
-            WEIGHTS, len(state), cfg["optimizer"], n_state))  # fmt: skip
+    state = optimizer_state(cfg, state, P)
     try:
         if cfg.get("head_only"):
             if ops[-1].get("op") != "dense":

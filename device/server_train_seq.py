@@ -85,13 +85,7 @@ def _build(st, run, wf):
     epochs = int(cfg["epochs"])
     av = cfg.get("average") or {}
     swa, ema = float(av.get("swa", 0.0)), float(av.get("ema", 0.0))
-    n_state = 2 if cfg["optimizer"] == "adam" else 1
-    P = len(theta)
-    if not state:
-        state = [at.buf(P) for _ in range(n_state)]
-    elif len(state) != n_state:
-        raise RequestError("%s: %d optimizer state vectors, %s keeps %d" % (
-            st.WEIGHTS, len(state), cfg["optimizer"], n_state))  # fmt: skip
+    state = st.optimizer_state(cfg, state, len(theta))
     try:
         averager = ats.Averager(epochs, swa, ema) if swa or ema else None
         if found and averager is None:
