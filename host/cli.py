@@ -4,7 +4,8 @@ Each subcommand lives in its own module exposing `add_arguments(parser)` and
 `main(args) -> int`; this file only wires them up, so `--help` lists them all.
 
 It is also the one place where every command's exits are decided: a CLIError is one line on
-stderr and status 2, Ctrl-C is status 130, and a stdout whose reader went away
+stderr and status 2, Ctrl-C is status 130 (with what the command left, when it raises
+KeyboardInterrupt("...") to say so), and a stdout whose reader went away
 (`tinyattn export | head -1`) ends the command quietly with status 141 (128 + SIGPIPE), as a
 shell tool killed by SIGPIPE does, instead of a BrokenPipeError traceback. SIGPIPE itself stays
 ignored (Python's default): a signal would kill the process before it could stop a virtual
@@ -23,13 +24,18 @@ import sys
 # name -> (module, one-line help). Modules are imported when argparse is built; they must not
 # import heavy optional dependencies (torch, matplotlib) at module level.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("tinyattn.learn.train", "train a model on Iris (or any CSV) -> build/model.npz"),
+    "train": (
+        "tinyattn.learn.train", "train a model on Iris, any CSV or .ts windows -> build/model.npz"
+    ),
     "export": ("tinyattn.intmodel.export", "quantize to int8 and write the blob build/model.bin"),
     "board": ("tinyattn.board.virtual", "run a virtual board (MicroPython unix port on a pty)"),
     "devs": ("tinyattn.board.ports", "list serial ports and which look like MicroPython boards"),
     "flash": ("tinyattn.board.flash", "copy the device runtime and the blob to a board"),
-    "parity": ("tinyattn.board.parity", "host-vs-device parity over serial"),
-    "predict": ("tinyattn.board.predict", "classify the rows of a CSV on the host or on a board"),
+    "parity": ("tinyattn.board.parity", "host-vs-device parity over serial (rows or windows)"),
+    "predict": (
+        "tinyattn.board.predict",
+        "classify the rows of a CSV or the windows of a .ts, on the host or on a board",
+    ),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
     "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
     "report": ("tinyattn.report", "PNG/HTML report: curves, confusion matrices, attention maps"),
@@ -49,7 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         "  tinyattn train && tinyattn export      # build/model.npz, build/model.bin\n"
         "  tinyattn flash --port /dev/ttyACM0     # or no --port: a virtual board\n"
         "  tinyattn parity --port /dev/ttyACM0    # host vs device, build/parity.json\n"
-        "'tinyattn COMMAND --help' for each command; 'make demo' does it all.",
+        "  tinyattn predict --csv rows.csv        # classify rows (or --port: on the board)\n"
+        "windows (.ts files: a sequence model, seq-attn):\n"
+        "  tinyattn train --dataset basicmotions --out build/bm.npz  # or --ts TRAIN.ts\n"
+        "  tinyattn export --model build/bm.npz --out build/bm.bin\n"
+        "  tinyattn predict --ts new.ts --blob build/bm.bin           # classify windows\n"
+        "'tinyattn COMMAND --help' for each command; 'tinyattn demo' does it all.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -77,19 +88,25 @@ def _stdout_reader_gone() -> bool:
 
 
 def _run(argv: list[str] | None) -> int:
+    from tinyattn import remedy
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    remedy.use(sys.argv[1:] if argv is None else argv, args)  # the errors' "run '…'"
     try:
         return int(args._main(args) or 0)
     except CLIError as exc:
         print(f"tinyattn {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"tinyattn {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a command may say what state it left: its args[0]
+        what = f"; {exc.args[0]}" if exc.args else ""
+        print(f"tinyattn {args.command}: interrupted{what}", file=sys.stderr)
         return 130
+    finally:
+        remedy.use(None, None)
 
 
 def main(argv: list[str] | None = None) -> int:

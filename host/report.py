@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn import remedy
 from tinyattn.atomic import current_umask
 from tinyattn.cli import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob
@@ -278,8 +279,8 @@ def _load_blob(path: Path) -> Blob:
         return read_blob(path.read_bytes(), source=str(path))
     except OSError as exc:
         raise CLIError(f"cannot read {path} ({exc.strerror}); check --blob") from None
-    except ValueError as exc:
-        raise CLIError(f"{exc}; re-run 'tinyattn export'") from None
+    except ValueError as exc:  # a BlobError names its fix
+        raise CLIError(remedy.blob_error(exc, path, flash_too=False)) from None
 
 
 def int8_logits(

@@ -193,13 +193,15 @@ def test_cli_errors_missing_files(capsys, tmp_path, reference_model, no_port):
     gone = tmp_path / "gone"
     blob = str(reference_model["blob"])
     line = _run(capsys, "parity", "--port", no_port, "--blob", f"{gone}.bin", "--quiet")
-    assert "no such blob" in line and "make export" in line
+    assert "no such blob" in line and f"'tinyattn export --model {gone}.npz --out {gone}.bin'" \
+        in line
     line = _run(capsys, "parity", "--port", no_port, "--blob", blob, "--model", f"{gone}.npz")
     assert "no such model file" in line and "--model" in line
     line = _run(capsys, "parity", "--port", no_port, "--blob", blob, "--csv", f"{gone}.csv")
     assert f"{gone}.csv: cannot read" in line and "check the path" in line
     line = _run(capsys, "flash", "--port", no_port, "--blob", f"{gone}.bin", "--quiet")
-    assert "no such blob" in line and "make export" in line
+    assert "no such blob" in line and f"'tinyattn export --model {gone}.npz --out {gone}.bin'" \
+        in line
     line = _run(capsys, "export", "--model", f"{gone}.npz", "--out", str(tmp_path / "m.bin"))
     assert "not found" in line and "train" in line
     line = _run(capsys, "train", "--csv", f"{gone}.csv", "--out", str(tmp_path / "m.npz"))
@@ -213,7 +215,10 @@ def test_cli_errors_corrupt_blob_and_model(capsys, tmp_path, reference_model, no
     bad_blob = tmp_path / "flipped.bin"
     bad_blob.write_bytes(bytes(data))
     line = _run(capsys, "parity", "--port", no_port, "--blob", str(bad_blob), "--quiet")
-    assert "CRC mismatch" in line and "make export" in line
+    assert "CRC mismatch" in line and "make " not in line, line
+    stem = tmp_path / "flipped"
+    assert line.endswith(f"re-run 'tinyattn export --model {stem}.npz --out {stem}.bin' and "
+                         f"'tinyattn flash --port {no_port} --blob {stem}.bin'"), line
     cut = tmp_path / "cut.bin"
     cut.write_bytes(bytes(data[:1000]))
     line = _run(capsys, "parity", "--port", no_port, "--blob", str(cut), "--quiet")

@@ -169,4 +169,5 @@ def test_flash_atomic_first_flash_killed_then_parity_names_what_is_missing(
     assert code == 2 and "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
-    assert "no module named 'server'" in lines[0] and "run 'tinyattn flash'" in lines[0], lines
+    assert "no module named 'server'" in lines[0], lines
+    assert f"run 'tinyattn flash --port {vboard.port} --blob {blobs['old']}'" in lines[0], lines

@@ -57,7 +57,7 @@ def test_fleet_one_board_failing_exits_nonzero_naming_it(fleet, capsys, tmp_cwd,
     code = cli.main(["parity", "--boards", "3", "--bench", "0"])
     out = capsys.readouterr()
     assert code == 2, out
-    assert re.search(r"^board0 .* ERROR .*make flash", out.out, re.M), out.out
+    assert re.search(r"^board0 .* ERROR .*'tinyattn flash --boards 3'", out.out, re.M), out.out
     assert len(re.findall(r"^board[12] .* PASS ", out.out, re.M)) == 2, out.out
     lines = [line for line in out.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("tinyattn parity: error: 1 of 3 boards failed")

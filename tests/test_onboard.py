@@ -397,7 +397,8 @@ def test_onboard_link_down_stops_and_a_rerun_resumes(
         assert "Traceback" not in err
         with capsys.disabled():
             print(f"\nlink down after the 12th epoch request: {lines[-1]}")
-        assert "gave up after 3 restarts" in lines[-1] and "run the same command" in lines[-1]
+        assert "gave up after 3 restarts" in lines[-1], lines[-1]
+        assert f"run 'tinyattn train --on-board --port {vb.port} " in lines[-1], lines[-1]
         assert not out.exists()
         board = read_board(vb.fs_dir / "train_ckpt.tafm")
         host = read_board(out.with_suffix(".tafm"))

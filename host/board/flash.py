@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyattn import remedy
 from tinyattn.board.link import DEFAULT_CONNECT_TIMEOUT
 from tinyattn.cli import CLIError
 from tinyattn.paths import BUILD_DIR, device_dir
@@ -111,6 +112,18 @@ gc.collect()
 
 # Each snippet deletes its own names at the end: they would stay in the REPL's globals, ~6 KB
 # of a 100 KiB heap fragmented under the server that `tinyattn parity` starts next.
+# After Ctrl-C during the copy: the staged copies go (a missing one is no error).
+_DROP_STAGED = """
+import os
+_n = None
+for _n in {names!r}:
+    try:
+        os.remove(_n)
+    except OSError:
+        pass
+print('DROPPED')
+del _n
+"""
 # The switch-over, in the order given (the blob last). os.rename replaces the old file in one
 # step where the filesystem can (littlefs on RP2040/ESP32, the unix port); FAT cannot rename
 # over a file, so there the old one is removed first. A stale twin (.py vs .mpy) goes after.
@@ -321,14 +334,15 @@ def flash(
     if blob is None and not train:
         raise CLIError("no blob to flash: give --blob FILE (or --train for the runtime only)")
     if blob is not None and not blob.is_file():
-        raise CLIError(f"{blob}: no such blob; run 'make export' first")
+        raise CLIError(f"{blob}: no such blob; run '{remedy.export(blob)}' first")
     from tinyattn.intmodel.blob import BlobError, read_blob
 
     parsed = None
     try:  # the board's reader makes the same checks: do not deploy what it would refuse
         parsed = read_blob(blob.read_bytes(), source=str(blob)) if blob is not None else None
     except BlobError as exc:
-        raise CLIError(f"{exc} (nothing was flashed)") from None
+        raise CLIError(f"{remedy.blob_error(exc, blob, flash_too=False)} (nothing was flashed)") \
+            from None
     if use_mpy and find_mpy_cross() is None:  # asked for .mpy: say so before any board work
         choose_format(0, True)
     check_port(port)
@@ -362,10 +376,12 @@ def flash(
               file=sys.stderr, flush=True)  # fmt: skip
     try:
         out = mpremote(port, *chain, timeout=copy_timeout)
+    except KeyboardInterrupt:  # Ctrl-C: the live files are untouched; drop the staged copies
+        raise KeyboardInterrupt(drop_staged(port, list(local), timeout)) from None
     except CLIError as exc:
         raise CLIError(
             f"{exc}; stopped while copying (files are staged as *.new), the board still has "
-            "all its previous files — retry 'tinyattn flash'"
+            f"all its previous files — retry '{remedy.again('flash')}'"
         ) from None
     staged = _readback_out(out)
     for name, want in local.items():
@@ -378,7 +394,7 @@ def flash(
             )  # fmt: skip
             raise CLIError(
                 f"{name}: the copy on the board does not read back as sent ({what}); the "
-                "previous files are untouched — retry 'tinyattn flash'"
+                f"previous files are untouched — retry '{remedy.again('flash')}'"
             )
     # session 3: the switch-over (the blob last), then read the final files back
     moves = [(f"{name}.new", name, _other_kind(name)) for name in local]
@@ -389,12 +405,16 @@ def flash(
         )  # fmt: skip
     except CLIError as exc:
         done = str(exc)
+    except KeyboardInterrupt:  # the board may well finish the switch-over by itself: ask it
+        raise KeyboardInterrupt(switch_status(port, local, ["Ctrl-C"])) from None
     if "COMMITTED" not in done:
         raise CLIError(switch_status(port, local, done.strip().splitlines()[-1:]))
     final = _readback_out(done)
     bad = [name for name, want in local.items() if final.get(name) != want]
     if bad:
-        raise CLIError(f"verification after switch-over failed for {bad}; retry 'tinyattn flash'")
+        raise CLIError(
+            f"verification after switch-over failed for {bad}; retry '{remedy.again('flash')}'"
+        )
     return {
         "port": port,
         "mpy_arch": (arch or "bytecode") if as_mpy else None,
@@ -409,6 +429,22 @@ def flash(
     }
 
 
+def drop_staged(port: str, names: list[str], timeout: float) -> str:
+    """Remove the copies an interrupted copy session staged (NAME.new); returns what state
+    the board is left in, for the "interrupted" line."""
+    code = _DROP_STAGED.format(names=[f"{name}.new" for name in names])
+    try:
+        dropped = "DROPPED" in mpremote(port, "exec", code, timeout=timeout)
+    except (CLIError, KeyboardInterrupt):
+        dropped = False
+    if dropped:
+        return "the board keeps all its previous files (the copies staged as *.new removed)"
+    return (
+        "the board keeps all its previous files and may hold copies staged as *.new; "
+        f"'{remedy.again('flash')}' replaces them"
+    )
+
+
 def switch_status(port: str, local: dict[str, tuple[int, str]], why: list[str]) -> str:
     """What the board holds after a switch-over that did not finish: which files are the new
     version, which the previous one, which are missing (and whether their verified *.new copy
@@ -419,7 +455,7 @@ def switch_status(port: str, local: dict[str, tuple[int, str]], why: list[str]) 
     except CLIError as exc:
         return (
             f"the switch-over to the new files did not finish{reason} and the board does not "
-            f"answer ({exc}); once it does, retry 'tinyattn flash'"
+            f"answer ({exc}); once it does, retry '{remedy.again('flash')}'"
         )
     new, old, missing = [], [], []
     for name, want in local.items():
@@ -435,7 +471,7 @@ def switch_status(port: str, local: dict[str, tuple[int, str]], why: list[str]) 
              (("new", new), ("previous version", old), ("missing", missing)) if names]  # fmt: skip
     return (
         f"the switch-over to the new files did not finish{reason}; on the board now "
-        f"{'; '.join(parts)} — retry 'tinyattn flash' to finish"
+        f"{'; '.join(parts)} — retry '{remedy.again('flash')}' to finish"
     )
 
 
@@ -499,8 +535,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_summary(summary: dict, where: str) -> None:
+    width = max(map(len, summary["files"]), default=0)  # the longest name sets the column
     for name, info in summary["files"].items():
-        print(f"{name:22s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
+        print(f"{name:{width}s} {info['bytes']:7d} B  sha256 {info['sha256'][:16]}…  verified")
     what = f"as .mpy for {summary['mpy_arch']}" if summary["mpy_arch"] else "as .py sources"
     crc = summary["blob_crc32"]
     blob = f"blob CRC {crc:08x}" if crc is not None else "no blob (the board's model.bin kept)"
@@ -525,7 +562,7 @@ def main(args: argparse.Namespace) -> int:
         print_summary(summary, port if ports[0] else "virtual board (build/board)")
         return 0
     if blob is not None and not blob.is_file():  # once, not once per board
-        raise CLIError(f"{args.blob}: no such blob; run 'make export' first")
+        raise CLIError(f"{args.blob}: no such blob; run '{remedy.export(args.blob)}' first")
     results, wall = run_fleet(ports, lambda label, port: run(port, False))
     print(f"{'board':8s} {'port':14s} {'result':6s} {'files':>5s} {'format':14s} {'seconds':>7s}")
     for r in results:

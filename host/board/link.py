@@ -16,6 +16,8 @@ from typing import Any
 
 import serial
 
+from tinyattn import remedy
+
 RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Lines that mean the board rebooted (soft or hard reset, ESP32 ROM boot, a REPL prompt).
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
@@ -68,6 +70,11 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 
 class LinkError(Exception):
     """A link problem, worded for the user (what happened and what to do)."""
+
+
+class HeapTooSmall(LinkError):
+    """The board ran out of heap starting the server (loading the model): flashing the same
+    files again does not help; the callers that hold the blob name the heap it needs."""
 
 
 class BoardReset(LinkError):
@@ -276,6 +283,14 @@ class BoardLink:
                         "longer: --timeout)"
                     ) from None
 
+    def soft_reset(self, timeout: float = 10.0) -> None:
+        """A soft reset from the raw REPL (Ctrl-D at its prompt, as mpremote does): the heap as
+        after a reboot, main.py not run; back at the raw REPL prompt."""
+        self.enter_raw_repl()
+        self._write(b"\x04")
+        self.read_until(b"soft reboot", timeout=timeout)
+        self.read_until(RAW_REPL_BANNER + b">", timeout=timeout)
+
     def exec_raw(self, code: str, timeout: float = 10.0) -> str:
         """Run `code` at the raw REPL and return its output; LinkError with the traceback."""
         data = code.encode()
@@ -305,6 +320,8 @@ class BoardLink:
             self.stats["server_starts"] += 1
             try:
                 return self._start_once(model_path, timeout)
+            except HeapTooSmall:
+                raise
             except _NoModel as exc:
                 raise LinkError(str(exc)) from None
             except LinkError:
@@ -322,15 +339,19 @@ class BoardLink:
             if line is None:
                 raise LinkTimeout(
                     f"{self.port}: the server did not start within {timeout:.0f}s; "
-                    "run 'tinyattn flash' to install the device files"
+                    f"run '{remedy.flash()}' to install the device files"
                 )
             if b"\x04" in line or b"Traceback" in line or b"Error" in line:
                 rest = (line + b"\n" + self.drain(quiet=0.2, limit=2.0)).replace(b"\x04", b"\n")
                 text = rest.decode(errors="replace").splitlines()
                 last = [x.strip() for x in text if x.strip() not in ("", ">")]
+                why = last[-1] if last else "?"
+                if why.startswith("MemoryError"):
+                    raise HeapTooSmall(f"{self.port}: the board ran out of heap starting the "
+                                       f"server ({why})")  # fmt: skip
                 raise LinkError(  # the exception line of the traceback says what is missing
-                    f"{self.port}: the server failed to start: {last[-1] if last else '?'}; "
-                    "run 'tinyattn flash' to (re)install the device files"
+                    f"{self.port}: the server failed to start: {why}; "
+                    f"run '{remedy.flash()}' to (re)install the device files"
                 )
             obj = unframe(line)
             if obj and obj.get("banner") == "tinyattn-server":
@@ -338,8 +359,11 @@ class BoardLink:
                     err = str(obj.get("error"))
                     if model_path not in err:  # it loaded another path: the command was damaged
                         raise LinkError(f"{self.port}: the start command arrived damaged ({err})")
-                    fix = "" if "tinyattn flash" in err else "; run 'tinyattn flash'"
-                    raise _NoModel(f"{self.port}: {err}{fix}")
+                    if err.startswith("not enough heap"):  # the host says what helps
+                        raise HeapTooSmall(f"{self.port}: {err.split(';')[0]}")
+                    fixed = remedy.blob_error(err)  # the board's reader: 'make export' …
+                    fix = "" if fixed != err else f"; run '{remedy.flash()}'"
+                    raise _NoModel(f"{self.port}: {fixed}{fix}")
                 self.banner = obj
                 return obj
             if any(m in line for m in RESET_MARKERS):

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn import remedy
 from tinyattn.board.boardmodel import (
     board_bytes,
     board_meta,
@@ -297,7 +298,7 @@ class BoardTrainer:
                 raise
             except (LinkError, _BoardError) as exc:  # no server_train, or an old server.py
                 if not self.deploy or self.deployed:
-                    raise CLIError(f"{exc}; run 'tinyattn flash --train'") from None
+                    raise CLIError(f"{exc}; run '{remedy.flash(train=True)}'") from None
                 current, info = False, {}
             if current:
                 return info
@@ -305,7 +306,7 @@ class BoardTrainer:
                 raise CLIError(
                     f"{self.port}: the board's training runtime is {info.get('runtime_version')}"
                     f" (protocol {info.get('train_protocol')}), the host's "
-                    f"{runtime_version()}; run 'tinyattn flash --train'"
+                    f"{runtime_version()}; run '{remedy.flash(train=True)}'"
                 )
             self.close()
             self._flash()
@@ -428,15 +429,23 @@ class BoardTrainer:
             except _BoardError as exc:
                 if "not enough heap" in str(exc):  # the same command cannot resume that
                     raise CLIError(f"{exc}{plan.heap_note}") from None
-                raise CLIError(f"{exc}{self._where()}") from None
+                raise CLIError(f"{exc}{self._where(first)}") from None
             except LinkError as exc:
-                raise CLIError(f"{exc}{self._where()}") from None
+                raise CLIError(f"{exc}{self._where(first)}") from None
+            except KeyboardInterrupt:  # Ctrl-C: cli says "interrupted" and this
+                if first:
+                    raise
+                raise KeyboardInterrupt(self._where(first)[2:]) from None
 
-    def _where(self) -> str:
+    def _where(self, first: bool = False) -> str:
+        """What a rerun resumes from, once the run has reached the board's training server
+        (before that the board holds nothing of this run: nothing to say)."""
+        if first:
+            return ""
         copy = (f"; the host has epoch {self.copy_epoch} in {self.copy}"
                 if self.copy_epoch is not None else "")  # fmt: skip
-        return (f"; the board keeps its last checkpoint (train_ckpt.tafm){copy}: run the same "
-                "command again to resume")  # fmt: skip
+        return (f"; the board keeps its last checkpoint (train_ckpt.tafm){copy}: run "
+                f"'{remedy.again('train')}' again to resume")  # fmt: skip
 
     def _gave_up(self, exc: Exception) -> str:
         return f"gave up after {MAX_RECOVERIES} restarts ({exc}){self._where()}"
@@ -453,7 +462,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The on-board options of `tinyattn train` (added by train.add_arguments)."""
     from tinyattn.board.ports import add_port_arguments
 
-    g = parser.add_argument_group("on-board training (DESIGN §11)")
+    g = parser.add_argument_group("on-board training")
     g.add_argument(
         "--on-board", action="store_true",
         help="train on the board (--port, or a virtual board on build/board): the host sends "
@@ -613,6 +622,8 @@ def drive(
 
 def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
     """`tinyattn train --on-board`: called by train.main with its config and data."""
+    from tinyattn.learn.train import count
+
     log = sys.stderr if args.json else sys.stdout
     try:
         if args.head_only:
@@ -633,10 +644,11 @@ def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
         bt = plan.base["before"]["test_accuracy"]
         before = f" (before: {bt:.3f}, {round(bt * n_test)}/{n_test})"
     resumed = f", resumed at epoch {b['start_epoch']}" if b["start_epoch"] else ""
+    epochs = count(config.epochs, "epoch")
     print(
         f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/{n_test})"
         f"{before}, train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
-        f"{n_train}), {config.epochs} epochs on {where}{' (head only)' if plan.head_only else ''}"
+        f"{n_train}), {epochs} on {where}{' (head only)' if plan.head_only else ''}"
         f" in {res['seconds']:.2f} s{resumed}, {res['model'].n_params} params -> {res['out']}",
         file=log,
     )

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn import remedy
 from tinyattn.board.boardmodel import board_bytes, board_meta
 from tinyattn.board.onboard import RunFiles
 from tinyattn.cli import CLIError
@@ -197,7 +198,7 @@ def finish(plan: SeqPlan, data: Any, bm: Any, history: dict, board: dict, second
 
     if bm.average is not None:  # only a finished run's file has none (theta = the average)
         raise CLIError("the board's final weights still carry a weight average: the run did "
-                       "not finish; run the same command again to resume")  # fmt: skip
+                       f"not finish; run '{remedy.again('train')}' again to resume")  # fmt: skip
     plan.model.theta[...] = bm.theta.astype(np.float64)
     result = SeqTrainResult(plan.model, plan.norm_mean, plan.norm_std, seconds)
     recipe = (plan.arch, plan.config, plan.augment, plan.average, plan.distill)
@@ -209,6 +210,7 @@ def main(args: argparse.Namespace) -> int:
     """`tinyattn train --on-board` on windows (seqcli.main hands it over)."""
     from tinyattn.board.onboard import check_arguments, drive, run_board
     from tinyattn.learn.seqcli import load_windows, seq_setup
+    from tinyattn.learn.train import count
 
     if args.head_only:
         raise CLIError("--head-only adapts the classifier of a row model (iris-attn); seq-attn "
@@ -229,6 +231,7 @@ def main(args: argparse.Namespace) -> int:
     b = s["on_board"]
     where = args.port or f"virtual board (build/board, {SEQ_VIRTUAL_HEAP})"
     resumed = f", resumed at epoch {b['start_epoch']}" if b["start_epoch"] else ""
+    epochs = count(config.epochs, "epoch")
     print(
         f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/{n_test}"
         f" windows, {s['test_split']}), int8 {s['int8_test_accuracy']:.3f}, train "

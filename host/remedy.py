@@ -1,0 +1,110 @@
+"""Host (CPython): remedies — the exact `tinyattn` command that fixes a problem, built from the
+arguments the user gave.
+
+An error line ends with what to run next, and that command must work as printed, in a clone
+or outside one (no Makefile there, so never `make …`): it names the boards the user's command
+ran on (`--port`, once or repeated, or `--boards N`), the link settings (`--baud`,
+`--timeout`) when not the defaults, and the files (`--blob`, `--model`). `tinyattn.cli`
+records each command's arguments (`use`) for as long as it runs; a library caller without a
+command line (a test, a script) gets the bare command.
+
+    flash()   'tinyattn flash --boards 3'              the runtime and this blob onto the boards
+    export()  'tinyattn export --model M --out B'      the blob from its model
+    again()   the command line the user typed, as typed (a retry)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+# The defaults of the board commands (flash, parity, predict, train --on-board): a flag at its
+# default is left out of a remedy.
+DEFAULT_BAUD = 115200
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_BLOB = Path("build") / "model.bin"
+
+_argv: list[str] | None = None
+_args: argparse.Namespace | None = None
+
+
+def use(argv: list[str] | None, args: argparse.Namespace | None) -> None:
+    """Record the running command's argv and parsed arguments (None, None: no command)."""
+    global _argv, _args
+    _argv, _args = (list(argv) if argv is not None else None), args
+
+
+def _get(name: str) -> object:
+    return getattr(_args, name, None) if _args is not None else None
+
+
+def board_flags() -> list[str]:
+    """The boards the running command uses, as flags any board command takes."""
+    flags: list[str] = []
+    ports = _get("port")
+    for port in [ports] if isinstance(ports, str) else ports or []:
+        flags += ["--port", str(port)]
+    boards = _get("boards")
+    if boards is not None:
+        flags += ["--boards", str(boards)]
+    baud = _get("baud")
+    if isinstance(baud, int) and baud != DEFAULT_BAUD:
+        flags += ["--baud", str(baud)]
+    timeout = _get("timeout")
+    if isinstance(timeout, float | int) and timeout != DEFAULT_TIMEOUT:
+        flags += ["--timeout", f"{timeout:g}"]
+    return flags
+
+
+def command(name: str, *flags: str) -> str:
+    """'tinyattn NAME FLAGS…', each word quoted for a POSIX shell where it needs it."""
+    return shlex.join(["tinyattn", name, *flags])
+
+
+def flash(blob: Path | str | None = None, train: bool = False, mpy: bool = False) -> str:
+    """The flash that installs the runtime and `blob` (default: the running command's
+    --blob) on the boards the running command uses; `train`: the training modules too;
+    `mpy`: insist on a precompiled runtime."""
+    blob = blob if blob is not None else _get("blob")
+    flags = board_flags()
+    if blob is not None and Path(str(blob)) != DEFAULT_BLOB:
+        flags += ["--blob", str(blob)]
+    return command("flash", *flags, *(["--train"] if train else []), *(["--mpy"] if mpy else []))
+
+
+def model_for(blob: Path | str) -> Path:
+    """The model a blob is exported from, by the Makefile's names: build/wine.bin <-
+    build/wine.npz, build/model.bin <- build/model.npz."""
+    return Path(str(blob)).with_suffix(".npz")
+
+
+def export(blob: Path | str | None = None, model: Path | str | None = None) -> str:
+    """The export that writes `blob` (default: the running command's --blob) from `model`
+    (default: the running command's --model, else the blob's model by name)."""
+    blob = Path(str(blob if blob is not None else _get("blob") or DEFAULT_BLOB))
+    model = Path(str(model if model is not None else _get("model") or model_for(blob)))
+    flags = [] if model == model_for(DEFAULT_BLOB) else ["--model", str(model)]
+    return command("export", *flags, *([] if blob == DEFAULT_BLOB else ["--out", str(blob)]))
+
+
+def blob_error(
+    exc: Exception | str, blob: Path | str | None = None, flash_too: bool = True
+) -> str:
+    """A blob reader's error line with its generic remedy (blob.REMEDY, in the device
+    reader's words too) replaced by the commands that rebuild and re-flash this blob (default:
+    the running command's --blob)."""
+    from tinyattn.intmodel.blob import REMEDY
+
+    text = str(exc)
+    if not text.endswith(REMEDY):
+        return text
+    fix = f"re-run '{export(blob)}'" + (f" and '{flash(blob)}'" if flash_too else "")
+    return text[: -len(REMEDY)] + fix
+
+
+def again(name: str) -> str:
+    """The command the user ran, as typed: `tinyattn NAME …` (just the name without one)."""
+    if _argv and _argv[0] == name:
+        return command(*_argv)
+    return command(name)
