@@ -235,7 +235,7 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/{n_test}"
         f" windows, {s['test_split']}), int8 {s['int8_test_accuracy']:.3f}, train "
-        f"{s['train_accuracy']:.3f} ({n_train} windows), {config.epochs} epochs on {where} in "
+        f"{s['train_accuracy']:.3f} ({n_train} windows), {epochs} on {where} in "
         f"{s['seconds']:.2f} s{resumed}, {s['params']} params, {s['macs']} MACs -> {s['out']}",
         file=log,
     )
