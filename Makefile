@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 install-oracle: install  ## add PyTorch (CPU) so the oracle tests and bench-train run
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 
-install-peers: install  ## add scikit-learn (extra 'peers') so bench-accuracy runs the peers
+install-peers: install  ## add scikit-learn, sktime and numba (extra 'peers'): the peers bench-accuracy compares
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 
 # The suite runs on every core (pytest-xdist); a real board on TINYATTN_PORT is one board, so
@@ -74,7 +74,7 @@ demo: export  ## the main job: install, train, export, virtual board, flash, par
 board: install  ## run a virtual board in the foreground; prints its PORT (PACE=115200: paced like a UART)
 	$(BIN)/tinyattn board $(if $(PACE),--baud $(PACE),)
 
-bench: export  ## every benchmark in one table (also written to docs/benchmarks.md)
+bench: export  ## every benchmark in one table, ~9 min; updates docs/benchmarks.md (keeps rows a run skips)
 	$(BIN)/tinyattn bench --all --blob $(BLOB) --model $(MODEL) --write docs/benchmarks.md
 
 bench-train: install  ## training time: our NumPy vs PyTorch, same run
@@ -83,7 +83,7 @@ bench-train: install  ## training time: our NumPy vs PyTorch, same run
 bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accelerated vs naive
 	$(BIN)/tinyattn bench --device --blob $(BLOB)
 
-bench-accuracy: install  ## 10x5-fold CV, Iris+Wine: ours float/int8 vs LDA, LR, SVM, kNN
+bench-accuracy: install  ## a few minutes: 10x5-fold CV on Iris+Wine and the time series' TEST splits, ours vs peers
 	$(BIN)/tinyattn bench --accuracy --write docs/benchmarks.md
 
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps

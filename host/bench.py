@@ -35,11 +35,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from tinyattn import remedy
 from tinyattn.atomic import write_atomic
 from tinyattn.cli import CLIError
 from tinyattn.paths import BUILD_DIR
@@ -60,6 +63,7 @@ ACCURACY_TARGETS = {
     ("wine", "tinyattn iris-attn", "int8"): 0.970,
     ("iris", "tinyattn iris-myattn", "int8"): 0.960,
 }
+TRAIN_TITLE = "Training (NumPy vs PyTorch, same run)"
 ACCURACY_TITLE = "Accuracy (repeated stratified CV, the same folds for every method)"
 SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same split)"
 
@@ -233,14 +237,100 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def format_table(rows: list[tuple[str, str, str, str]]) -> str:
-    w = max(len(r[0]) for r in rows) + 2
+def format_table(rows: list[tuple[str, str, str, str] | str]) -> str:
+    """The summary table; a row given as a str (a committed line, keep_measured) as it is."""
+    w = max(len(r[0]) for r in rows if not isinstance(r, str)) + 2
     lines = [f"{'figure':<{w}}{'measured':>12}  {'target':<8} verdict"]
-    lines += [f"{a:<{w}}{b:>12}  {c:<8} {d}" for a, b, c, d in rows]
+    lines += [r if isinstance(r, str) else f"{r[0]:<{w}}{r[1]:>12}  {r[2]:<8} {r[3]}"
+              for r in rows]  # fmt: skip
     return "\n".join(lines)
 
 
-def write_doc(path: Path, result: dict[str, Any], sections: list[str], table: str) -> None:
+# What a run without an optional extra cannot measure, and the make target that adds it.
+EXTRAS = {
+    TRAIN_TITLE: "PyTorch (make install-oracle)",
+    ACCURACY_TITLE: "the scikit-learn peers (make install-peers)",
+    SEQ_TITLE: "the sktime peers (make install-peers)",
+}
+
+
+def skipped_sections(result: dict[str, Any]) -> set[str]:
+    """The titles of the sections this run measured only in part: an optional extra (PyTorch,
+    scikit-learn, sktime) was not installed, so some of their rows are "skipped" or "—"."""
+    out = set()
+    if any(result.get(k, {}).get("torch_seconds", 0) is None for k in ("train", "train_seq")):
+        out.add(TRAIN_TITLE)
+    if result.get("accuracy", {}).get("peers_skipped"):
+        out.add(ACCURACY_TITLE)
+    seq = result.get("accuracy_seq", {}).values()
+    if any("skipped" in p for e in seq for p in e.get("peers", {}).values()):
+        out.add(SEQ_TITLE)
+    return out
+
+
+def portable(text: str) -> str:
+    """`text` without this machine's paths: a file under the working directory by its relative
+    path (build/model.bin), any other absolute path (a temporary folder) by its file name."""
+    text = text.replace(str(Path.cwd()) + os.sep, "")
+    return re.sub(r"(?<![\w.)])/(?:[^\s/]+/)+([^\s/]+)", r"\1", text)
+
+
+def read_doc(path: Path) -> tuple[dict[str, str], str | None]:
+    """The committed file's `## title` -> body (the code block's lines), and its run's date."""
+    if not path.is_file():
+        return {}, None
+    sections: dict[str, str] = {}
+    title, body = None, []
+    for line in path.read_text().splitlines():
+        if line.startswith("## "):
+            title, body = line[3:], []
+            sections[title] = ""
+        elif title is not None and line != "```":
+            body.append(line)
+            sections[title] = "\n".join(body).strip("\n")
+    date = re.search(r"^Machine: .*; (\d{4}-\d\d-\d\d [0-9:]+ UTC)\.$", path.read_text(), re.M)
+    return sections, date[1] if date else None
+
+
+def keep_measured(
+    path: Path, result: dict[str, Any], sections: list[tuple[str, str]],
+    rows: list[tuple[str, str, str, str]],
+) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, str]], list[str]]:  # fmt: skip
+    """Sections and summary rows to write to `path` so that a run never degrades it: a
+    section this run measured only in part (skipped_sections) keeps the committed one, and a
+    summary row this run has no figure for ("—") keeps the committed row; returns them and one
+    note per section kept."""
+    committed, date = read_doc(path)
+    when = f" of {date}" if date else ""
+    keep, notes = skipped_sections(result), []
+    out = []
+    for title, body in sections:
+        if title in keep and committed.get(title):
+            body = committed[title]
+            mark = f"(kept from the run{when}: "
+            if mark not in body:
+                body += f"\n{mark}later runs lacked {EXTRAS[title]})"
+            notes.append(f"kept the committed '{title}': this run lacked {EXTRAS[title]}")
+        out.append((title, body))
+    old_rows = {}
+    for line in committed.get("Summary", "").splitlines()[1:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) >= 2 and cells[1] != "—":
+            old_rows[cells[0]] = line
+    merged: list[tuple[str, str, str, str] | str] = [
+        old_rows.get(r[0], r) if r[1] == "—" else r for r in rows]  # fmt: skip
+    return out, merged, notes
+
+
+def write_doc(
+    path: Path, result: dict[str, Any], sections: list[tuple[str, str]],
+    rows: list[tuple[str, str, str, str]],
+) -> list[str]:  # fmt: skip
+    """Write the whole file: the machine, the summary table and every section, without this
+    machine's paths and never with fewer measured figures than the committed file
+    (keep_measured); returns what was kept."""
+    sections, merged, notes = keep_measured(path, result, sections, rows)
+    table = format_table(merged)
     m = result["machine"]
     text = [
         "# Benchmarks",
@@ -265,12 +355,14 @@ def write_doc(path: Path, result: dict[str, Any], sections: list[str], table: st
     ]
     for title, body in sections:
         text += ["", f"## {title}", "```", body, "```"]
-    write_atomic(path, "\n".join(text) + "\n")
+    write_atomic(path, portable("\n".join(text) + "\n"))
+    return notes
 
 
 def update_doc_section(path: Path, title: str, body: str) -> None:
     """Replace the `## title` section of the Markdown file `path` (up to the next `## `
     heading) with a code block of `body`, or append it; the rest of the file stays as it is."""
+    body = portable(body)
     lines = path.read_text().splitlines() if path.is_file() else ["# Benchmarks"]
     section = [f"## {title}", "```", body, "```"]
     heading = f"## {title}"
@@ -298,8 +390,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "peers on the same folds; seq-attn on the BasicMotions and JapaneseVowels TEST splits "
         "next to sktime peers (make install-peers)",
     )  # fmt: skip
-    parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
-    parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
+    parser.add_argument(
+        "--blob", type=Path, default=BUILD_DIR / "model.bin",
+        help="the blob --device, --link and the blob table measure (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--model", type=Path, default=BUILD_DIR / "model.npz",
+        help="the trained model --blob was exported from (default %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
     parser.add_argument("--json", action="store_true", help="print all figures as JSON last")
 
@@ -311,15 +409,16 @@ def check_blob(path: Path) -> None:
     try:
         read_blob(path.read_bytes(), source=str(path))
     except FileNotFoundError:
-        raise CLIError(f"{path}: no such blob; run 'make export' first") from None
+        raise CLIError(f"{path}: no such blob; run '{remedy.export(path)}' first") from None
     except (OSError, BlobError) as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(remedy.blob_error(exc, path, flash_too=False)) from None
 
 
 def main(args: argparse.Namespace) -> int:
     chosen = {k for k in ("train", "device", "link", "accuracy") if getattr(args, k)}
     if args.all or not chosen:
         chosen = {"train", "device", "link", "accuracy"}
+        print("== every benchmark: about 9 minutes on a 2-core machine", flush=True)
     needs_blob = chosen & {"device", "link"}
     if needs_blob:
         check_blob(args.blob)
@@ -334,7 +433,7 @@ def main(args: argparse.Namespace) -> int:
         print("== train: NumPy vs PyTorch ...", flush=True)
         result["train"] = bench_train()
         result["train_seq"] = bench_train_seq()
-        sections.append(("Training (NumPy vs PyTorch, same run)",
+        sections.append((TRAIN_TITLE,
                          train_table(result["train"]) + "\n\n"
                          + train_table(result["train_seq"], target=1.0)))  # fmt: skip
         print(sections[-1][1], flush=True)
@@ -384,17 +483,23 @@ def main(args: argparse.Namespace) -> int:
         sections.append(("Link (compact batches, UART-paced virtual board)",
                          uart_table(result["link_uart"])))  # fmt: skip
         print(sections[-1][1], flush=True)
-    table = format_table(summary_rows(result))
-    print("\n== summary\n" + table)
+    rows = summary_rows(result)
+    print("\n== summary\n" + format_table(rows))
     if args.write and chosen == {"accuracy"}:
         m = result["machine"]
         run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
+        committed, notes = read_doc(args.write)[0], []
         for title, body in sections:
+            if title in skipped_sections(result) and committed.get(title):
+                notes.append(f"kept the committed '{title}': this run lacked {EXTRAS[title]}")
+                continue  # never a measured section replaced by a partial one
             update_doc_section(args.write, title, body + run)
         print(f"written: the accuracy sections of {args.write}")
     elif args.write:
-        write_doc(args.write, result, sections, table)
+        notes = write_doc(args.write, result, sections, rows)
         print(f"written: {args.write}")
+    for note in notes if args.write else []:
+        print(f"note: {note}")
     if args.json:
         print(json.dumps(result, default=str))
     return 0

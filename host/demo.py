@@ -44,9 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what to train on when --model is missing (a 'tinyattn train --dataset' name; "
         "default: iris)",
     )
-    parser.add_argument("--model", type=Path, default=BUILD_DIR / "model.npz")
-    parser.add_argument("--blob", type=Path, default=BUILD_DIR / "model.bin")
-    parser.add_argument("--report", type=Path, default=BUILD_DIR / "parity.json")
+    parser.add_argument(
+        "--model", type=Path, default=BUILD_DIR / "model.npz",
+        help="the trained model; trained first (on --dataset) when missing (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--blob", type=Path, default=BUILD_DIR / "model.bin",
+        help="the blob flashed; exported from --model first when missing (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--report", type=Path, default=BUILD_DIR / "parity.json",
+        help="parity's JSON report: summary + one row per sample (default %(default)s)",
+    )  # fmt: skip
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument(
         "--mpy", dest="mpy", action="store_const", const=True,
@@ -83,8 +92,9 @@ def main(args: argparse.Namespace) -> int:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)
+            width = max(map(len, summary["files"]), default=0)
             for name, info in summary["files"].items():
-                print(f"  {name:22s} {info['bytes']:7d} B  verified")
+                print(f"  {name:{width}s} {info['bytes']:7d} B  verified")
             for note in summary["notes"]:
                 print(f"  note: {note}")
             _step(f"parity: {len(data.y)} {data.name} samples over serial")

@@ -1,0 +1,184 @@
+# Host (CPython): the docs a user reads — help texts, make help, README figures, benchmarks.md.
+"""What a new user reads first must be true and self-contained: `tinyattn --help` and every
+option's help, `make help`, the README's figures (the same as docs/benchmarks.md), the data
+READMEs (no folders a clone lacks, no issue numbers), and `make bench` never making
+docs/benchmarks.md worse: a run without an optional extra keeps the committed measured
+sections and summary rows, and no run writes this machine's paths into it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tinyattn import bench, cli
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.host
+
+
+def _subparsers():
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    return sub.choices
+
+
+# -- help texts -------------------------------------------------------------------------------
+
+
+def test_docs_cli_help_names_windows_and_ts(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("    ")}
+    for command in ("train", "predict"):
+        assert ".ts" in lines[command] and "windows" in lines[command], lines[command]
+    assert "Iris (or any CSV)" not in out and "--ts" in out, out
+
+
+def test_docs_every_option_has_help_without_issue_numbers():
+    for name, parser in _subparsers().items():
+        for action in parser._actions:
+            if not action.option_strings or action.option_strings[0] == "-h":
+                continue
+            text = action.help or ""
+            assert text.strip(), f"tinyattn {name} {action.option_strings[0]}: no help text"
+            assert not re.search(r"issue[- ]?\d|DESIGN", text, re.I), (name, text)
+        for group in parser._action_groups:
+            assert "DESIGN" not in (group.title or ""), (name, group.title)
+
+
+def test_docs_make_help_says_what_each_target_covers():
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    for extra in ("scikit-learn", "sktime", "numba"):
+        assert extra in lines["install-peers"], lines["install-peers"]
+    assert "time series" in lines["bench-accuracy"], lines["bench-accuracy"]
+    assert re.search(r"\d+ min", lines["bench"]), lines["bench"]
+
+
+# -- what the docs say ------------------------------------------------------------------------
+
+
+def test_docs_data_readmes_describe_the_files_themselves():
+    for path in ("host/data/README.md", "host/data/ts/README.md", "README.md",
+                 "docs/model-format.md", "docs/reliability.md", "docs/benchmarks.md"):  # fmt: skip
+        text = (ROOT / path).read_text()
+        assert "shared/data" not in text, path
+        assert not re.search(r"\bissue[- ]?\d|\(#\d", text, re.I), path
+
+
+def _bench(pattern: str) -> float:
+    m = re.search(pattern, (ROOT / "docs" / "benchmarks.md").read_text(), re.M)
+    assert m, pattern
+    return float(m[1])
+
+
+# README phrase (its figure as group 1) -> docs/benchmarks.md figure (group 1), digits shown
+README_FIGURES = [
+    (r"the int8 blob is (\d+) bytes", r"^blob bytes \(reference\)\s+(\d+)", 0),
+    (r"viper, ([\d.]+) µs\)", r"^device µs/inference int8-viper\s+([\d.]+)", 1),
+    (r"is ([\d.]+)× the naive", r"^device speedup int8-viper vs naive\s+([\d.]+)", 1),
+    (r"model takes (\d+) B\s+of heap", r"^device model heap B \(int8-viper\)\s+(\d+)", 0),
+    (r"training takes ([\d.]+)× PyTorch", r"^train: ratio NumPy/PyTorch\s+([\d.]+)", 2),
+    (r"iris-attn ([\d.]+) float", r"^iris\s+tinyattn iris-attn\s+\d+\s+([\d.]+)", 3),
+    (r"float / ([\d.]+) int8, next", r"^iris\s+tinyattn iris-attn\s+\d+\s+[\d.]+ ± [\d.]+\s+"
+     r"([\d.]+)", 3),
+    (r"LDA ([\d.]+)", r"^iris\s+LDA\s+([\d.]+)", 3),
+    (r"logistic regression ([\d.]+)", r"^iris\s+logistic regression \(C=100\)\s+([\d.]+)", 3),
+    (r"RBF-SVM ([\d.]+)", r"^iris\s+RBF-SVM \(C=1\)\s+([\d.]+)", 3),
+    (r"kNN ([\d.]+)", r"^iris\s+kNN \(k=5\)\s+([\d.]+)", 3),
+    (r"an epoch takes ([\d.]+) s there", r"^100k\s+\d+\s+([\d.]+)", 2),
+    (r"and ([\d.]+) s on a 160 KiB", r"^160k\s+\d+\s+([\d.]+)", 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("readme, benchmarks, digits", README_FIGURES)
+def test_docs_readme_figures_are_those_of_benchmarks_md(readme, benchmarks, digits):
+    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    m = re.search(readme.replace(r"\s+", " "), text)
+    assert m, readme
+    want = format(_bench(benchmarks), f".{digits}f")
+    assert m[1] == want, f"README says {m[0]!r}; docs/benchmarks.md: {want}"
+
+
+# -- make bench writing docs/benchmarks.md ----------------------------------------------------
+
+
+def _result(torch: bool, peers: bool) -> dict:
+    """A bench result as main() builds it (only the parts write_doc reads)."""
+    date = "2026-01-02 03:04 UTC" if torch else "2026-02-03 04:05 UTC"
+    machine = {"cpu": "cpu", "os": "Linux", "python": "3.11", "numpy": "2.4", "date": date}
+    skipped = [] if peers else ["LDA (scikit-learn not installed)"]
+    seq_peer = {"accuracy": 0.97} if peers else {"skipped": "sktime not installed"}
+    return {
+        "machine": machine,
+        "train": {"numpy_seconds": 0.106, "torch_seconds": 0.766 if torch else None,
+                  "ratio": 0.14 if torch else None},
+        "train_seq": {"ratio": 0.30 if torch else None, "torch_seconds": 1 if torch else None},
+        "accuracy": {"peers_skipped": skipped, "datasets": {}, "k": 5, "repeats": 10},
+        "accuracy_seq": {"basicmotions": {"ours": [{"float": 1.0, "int8": 1.0, "bytes": 6200}],
+                                          "peers": {"MiniRocket": seq_peer}}},
+        "blob_bytes": 1880,
+    }  # fmt: skip
+
+
+def _sections(torch: bool, peers: bool, tmp: Path) -> list[tuple[str, str]]:
+    return [
+        (bench.TRAIN_TITLE, "NumPy 0.106\n" + ("PyTorch 0.766" if torch else
+                                               "PyTorch  —  (torch not installed)")),
+        ("Device runtime (MicroPython unix port)",
+         f"device benchmark: {Path.cwd()}/build/model.bin (one sample per Iris class)\n"
+         f"seq model {tmp}/basicmotions.bin (full windows), 1.7x µs/inference"),
+        (bench.ACCURACY_TITLE, "iris LDA 0.9800" if peers else "peers skipped: LDA"),
+        (bench.SEQ_TITLE, "MiniRocket 1.0000" if peers else "MiniRocket skipped: sktime"),
+    ]  # fmt: skip
+
+
+def test_docs_bench_write_never_degrades_the_committed_figures(tmp_cwd, tmp_path):
+    doc = tmp_cwd / "docs" / "benchmarks.md"
+    doc.parent.mkdir()
+    full = _result(torch=True, peers=True)
+    assert bench.write_doc(doc, full, _sections(True, True, tmp_path),
+                           bench.summary_rows(full)) == []  # fmt: skip
+    text = doc.read_text()
+    assert "PyTorch 0.766" in text and str(tmp_cwd) not in text and str(tmp_path) not in text
+    assert "device benchmark: build/model.bin (one" in text, text
+    assert "seq model basicmotions.bin (full windows), 1.7x µs/inference" in text, text
+    # a run without PyTorch and the peers: their sections and summary rows stay as committed
+    part = _result(torch=False, peers=False)
+    notes = bench.write_doc(doc, part, _sections(False, False, tmp_path),
+                            bench.summary_rows(part))  # fmt: skip
+    text = doc.read_text()
+    assert len(notes) == 3, notes
+    assert "PyTorch 0.766" in text and "iris LDA 0.9800" in text and "MiniRocket 1.0000" in text
+    assert "not installed" not in text and "skipped" not in text, text
+    assert re.search(r"^train: PyTorch wall s\s+0\.766", text, re.M), text
+    assert re.search(r"^train: ratio NumPy/PyTorch\s+0\.14\s+≤ 0\.5\s+ok", text, re.M), text
+    assert "(kept from the run of 2026-01-02 03:04 UTC: later runs lacked PyTorch" in text
+    assert "Machine: cpu, Linux, Python 3.11, NumPy 2.4; 2026-02-03 04:05 UTC." in text
+    # a full run again replaces them
+    bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
+    assert "kept from" not in doc.read_text()
+
+
+def test_docs_bench_accuracy_write_keeps_measured_sections(tmp_cwd, tmp_path, monkeypatch):
+    """`make bench-accuracy` without the peers: the accuracy sections stay as committed."""
+    import tools.bench_accuracy as acc
+    import tools.bench_seq as seq
+
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# Benchmarks\n\n## {bench.ACCURACY_TITLE}\n```\niris LDA 0.9800\n```\n\n"
+                   f"## {bench.SEQ_TITLE}\n```\nMiniRocket 1.0000\n```\n")  # fmt: skip
+    part = _result(torch=False, peers=False)
+    monkeypatch.setattr(acc, "bench_accuracy", lambda progress=None: part["accuracy"])
+    monkeypatch.setattr(acc, "format_table", lambda r: "peers skipped: LDA")
+    monkeypatch.setattr(seq, "bench_seq", lambda seeds=5: part["accuracy_seq"])
+    monkeypatch.setattr(seq, "format_table", lambda r: "MiniRocket skipped: sktime")
+    monkeypatch.setattr(bench, "summary_rows", lambda r: [("x", "1", "", "—")])
+    assert cli.main(["bench", "--accuracy", "--write", str(doc)]) == 0
+    text = doc.read_text()
+    assert "iris LDA 0.9800" in text and "MiniRocket 1.0000" in text and "skipped" not in text
