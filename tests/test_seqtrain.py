@@ -144,24 +144,18 @@ def test_seqtrain_torch_twin_averages_the_same_way(average):
 # ------------------------------------------------------------------------- distillation
 
 
-def _theta_digest(theta: np.ndarray) -> str:
-    import hashlib
-
-    return hashlib.sha256(np.ascontiguousarray(theta).tobytes()).hexdigest()[:16]
-
-
 @pytest.mark.parametrize(
-    ("augment", "average", "digest"),
-    [(None, None, "24e7ae39f6db7834"),
-     (Augment(shift=2, noise=0.05), Average(ema=0.9), "ec24188a88791b9e")],
-)  # fmt: skip
-def test_seqtrain_without_distill_is_bitwise_as_before(augment, average, digest):
-    """The digests are the weights `train_seq` gave before `Distill` existed (9240ebe), on this
-    machine's NumPy; an inactive `Distill` (alpha 0 or no teachers) is the same run."""
+    ("augment", "average"), [(None, None), (Augment(shift=2, noise=0.05), Average(ema=0.9))]
+)
+def test_seqtrain_without_distill_is_bitwise_the_same_run(augment, average):
+    """An inactive `Distill` (alpha 0 or no teachers) is the run without one, bit for bit, and
+    a run repeats itself bit for bit in one process. (Weights are not pinned across machines:
+    they depend on the machine's NumPy/BLAS; this once compared SHA digests from one machine
+    and failed on another CPU.)"""
     X, n, y = _windows()
     runs = [train_seq(X, n, y, 3, ARCH, CONFIG, augment, average=average, distill=d)
-            for d in (None, Distill(), Distill(teachers=3, alpha=0.0))]  # fmt: skip
-    assert _theta_digest(runs[0].model.theta) == digest
+            for d in (None, None, Distill(), Distill(teachers=3, alpha=0.0))]  # fmt: skip
+    assert np.isfinite(runs[0].model.theta).all()
     for r in runs[1:]:
         assert np.array_equal(r.model.theta, runs[0].model.theta)
 
