@@ -8,10 +8,11 @@
     m.run_int8(xq, out)               # -> argmax; allocates nothing
 
 Sequence models (op 0 embed, seq-attn): the input is a window of n steps of C channels,
-`features[t*C + c]` for t < n, 1 <= n <= T (`m.steps`; `m.n_features` is C). quantize
-takes the n*C values and fills xq (of m.input_len = S*P*C int8, zero after the window), and
-the caller passes the step count on: `m.run_int8(xq, out, len(features) // m.n_features)`
-(n=None: the full window of T steps). Every op then runs on the S_n = ceil(n/P) valid tokens
+`features[t*C + c]` for t < n, 1 <= n <= T (`m.steps`; `m.n_features` is C); a longer
+window is classified on its last T steps (the long window rule). quantize takes the n*C
+values and fills xq (of m.input_len = S*P*C int8, zero after the window), and the caller
+passes the step count on: `m.run_int8(xq, out, m.window_steps(features))` (n=None: the full
+window of T steps). Every op then runs on the S_n = ceil(n/P) valid tokens
 only, so padding never changes a logit. A non-seq model is a window of one step (T = P = 1).
 
 The op list of the blob is compiled at load into steps `(kernel, a, b, c, d, e, p)` over
@@ -347,20 +348,23 @@ class Model:
         return _zeros("i", self.n_classes)
 
     def window_steps(self, features):
-        """Steps n of raw `features` (n*C values): checks 1 <= n <= T (1 for non-seq
-        models, whose input is n_features values) and raises ValueError naming the length."""
+        """Steps n the model runs of raw `features` (a window of m steps, m*C values): m, or
+        T for a longer window, which is classified on its last T steps (the long window
+        rule, docs/quantization.md; quantize and run_float read them from offset (m-T)*C).
+        Non-seq models take exactly n_features values (n = 1). ValueError naming the
+        length otherwise."""
         C = self.n_features
         n = len(features)
         if not self.seq:
             if n != C:
                 raise ValueError("features: expected %d numbers, got %d" % (C, n))
             return 1
-        if n % C or not 1 <= n // C <= self.steps:
+        if n % C or n < C:
             raise ValueError(
-                "features: %d numbers is not a window of n steps of C = %d channels with "
-                "1 <= n <= T = %d (n*C numbers, row-major [n, C])" % (n, C, self.steps)
+                "features: %d numbers is not a window of n >= 1 steps of C = %d channels "
+                "(n*C numbers, row-major [n, C]; n > T = %d: the last T steps)" % (n, C, self.steps)
             )
-        return n // C
+        return n // C if n // C <= self.steps else self.steps
 
     def quantize(self, features, xq=None):
         """Raw features -> int8 model input, `clamp(floor((x - mean)/std/s_in + 0.5))`.
@@ -373,6 +377,7 @@ class Model:
         channel i % C.
         """
         nf = self.window_steps(features) * self.n_features
+        first = len(features) - nf  # a window longer than T: its last T steps
         if xq is None:
             xq = _zeros("b", self.input_len)
         elif len(xq) < nf:
@@ -383,18 +388,18 @@ class Model:
         C = self.n_features
         c = 0
         for i in range(nf):
-            t = (features[i] - mean[c]) / std[c] / s_in + 0.5
+            t = (features[first + i] - mean[c]) / std[c] / s_in + 0.5
             c += 1
             if c == C:
                 c = 0
             if -128.0 <= t < 127.0:  # False for NaN
                 xq[i] = math.floor(t)
                 continue
-            f = features[i]  # saturated or NaN: only a finite feature may saturate
+            f = features[first + i]  # saturated or NaN: only a finite feature may saturate
             if f - f != 0:  # inf - inf and nan - nan are nan
                 raise ValueError(
                     "features must be finite numbers, not NaN or inf (feature %d is %r)"
-                    % (i, float(f))
+                    % (first + i, float(f))
                 )
             xq[i] = 127 if t >= 127.0 else -128  # floor(t) >= 127, or <= -129
         for i in range(nf, len(xq)):  # the padded steps read as 0 (the channel mean)
@@ -462,17 +467,18 @@ class Model:
 
     def run_float(self, features, out):
         """Float inference on dequantized weights: raw features (n_features values, or for a
-        seq model a window of n*C, 1 <= n <= T) -> float logits in `out` (array('f') or list
+        seq model a window of n*C, n >= 1; n > T: its last T steps) -> float logits in `out` (array('f') or list
         of n_classes). Returns the argmax. Allocates (floats)."""
         n = self.window_steps(features)
         nf = n * self.n_features
+        first = len(features) - nf  # a window longer than T: its last T steps
         x = self._xf
         mean = self._mean
         std = self._std
         C = self.n_features
         c = 0
         for i in range(nf):
-            x[i] = (features[i] - mean[c]) / std[c]
+            x[i] = (features[first + i] - mean[c]) / std[c]
             c += 1
             if c == C:
                 c = 0

@@ -170,7 +170,9 @@ def read_records(mv, source):
         names = take(names_len, "class names").decode("utf-8")
     except UnicodeError as exc:  # CPython names the reason, as the host reader does
         reason = getattr(exc, "reason", None)
-        raise fail("class names are not UTF-8" + (" (%s)" % reason if reason else "")) from None
+        if reason:
+            raise fail("class names are not UTF-8 (%s)" % reason) from None
+        raise fail("class names are not UTF-8") from None  # MicroPython names no reason
     padding("class names")
     names = names.split("\n") if names else []
     if len(names) != C or "" in names:

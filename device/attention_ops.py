@@ -150,6 +150,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                         "op %d (%s): lut is not an exp table (row 0 must be 16384, rows must "
                         "not increase)" % (k, name)
                     )
+        if op.code == 10:  # masked_pool: the table of 1/k, as the exporter writes it
+            _seq().pool_table(k, ip["shift"], op.t["m"], fail)
         for p in op.fp:
             if not (_finite(op.fp[p]) and op.fp[p] > 0):
                 raise fail(

@@ -41,6 +41,20 @@ def slots(op, quantized):
     return out
 
 
+def pool_table(k, shift, m, fail):
+    """masked_pool's table MUST be `shift = 14`, `m[j-1] = rint(2**14 / j)` (ties to even)."""
+    if shift != 14:
+        raise fail("op %d (masked_pool): shift = %d, must be 14" % (k, shift))
+    for i in range(len(m)):
+        q, r = divmod(16384, i + 1)
+        want = q + (1 if 2 * r > i + 1 or (2 * r == i + 1 and q & 1) else 0)
+        if m[i] != want:
+            raise fail(
+                "op %d (masked_pool): m[%d] = %d, must be rint(2**14 / %d) = %d (the table "
+                "of 1/k)" % (k, i, m[i], i + 1, want)
+            )
+
+
 def place(k, op, seq, fail):
     """Ops 8-10 need a seq model (op 0 embed); ops 3-6 cannot run in one."""
     if op.code in (8, 9, 10) and not seq:

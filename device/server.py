@@ -52,15 +52,16 @@ def _platform():
 
 def _features(model, value):
     """Validate one input: a list of n_features finite numbers (bool is not a number); for a
-    sequence model a window of n steps, n*C numbers row-major [n, C] with 1 <= n <= T."""
+    sequence model a window of n >= 1 steps, n*C numbers row-major [n, C] (n > T: the model
+    runs its last T steps, the long window rule)."""
     if getattr(model, "seq", False):
-        C, T = model.n_features, model.steps
+        C = model.n_features
         if not isinstance(value, list):
             raise RequestError("features must be a list of n*%d numbers (a window)" % C)
-        if len(value) % C or not 1 <= len(value) // C <= T:
+        if len(value) % C or not len(value):
             raise RequestError(
-                "features: a window is n*%d numbers with 1 <= n <= %d steps, got %d numbers"
-                % (C, T, len(value))
+                "features: a window is n*%d numbers with n >= 1 steps, got %d numbers"
+                % (C, len(value))
             )
     else:
         if not isinstance(value, list):
@@ -78,9 +79,9 @@ def _features(model, value):
 
 
 def _steps(model, features):
-    """Steps n of a validated input: len // C for a sequence model, None (run_int8's default)
-    for any other."""
-    return len(features) // model.n_features if getattr(model, "seq", False) else None
+    """Steps n the model runs of a validated input: len // C for a sequence model, at most T
+    (the last T steps of a longer window), None (run_int8's default) for any other."""
+    return model.window_steps(features) if getattr(model, "seq", False) else None
 
 
 def _xq_buffer(model, state=None):
@@ -139,8 +140,9 @@ def _infer_one(model, features, path):
     if path != "float":
         q = model.quantize(features, _xq_buffer(model))
         out = _state["out"]
-        pred = model.run_int8(q, out, _steps(model, features))
-        xq = [q[i] for i in range(len(features))]
+        steps = _steps(model, features)
+        pred = model.run_int8(q, out, steps)
+        xq = [q[i] for i in range(len(features) if steps is None else steps * model.n_features)]
         logits_q = list(out)
     if path != "int8":
         logits_f = list(model.logits(features, path="float"))

@@ -2,7 +2,8 @@
 """`batch` with `enc: "b64"` (docs/protocol.md, Compact batches), imported by server.py on the
 first such request: its bytecode is not resident while the model loads (the heap's peak).
 
-A sequence model's sample is a window of n <= T steps of C channels (device/attention.py): the
+A sequence model's sample is a window of n steps of C channels (device/attention.py; n > T:
+the last T steps run, and the reply's xq holds those): the
 request gives `lengths` (n per window) and one payload of sum(n)*C values, window after window.
 Windows are read in place, as memoryview slices of one array('f') allocated on first use and
 reused: no lists of boxed floats (a 600-value window's exhausted a 100 KiB heap). On a board
@@ -39,8 +40,9 @@ def _text(arr):
 
 
 def _lengths(req, n, model, RequestError):
-    """The windows' steps: `lengths` (n integers 1..T) for a sequence model, every window T
-    steps when absent; None for any other model, which takes no lengths."""
+    """The windows' steps: `lengths` (n integers >= 1; above T: the model runs the last T)
+    for a sequence model, every window T steps when absent; None for any other model, which
+    takes no lengths."""
     lengths = req.get("lengths")
     if not getattr(model, "seq", False):
         if lengths is not None:
@@ -52,8 +54,8 @@ def _lengths(req, n, model, RequestError):
     if not isinstance(lengths, list) or len(lengths) != n:
         raise RequestError("lengths must be a list of n = %d step counts" % n)
     for v in lengths:
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= T:
-            raise RequestError("lengths: each window has 1 to %d steps, got %r" % (T, v))
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise RequestError("lengths: each window has 1 or more steps, got %r" % (v,))
     return lengths
 
 
@@ -121,6 +123,8 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
     else:
         if path != "int8":
             raise RequestError("an 'xq' batch runs the int8 path only: send path 'int8'")
+        if lengths is not None and max(lengths) > model.steps:
+            raise RequestError("lengths: an 'xq' window has 1 to %d steps" % model.steps)
         x = _b64(given_xq, "xq", RequestError)  # str: bytes; Payload: its in-place bytes
         x = array.array("b", x) if isinstance(given_xq, str) else x  # unsigned: see below
         if len(x) != total:
@@ -129,18 +133,28 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
     out = state["out"]
     preds = []
     xq_all = lq_all = lf_all = None
+    used = total  # xq values in the reply: each window's last T steps at most
+    if lengths is not None:
+        T = model.steps
+        used = 0
+        for v in lengths:
+            used += C * (v if v <= T else T)
     if path != "float":
-        xq_all = array.array("b", bytes(total))
+        xq_all = array.array("b", bytes(used))
         lq_all = array.array("i", bytes(4 * n * nc))
         xq = xq_buffer(model, state)
     if path != "int8":
         lf_all = array.array("f", bytes(4 * n * nc))
         lf = array.array("f", bytes(4 * nc))
     base = 0
+    at = 0  # in xq_all
     for k in range(n):
         steps = lengths[k] if lengths is not None else None
         nf = C * steps if lengths is not None else C
         window = mv[base : base + nf] if f32 is not None else None
+        if steps is not None and steps > model.steps:
+            steps = model.steps  # the long window rule: quantize reads the last T steps
+        nq = C * steps if steps is not None else C
         pred = -1
         if path != "float":
             if f32 is not None:
@@ -150,8 +164,8 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
                     v = x[base + i]
                     xq[i] = v - 256 if v > 127 else v
             pred = model.run_int8(xq, out, steps)
-            for i in range(nf):
-                xq_all[base + i] = xq[i]
+            for i in range(nq):
+                xq_all[at + i] = xq[i]
             for c in range(nc):
                 lq_all[k * nc + c] = out[c]
         if path != "int8":
@@ -163,6 +177,7 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
         window = None
         preds.append(pred)
         base += nf
+        at += nq
     rep = {"n": n, "enc": "b64", "pred": preds}
     if xq_all is not None:
         rep["xq"] = _text(xq_all)

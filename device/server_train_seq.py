@@ -7,7 +7,7 @@ files, `epoch_shifts` reads a `train_epoch` request's `shifts`.
 
 Files: train_data.bin is a TAWF windows file (attention_train_seq.py's docstring is the byte
 layout): the first `n_train` windows (meta "train" "n_train") train, the rest are only
-evaluated, all at the model's T (longer test windows cut to T by the host, as its evaluation
+evaluated, all at the model's T (longer test windows cut to their last T steps by the host, as its evaluation
 does). The windows are read from the file as they are gathered (WindowFile): the board never
 holds them in RAM. Meta "train" of a window run also carries "rows" (windows a forward holds:
 the minibatch runs in pieces of that many, so the heap scales with rows, not batch_size),

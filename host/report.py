@@ -62,7 +62,7 @@ from tinyattn.intmodel.blob import Blob, read_blob
 from tinyattn.intmodel.floatref import (
     dequantized,
     seq_float_ops,
-    truncate_windows,
+    fit_to_model,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.learn.layers import Attention
@@ -443,7 +443,11 @@ def plot_attention(mpl, maps, ops, labels_of, heading: str, path: Path) -> None:
     S_max = max(len(p[3]) for p in panels)
     side = 2.6 + 0.34 * S_max
     width = max(side * 1.25 * len(panels), 0.1 * len(heading) + 0.5)  # room for the title
-    fig = Figure(figsize=(width, side + 0.4), layout="constrained")
+    # the square panels set the height: side, plus the two-line panel titles, the rotated
+    # tick labels and the axis label below, and the heading above (constrained layout cannot
+    # shrink a fixed-aspect image to make room, so the room is given here)
+    fig = Figure(figsize=(width, side + 1.2), layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.1)  # inches between the heading and panel titles
     axes = np.atleast_1d(fig.subplots(1, len(panels)))
     for ax, (kind, k, h, w) in zip(axes, panels, strict=True):
         labels, what = labels_of(k)
@@ -633,10 +637,10 @@ def report_samples(npz: ModelFile, csv: str | None, target: str | None) -> Sampl
     T_all = max(p.X.shape[1] for p in parts)
     X = np.concatenate([pad_windows(p.X, p.lengths, T_all) for p in parts])  # (N, T', C)
     lengths = np.concatenate([p.lengths for p in parts])
-    X, lengths, cut = truncate_windows(X, lengths, int(npz.ops[0]["steps"]))
+    X, lengths, cut = fit_to_model(X, lengths, int(npz.ops[0]["steps"]))
     if cut:
-        notes.append(f"{cut} windows longer than the model's T = {X.shape[1]} steps were cut to "
-                     "their first T steps (as export does)")  # fmt: skip
+        notes.append(f"{cut} windows longer than the model's T = {X.shape[1]} steps were "
+                     "classified on their last T steps (as export does)")  # fmt: skip
     test_idx = np.arange(len(test.y) if test is not None else 0)
     y = np.concatenate([p.y for p in parts])
     names = [f"channel {c}" for c in range(X.shape[2])]

@@ -1,6 +1,7 @@
 # Host (CPython): hand-made seq-attn blob specs for the blob, budget and device tests.
-"""`seq_spec(quantized, seed, T, P, pool_shift)`: a small seq blob spec built by hand (random
-int8 weights and biases, every multiplier half the largest its budget site allows), independent
+"""`seq_spec(quantized, seed, T, P)`: a small seq blob spec built by hand (random int8
+weights and biases, every multiplier half the largest its budget site allows, but masked_pool's
+table, which readers require to be `m[k-1] = rint(2**14 / k)`), independent
 of the quantizer: by default T=10 steps, C=3 channels, P=4 (S=3 tokens, the last patch half
 padding), E=8, H=2, F=12, 4 classes; ops embed, res_attention, res_ff, masked_pool, dense.
 The float32 variant (`quantized=False`) has float weights and zero/one parameters.
@@ -10,14 +11,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyattn.intmodel.blob import BUDGET, Op, QuantModelSpec, budget_sites
+from tinyattn.intmodel.blob import (
+    BUDGET,
+    POOL_SHIFT,
+    Op,
+    QuantModelSpec,
+    budget_sites,
+    pool_reciprocal,
+)
 
 T, C, P, E, H, F, K = 10, 3, 4, 8, 2, 12, 4
 S = -(-T // P)
 
 
 def _fit_multipliers(op: Op) -> Op:
-    """Set every multiplier of `op` to half the largest the budget allows (<= 32767)."""
+    """Set every multiplier of `op` to half the largest the budget allows (<= 32767);
+    masked_pool's table is fixed by the format and stays."""
+    if op.kind == "masked_pool":
+        return op
     for name, max_acc, _, shift in budget_sites(op):
         m = np.minimum(32767, (BUDGET - 1 - (1 << (shift - 1))) // max_acc) // 2
         if name[0] == "m":
@@ -28,7 +39,7 @@ def _fit_multipliers(op: Op) -> Op:
 
 
 def seq_spec(
-    quantized: bool = True, seed: int = 0, T: int = T, P: int = P, pool_shift: int = 20
+    quantized: bool = True, seed: int = 0, T: int = T, P: int = P
 ) -> QuantModelSpec:
     rng = np.random.default_rng(seed)
     S = -(-T // P)
@@ -76,8 +87,9 @@ def seq_spec(
     if not quantized:
         ip = {n: (v if n in ("E", "F", "has_bias") else 0) for n, v in ip.items()}
     ops.append(Op("res_ff", ip, {n: one(0.1) for n in ("s_in", "s_h", "s_f", "s_y")}, t))
-    t = {"m": np.ones(S, np.int16)} if quantized else {}
-    ops.append(Op("masked_pool", {"S": S, "E": E, "shift": pool_shift if quantized else 0}, {}, t))
+    table = np.array([pool_reciprocal(k) for k in range(1, S + 1)], np.int16)
+    t = {"m": table} if quantized else {}
+    ops.append(Op("masked_pool", {"S": S, "E": E, "shift": POOL_SHIFT if quantized else 0}, {}, t))
     t = qt("W", "b", K, E)
     ops.append(Op("dense", {"in": E, "out": K, "has_bias": 1, "shift": sh,
                             "act_min": -32768 if quantized else 0,

@@ -181,8 +181,8 @@ def test_device_seq_quantize_and_run_validate_the_window(attention, cases):
     data, *_ = cases["odd"]
     m = attention.Model(data, kernels="pure")
     assert (m.steps, m.patch, m.n_features, m.input_len) == (13, 4, 2, 32)  # S = 4 patches of 4·2
-    for bad in ([0.0] * 3, [0.0] * 28, []):
-        with pytest.raises(ValueError, match=rf"{len(bad)} numbers .* C = 2 .* T = 13"):
+    for bad in ([0.0] * 3, [0.0] * 27, []):  # not whole steps, or no step
+        with pytest.raises(ValueError, match=rf"{len(bad)} numbers .* C = 2 .*T = 13"):
             m.quantize(bad)
         with pytest.raises(ValueError, match=rf"{len(bad)} numbers"):
             m.logits(bad, "float")
@@ -304,3 +304,61 @@ def test_device_seq_kernel_table_documents_every_kernel(attention):
         assert f"\n  {f.__name__} " in doc, f.__name__
     assert "bstride" in doc and "add    (x, y" in doc and "S_n" in doc
     assert [f.__name__ for f in k.FLOAT] == [f.__name__ + "_f" for f in k.INT8[:7]]
+
+
+def _edited_pool_tables(data: bytes) -> list[tuple[bytes, str]]:
+    """The blob with masked_pool's table edited, CRC fixed: (bytes, the expected problem) for
+    m[1] one above rint(2**14 / 2), and for the shift 15 instead of 14."""
+    blob = read_blob(data)
+    k = next(i for i, op in enumerate(blob.ops) if op.kind == "masked_pool")
+    at = next(e.offset for e in blob.tensor_table if e.name == f"{k}.m")
+    entry = bytearray(data)
+    struct.pack_into("<h", entry, at + 2, 8193)
+    shift = bytearray(data)
+    struct.pack_into("<i", shift, _offsets(data)[k] + 4 * 2, 15)  # iparams S, E, shift
+    return [
+        (_recrc(entry), f"op {k} (masked_pool): m[1] = 8193, must be rint(2**14 / 2) = 8192"),
+        (_recrc(shift), f"op {k} (masked_pool): shift = 15, must be 14"),
+    ]
+
+
+def test_device_seq_edited_masked_pool_table_refused_by_both_readers(attention, cases):
+    """An edited reciprocal table would silently change the mean: both readers refuse it with
+    the same one-line message (docs/blob-format.md check 10)."""
+    for name in ("bm", "steps"):
+        for bad, problem in _edited_pool_tables(cases[name][0]):
+            host, device = _verdicts(attention, bad)
+            assert host is not None and problem in host
+            assert device == host
+
+
+def test_device_seq_long_window_runs_its_last_T_steps(attention, cases):
+    """The long window rule on the device API: a window of m > T steps gives the logits,
+    xq and class of its last T steps, on both paths, as the host references do on the window
+    as given (intref/floatref apply `fit_to_model`); a NaN in the dropped steps is never read,
+    one in the kept steps is named by its index in the window as given."""
+    data, *_ = cases["odd"]  # T = 13, C = 2
+    m = attention.Model(data, kernels="pure")
+    blob = read_blob(data)
+    rng = np.random.default_rng(3)
+    for extra in (1, 5, 13, 40):
+        w = rng.normal(size=(13 + extra, 2))  # (m, C)
+        flat, tail = w.reshape(-1).tolist(), w[-13:].reshape(-1).tolist()
+        assert m.window_steps(flat) == 13
+        assert m.logits(flat) == m.logits(tail)
+        assert list(m.quantize(flat)) == list(m.quantize(tail))
+        assert m.logits(flat, "float") == m.logits(tail, "float")
+        assert m.predict(flat) == m.predict(tail)
+        xq = quantize_input(blob, w[None], np.array([len(w)]))
+        assert list(m.quantize(flat)) == xq[0].tolist()
+        assert m.logits(flat) == run_int8(blob, xq, np.array([13]))[0].tolist()
+        ref = run_float(blob, w[None], np.array([len(w)]))[0]
+        assert np.max(np.abs(np.array(m.logits(flat, "float")) - ref)) < FLOAT_TOL
+    w = rng.normal(size=(20, 2))
+    w[2, 1] = np.nan  # dropped: steps 0..6 of 20
+    assert m.logits(w.reshape(-1).tolist()) == m.logits(w[-13:].reshape(-1).tolist())
+    w[10, 1] = np.nan  # kept: feature 10·2 + 1 of the window as given
+    with pytest.raises(ValueError, match=r"feature 21 is nan"):
+        m.quantize(w.reshape(-1).tolist())
+    with pytest.raises(ValueError, match=r"row 0: .*feature 21 is nan"):
+        quantize_input(blob, w[None], np.array([20]))

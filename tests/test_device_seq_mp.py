@@ -205,3 +205,37 @@ def test_device_seq_mp_basicmotions_float_path_runs_in_a_100k_heap(mpy, blobs):
     x = np.full((1, X.shape[1], X.shape[2]), 0.5)
     _, lq, lf = host_window_reference(q8.read_bytes(), x, np.array([10]))
     assert (pf, p8) == (int(np.argmax(lf[0])), int(np.argmax(lq[0])))
+
+
+# argv: modules dir, blob paths. Each blob's reader verdict: None or the BlobError's text.
+REJECT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import attention
+for path in sys.argv[2:]:
+    try:
+        attention.Model(path)
+        print(repr(None))
+    except attention.BlobError as e:
+        print(repr(str(e)))
+"""
+
+
+def test_device_seq_mp_edited_masked_pool_table_refused_as_on_the_host(mpy, tmp_path):
+    """MicroPython's reader refuses an edited masked_pool table (an entry, the shift) with the
+    host reader's message, word for word."""
+    from test_device_seq import _edited_pool_tables
+
+    from tinyattn.intmodel.blob import BlobError, read_blob
+
+    paths, want = [], []
+    for i, (bad, problem) in enumerate(_edited_pool_tables(seq_cases()["steps"][0])):
+        path = tmp_path / f"pool{i}.bin"
+        path.write_bytes(bad)
+        with pytest.raises(BlobError) as exc:
+            read_blob(bad, source=str(path))
+        assert problem in str(exc.value)
+        paths.append(str(path))
+        want.append(str(exc.value))
+    got = [eval(line) for line in run_micropython(REJECT, [mpy, *paths], heap=BOARD_HEAP)]
+    assert got == want

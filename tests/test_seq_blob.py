@@ -78,14 +78,30 @@ def test_seq_blob_reader_checks_shapes_and_placement():
     _refused(bad, r"op 1 \(res_attention\): multiplier M_a = 32768 out of range")
 
 
+def test_seq_blob_masked_pool_table_is_checked():
+    """masked_pool's table is fixed by the format (shift 14, m[k-1] = rint(2**14 / k)): an
+    edited entry or shift is refused by name, before the budget check could pass it."""
+    assert [tb.pool_reciprocal(k) for k in (1, 2, 3, 4, 5, 6, 7)] == [
+        16384, 8192, 5461, 4096, 3277, 2731, 2341]  # fmt: skip
+    assert tb.pool_reciprocal(32768) == 0  # 0.5: a tie, to even
+    tb.blob_bytes(seq_spec(T=300, P=2))  # 150 entries, all as the exporter writes them
+    bad = seq_spec()
+    bad.ops[3].tensors["m"] = bad.ops[3].tensors["m"].copy()
+    bad.ops[3].tensors["m"][1] += 1
+    _refused(bad, r"op 3 \(masked_pool\): m\[1\] = 8193, must be rint\(2\*\*14 / 2\) = 8192")
+    bad = seq_spec()
+    bad.ops[3].iparams["shift"] = 15
+    _refused(bad, r"op 3 \(masked_pool\): shift = 15, must be 14")
+
+
 @pytest.mark.parametrize(
     "k, name, channel",
-    [(0, "m", 5), (1, "mq", 0), (1, "mo", 7), (2, "m1", 3), (2, "m2", 0), (3, "m", 149)],
+    [(0, "m", 5), (1, "mq", 0), (1, "mo", 7), (2, "m1", 3), (2, "m2", 0)],
 )
 def test_seq_blob_budget_refused_at_load(k, name, channel):
-    """A multiplier one above its site's bound is refused by the reader, naming the site
-    (masked_pool: m[k-1] for k = 150 valid tokens, where 128·k·32767 passes 2**29)."""
-    spec = seq_spec(T=300, P=2, pool_shift=30) if k == 3 else seq_spec()
+    """A multiplier one above its site's bound is refused by the reader, naming the site.
+    (masked_pool's sites cannot fail: its table is fixed, 128·k·rint(2**14/k) < 2**22.)"""
+    spec = seq_spec()
     op = spec.ops[k]
     site = {s[0]: s for s in budget_sites(op)}[name]
     _, max_acc, _, shift = site

@@ -277,12 +277,12 @@ def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kin
     from test_device_seq import FLOAT_TOL, host_window_reference
     from test_device_seq_mp import PARITY_HEAP, SEQ_PARITY, write_windows
 
-    from tinyattn.intmodel.floatref import truncate_windows
+    from tinyattn.intmodel.floatref import fit_to_model
 
     _, blob, ts_test = ts_models[kind]
     test = load_ts(ts_test)
     T = load_model(ts_models[kind][0]).model.ops[0]["steps"]
-    X, n, _ = truncate_windows(test.X, test.lengths, T)
+    X, n, _ = fit_to_model(test.X, test.lengths, T)
     rows = write_windows(tmp_path / "w.txt", X, n)
     mpy = str(compile_mpy(tmp_path / "mpy"))
     head, *out = literals(

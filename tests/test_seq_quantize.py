@@ -22,7 +22,7 @@ from tinyattn.intmodel.floatref import (
     forward_seq,
     run_float,
     seq_float_ops,
-    truncate_windows,
+    fit_to_model,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import (
@@ -103,7 +103,8 @@ def test_seq_int8_padding_invariance(bm):
 
 def test_seq_masking_equals_the_float_model_on_unequal_lengths():
     """JapaneseVowels (7..26 steps): int8 on S_n tokens agrees with the float model's masked
-    forward on every TEST window of at most T steps; longer ones are refused unless cut."""
+    forward on every TEST window; longer ones run their last T steps (the long window rule),
+    the same whether the caller cuts them (`fit_to_model`) or the reference does."""
     train, test = (load_ts_dataset("japanesevowels", s) for s in ("train", "test"))
     cfg = SeqAttnConfig(patch=3)
     T = default_max_steps(train.lengths, cfg.patch)
@@ -112,9 +113,13 @@ def test_seq_masking_equals_the_float_model_on_unequal_lengths():
     npz = _npz(model, mean, std, train.class_names)
     blob = read_blob(blob_bytes(quantize(npz, train.X, train.lengths)))
     with pytest.raises(ValueError, match=r"window \d+ has 29 steps, the model takes 1..27"):
-        quantize_input(blob, test.X, test.lengths)
-    X, n, cut = truncate_windows(test.X, test.lengths, T)
+        run_int8(blob, quantize_input(blob, test.X, test.lengths), test.lengths)  # xq: <= T
+    X, n, cut = fit_to_model(test.X, test.lengths, T)
     assert cut == int(np.sum(test.lengths > T)) > 0
+    long = int(np.argmax(test.lengths))
+    np.testing.assert_array_equal(X[long, :T], test.X[long, 29 - T : 29])  # the last T steps
+    np.testing.assert_array_equal(quantize_input(blob, test.X, test.lengths),
+                                  quantize_input(blob, X, n))  # fmt: skip
     ref = model.forward(standardize_windows(X, n, mean, std), lengths=n)
     ours = forward_seq(seq_float_ops(npz), npz.normalize(X, n), n)
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10)

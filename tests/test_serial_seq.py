@@ -135,15 +135,35 @@ def test_serial_seq_server_windows_both_encodings_equal_host(synth):
     assert decode_b64_reply(rep, len(rows), [len(r) for r in rows])["logits_q"] == \
         ref["logits_q"].tolist()  # fmt: skip
     for bad, words in [
-        ({"lengths": [0] * len(rows)}, "each window has 1 to 12 steps"),
+        ({"lengths": [0] * len(rows)}, "each window has 1 or more steps"),
         ({"lengths": [1]}, "lengths must be a list of n = 8"),
         ({"lengths": [int(v) + 1 for v in n]}, "f32: expected"),
     ]:
         rep, _ = srv.handle_line(model, json.dumps({"op": "batch", **fields, "n": len(rows),
                                                     **bad}))  # fmt: skip
         assert not rep["ok"] and words in rep["error"], rep
-    rep, _ = srv.handle_line(model, json.dumps({"op": "infer", "features": [1.0] * (C * T + C)}))
-    assert not rep["ok"] and "1 <= n <= 12 steps" in rep["error"]
+    rep, _ = srv.handle_line(model, json.dumps({"op": "infer", "features": [1.0] * (C * T + 1)}))
+    assert not rep["ok"] and "a window is n*3 numbers with n >= 1 steps" in rep["error"]
+    # the long window rule: 15 steps run their last 12, in every form the server takes
+    w = as_sent(test.X[:3, :15])  # 3 windows of 15 steps
+    assert test.lengths[:3].tolist() == [15] * 3
+    last = host_reference(synth["blob"].read_bytes(), w[:, 3:], None)
+    assert last["logits_q"].tolist() == ref_long(synth, w)["logits_q"].tolist()
+    for i in range(3):
+        one = ask({"op": "infer", "features": w[i].reshape(-1).tolist()})
+        assert one["logits_q"] == last["logits_q"][i].tolist()
+        assert one["xq"] == last["xq"][i].tolist()
+    flat = w.reshape(-1)[None, :]
+    rep = ask({"op": "batch", "path": "both", **b64_batch(flat), "n": 3, "lengths": [15] * 3})
+    rep = decode_b64_reply(rep, 3, xq_widths=[T * C] * 3)
+    assert rep["logits_q"] == last["logits_q"].tolist()
+    assert rep["xq"] == [x.tolist() for x in last["xq"]]
+    assert np.max(np.abs(np.asarray(rep["logits"]) - last["logits"])) <= FLOAT_TOL
+
+
+def ref_long(synth, w):
+    """The host reference on whole windows longer than T (it applies the rule itself)."""
+    return host_reference(synth["blob"].read_bytes(), w, np.full(len(w), w.shape[1]))
 
 
 # -- over a virtual board --------------------------------------------------------------------
@@ -303,5 +323,10 @@ def test_serial_seq_archive_test_windows_parity_and_predict(
 
     host = predict()
     assert len(host) == windows and host == predict("--port", vb.port)
+    test = load_ts_dataset(name, "test")
+    for i in np.flatnonzero(test.lengths > T):  # JapaneseVowels' 29-step window (T = 26)
+        n = int(test.lengths[i])
+        ref = host_reference(blob.read_bytes(), test.X[i : i + 1, n - T : n], None)  # last T
+        assert host[i]["class"] == test.class_names[int(ref["logits_q"][0].argmax())]
     with capsys.disabled():
         print(f"\n{name}:\n{table}")

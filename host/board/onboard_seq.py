@@ -146,9 +146,9 @@ def _standardized(ds: Any, T: int, mean: np.ndarray, std: np.ndarray) -> tuple[n
     """`(x [N, T, C] standardized, 0 past each length, lengths cut to T)`: as train_seq and
     evaluate_seq see the windows."""
     from tinyattn.data.timeseries import standardize_windows
-    from tinyattn.intmodel.floatref import truncate_windows
+    from tinyattn.intmodel.floatref import fit_to_model
 
-    Xt, n, _ = truncate_windows(ds.X, np.asarray(ds.lengths, np.int64), T)
+    Xt, n, _ = fit_to_model(ds.X, np.asarray(ds.lengths, np.int64), T)
     x = standardize_windows(Xt, n, mean, std)
     if x.shape[1] < T:
         x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))

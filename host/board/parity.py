@@ -134,10 +134,10 @@ def is_seq_blob(blob: Any) -> bool:
 def fit_windows(
     blob: Any, X: np.ndarray, lengths: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """`(X [N, <= T, C], lengths, windows cut)`: windows longer than the blob's T cut to their
-    first T steps, explicitly (`floatref.truncate_windows`), and counted; lengths None: every
-    step of X valid."""
-    from tinyattn.intmodel.floatref import truncate_windows
+    """`(X [N, <= T, C], lengths, windows shortened)`: the long window rule (a window longer
+    than the blob's T is classified on its last T steps, `floatref.fit_to_model`), counted;
+    lengths None: every step of X valid."""
+    from tinyattn.intmodel.floatref import fit_to_model
 
     X = np.asarray(X)
     if X.ndim != 3:
@@ -146,7 +146,7 @@ def fit_windows(
             "give .ts windows (tinyattn predict --ts FILE, or the model's own data)"
         )
     n = np.full(len(X), X.shape[1], np.int64) if lengths is None else np.asarray(lengths)
-    return truncate_windows(X, n, blob.ops[0].iparams["T"])
+    return fit_to_model(X, n, blob.ops[0].iparams["T"])
 
 
 def check_samples(
@@ -220,6 +220,7 @@ def host_reference(
     ref: dict[str, Any] = {"blob": blob}
     if is_seq_blob(blob):
         n = np.full(len(X), X.shape[1], np.int64) if lengths is None else np.asarray(lengths)
+        X, n, _ = fit_windows(blob, X, n)  # the last T steps of a longer window, as the board
         C = blob.n_features
         ref["steps"] = n
         if blob.quantized:
@@ -380,16 +381,18 @@ def check_identity(info: dict, blob: Any, blob_path: Path, port: str) -> dict:
 
 def _request_batch(
     link: BoardLink, X: np.ndarray, group: list[int], path: str, enc: str,
-    lengths: np.ndarray | None = None,
+    lengths: np.ndarray | None = None, max_steps: int | None = None,
 ):  # fmt: skip
     """One batch request; a base64 reply comes back with its arrays as per-sample lists.
-    Windows (`lengths`) go as flat n·C values each; compact: one payload and `lengths`."""
+    Windows (`lengths`) go as flat n·C values each; compact: one payload and `lengths`. The
+    board runs (and returns the xq of) at most `max_steps` (its T) steps of a window."""
     if lengths is None:
         rows, extra, widths = X[group], {}, None
     else:
         rows = [X[i, : int(lengths[i])].reshape(-1) for i in group]
         extra = {"lengths": [int(lengths[i]) for i in group]}
-        widths = [len(r) for r in rows]
+        T = int(max_steps or max(lengths[group]))
+        widths = [X.shape[2] * min(int(lengths[i]), T) for i in group]
     if enc == "json":
         return link.request("batch", samples=[np.asarray(r).tolist() for r in rows], path=path)
     flat = np.concatenate([np.asarray(r).reshape(-1) for r in rows])
@@ -412,7 +415,8 @@ def run_device(
 ) -> dict:
     """Send all samples; returns per-sample device results and timing. Partial on LinkError.
     With enc "b64" the features go as float32 bytes: pass X as sent (`link.as_sent`).
-    Windows of a sequence model: X [N, T, C] with `lengths` [N] (n <= the model's T)."""
+    Windows of a sequence model: X [N, T', C] with `lengths` [N] (the board runs the last T
+    steps of a longer window)."""
     from tqdm import tqdm
 
     info = info or board_info(link)
@@ -445,7 +449,8 @@ def run_device(
             rep = None
             while rep is None:
                 try:
-                    rep = _request_batch(link, X, group, path, enc, lengths)
+                    rep = _request_batch(link, X, group, path, enc, lengths,
+                                         info.get("steps"))  # fmt: skip
                 except BoardReset:
                     dev["restarts"] += 1
                     if dev["restarts"] > MAX_RESTARTS:
@@ -672,7 +677,7 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
         f"{'result':28s} {'PASS' if s['passed'] else 'FAIL'}",
     ]
     if s.get("windows_truncated") is not None:
-        lines.insert(1, f"{'windows cut to T steps':28s} {s['windows_truncated']} "
+        lines.insert(1, f"{'windows > T: last T steps':28s} {s['windows_truncated']} "
                      f"(T = {s.get('max_steps')})")  # fmt: skip
     board = s.get("board_blob")
     if board and board.get("crc32") is not None:
@@ -721,12 +726,15 @@ def parity(
     CRC and size): BlobMismatch otherwise, before any sample is sent. With enc "b64" the
     samples travel as float32, so the host reference is computed on X rounded to float32.
     A sequence blob: X holds windows [N, T', C] with `lengths` [N] (None: all T' steps);
-    windows longer than the blob's T are cut to T steps (counted in the summary)."""
+    a window longer than the blob's T goes whole; host and board classify its last T steps
+    (the long window rule), counted in the summary (`windows_truncated`)."""
     blob = read_blob_file(blob_path)
     path = path or default_path(blob)
     cut = None
-    if is_seq_blob(blob):
-        X, lengths, cut = fit_windows(blob, X, lengths)
+    if is_seq_blob(blob):  # sent whole: the board applies the long window rule itself
+        X = np.asarray(X)
+        lengths = np.full(len(X), X.shape[1], np.int64) if lengths is None else lengths
+        cut = fit_windows(blob, X, lengths)[2]
     else:
         lengths = None
     check_samples(blob, X, [f"x{j}" for j in range(X.shape[-1])], "the samples", lengths)
@@ -859,9 +867,8 @@ def main(args: argparse.Namespace) -> int:
             f"{what}, but {source} gives {'windows' if lengths is not None else 'rows'}; pass "
             "the model it was exported from (--model) or its data (--dataset)"
         )
-    if lengths is not None:  # checked as parity() will send them: cut to the blob's T
-        X_cut, n_cut, _ = fit_windows(blob, data.X, lengths)
-        check_samples(blob, X_cut, data.feature_names, source, n_cut)
+    if lengths is not None:  # checked as parity() will send them: whole windows
+        check_samples(blob, data.X, data.feature_names, source, lengths)
     else:
         check_samples(blob, data.X, data.feature_names, source)
     path = args.path or default_path(blob)

@@ -749,6 +749,28 @@ def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
     return layout.tensors(iparams, quantized)
 
 
+POOL_SHIFT = 14  # masked_pool: m[0] = 2**shift < 2**15 (docs/quantization.md)
+
+
+def pool_reciprocal(k: int) -> int:
+    """`rint(2**14 / k)`, ties to even, in integers: masked_pool's `m[k-1]`."""
+    q, r = divmod(1 << POOL_SHIFT, k)
+    return q + (2 * r > k or (2 * r == k and q & 1))
+
+
+def _check_pool_table(k: int, shift: int, m: np.ndarray, fail) -> None:
+    """masked_pool's table MUST be the exporter's: `shift = 14`, `m[j-1] = rint(2**14 / j)`
+    (a CRC-valid blob with another table would silently change the mean)."""
+    if shift != POOL_SHIFT:
+        raise fail(f"op {k} (masked_pool): shift = {shift}, must be {POOL_SHIFT}")
+    for i, v in enumerate(m.tolist()):
+        if v != pool_reciprocal(i + 1):
+            raise fail(
+                f"op {k} (masked_pool): m[{i}] = {v}, must be rint(2**14 / {i + 1}) = "
+                f"{pool_reciprocal(i + 1)} (the table of 1/k)"
+            )
+
+
 def _check_op(
     k: int, op: Op, shape: tuple[int, ...], quantized: bool, last: bool, fail, seq: bool = False
 ):
@@ -783,6 +805,8 @@ def _check_op(
                 if row[0] != 16384 or any(row[i + 1] > row[i] for i in range(15)):
                     raise fail(f"op {k} ({kind}): lut is not an exp table (row 0 must be "
                                "16384, rows must not increase)")  # fmt: skip
+        if kind == "masked_pool":
+            _check_pool_table(k, ip["shift"], op.tensors["m"], fail)
     else:
         zero = [
             n

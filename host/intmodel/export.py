@@ -17,8 +17,8 @@ A sequence model (`seq-attn`) is calibrated on its TRAIN windows and evaluated o
 `dataset`, or `ts_train`/`ts_test` paths); a model trained with `--ts` and no `--test` is
 calibrated on the TRAIN windows it trained on and evaluated on the part of TRAIN it held out
 (`meta["train"]["train_idx"]`/`["test_idx"]`, `test_split` in the report). A TEST window longer
-than the model's T is cut to its first T steps, explicitly (`floatref.truncate_windows`), and
-counted in the report (`test_windows_truncated`); the integer path itself refuses such a window.
+than the model's T is classified on its last T steps (the long window rule,
+`floatref.fit_to_model`, as on the board), counted in the report (`test_windows_truncated`).
 Every report has `macs`: multiply-accumulates of one full-length inference, counted from the
 blob's ops.
 
@@ -41,7 +41,7 @@ from tinyattn.intmodel.floatref import (
     forward_seq,
     run_float,
     seq_float_ops,
-    truncate_windows,
+    fit_to_model,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
@@ -379,14 +379,14 @@ def _export_seq(
         calib, idx = _split(model, len(train.y))
     else:  # no test windows known: figures n/a, agreement over TRAIN
         calib, idx = np.arange(len(train.y)), np.array([], np.int64)
-    Xtr, ntr, cut_train = truncate_windows(train.X[calib], train.lengths[calib], T)
+    Xtr, ntr, cut_train = fit_to_model(train.X[calib], train.lengths[calib], T)
     try:
         spec = float32_spec(model) if float32 else quantize(model, Xtr, ntr)
     except QuantizeError as exc:
         raise CLIError(f"{model_path}: {exc}") from None
     size = write_blob(out_path, spec)
     blob = read_blob(out_path.read_bytes(), source=str(out_path))
-    X, n, _ = truncate_windows(ev.X, ev.lengths, T)
+    X, n, _ = fit_to_model(ev.X, ev.lengths, T)
     cut = int(np.sum(ev.lengths[idx] > T))
     split_name = (
         "test file" if test is not None else "held-out part of train" if held_out else None
@@ -452,7 +452,7 @@ def print_report(report: dict[str, Any]) -> None:
     if report.get("test_windows_truncated"):
         print(
             f"{report['test_windows_truncated']} test windows longer than the model's "
-            f"T = {report['max_steps']} steps were cut to their first {report['max_steps']}"
+            f"T = {report['max_steps']} steps were classified on their last {report['max_steps']}"
         )
     if report["quantized"]:
         print(f"input scale {report['input_scale']:.6g}, logit scale {report['logit_scale']:.6g}")

@@ -39,8 +39,8 @@ from tinyattn.learn.model import ModelFile
 
 def valid_lengths(X: np.ndarray, lengths: np.ndarray | None, max_steps: int) -> np.ndarray:
     """`lengths [B]` (int64) of windows `X [B, T', C]`: all `T'` steps if None; each must lie
-    in 1..max_steps (the model's T) — a longer window is refused, never cut silently (cut it
-    explicitly with `truncate_windows`)."""
+    in 1..max_steps (the model's T). The functions that take a user's windows apply the long
+    window rule first (`fit_to_model`: a longer window is classified on its last T steps)."""
     B, T = X.shape[0], X.shape[1]
     n = np.full(B, T, np.int64) if lengths is None else np.asarray(lengths, np.int64)
     if n.shape != (B,):
@@ -48,21 +48,31 @@ def valid_lengths(X: np.ndarray, lengths: np.ndarray | None, max_steps: int) -> 
     if B and (n.min() < 1 or n.max() > min(T, max_steps)):
         r = int(np.argmax((n < 1) | (n > min(T, max_steps))))
         raise ValueError(
-            f"window {r} has {int(n[r])} steps, the model takes 1..{max_steps} (T); cut longer "
-            "windows explicitly (tinyattn.intmodel.floatref.truncate_windows) or train with a "
-            "larger T"
+            f"window {r} has {int(n[r])} steps, the model takes 1..{max_steps} (T); a longer "
+            "window is classified on its last T steps (tinyattn.intmodel.floatref.fit_to_model)"
         )
     return n
 
 
-def truncate_windows(
-    X: np.ndarray, lengths: np.ndarray, max_steps: int
+def fit_to_model(
+    X: np.ndarray, lengths: np.ndarray | None, max_steps: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """`(X [B, min(T', max_steps), C], lengths cut to max_steps, number of windows cut)`: the
-    explicit way to run windows longer than the model's T (their first T steps)."""
-    lengths = np.asarray(lengths, np.int64)
-    cut = int(np.sum(lengths > max_steps))
-    return X[:, :max_steps], np.minimum(lengths, max_steps), cut
+    """The long window rule (docs/quantization.md, "Windows longer than T"): a window of
+    `n > T` steps is classified on its **last** T steps, `X[n-T : n]` (the most recent, as a
+    board's sliding window holds them), on the host references, `predict`, `parity`, export's
+    figures and the device API alike. Returns `(X [B, min(T', T), C], lengths cut to T, the
+    number of windows shortened)`; lengths None: every step of X is valid. A window of
+    `n <= T` steps is returned as it is (its first `n` steps)."""
+    X = np.asarray(X)
+    B, Tx = X.shape[0], X.shape[1]
+    n = np.full(B, Tx, np.int64) if lengths is None else np.asarray(lengths, np.int64)
+    long = np.flatnonzero(n > max_steps)
+    if not long.size:
+        return X[:, :max_steps], n, 0
+    out = X[:, :max_steps].copy()
+    for i in long:
+        out[i] = X[i, n[i] - max_steps : n[i]]
+    return out, np.minimum(n, max_steps), int(long.size)
 
 
 def normalize_windows(X, lengths, mean, std, dtype=np.float64) -> np.ndarray:
@@ -348,12 +358,13 @@ def run_float(
     blob: QuantModelSpec, X_raw: np.ndarray, lengths: np.ndarray | None = None
 ) -> np.ndarray:
     """Float32 real logits `[B, C]` of the blob's op list for raw features `X_raw [B, F]`
-    (a seq blob: raw windows `[B, T', C]` with `lengths [B]`, None = all steps valid)."""
+    (a seq blob: raw windows `[B, T', C]` with `lengths [B]`, None = all steps valid; a
+    window longer than the model's T runs its last T steps, `fit_to_model`)."""
     q = blob.quantized
     if blob.ops[0].kind == "embed":
         mean, std = (np.asarray(v, dtype=np.float32) for v in (blob.norm_mean, blob.norm_std))
         X = np.asarray(X_raw)
-        n = valid_lengths(X, lengths, blob.ops[0].iparams["T"])
+        X, n, _ = fit_to_model(X, valid_lengths(X, lengths, X.shape[1]), blob.ops[0].iparams["T"])
         x = normalize_windows(X, n, mean, std, np.float32)  # (B, T', C) float32
         weights = {id(op): _dequantized_seq(op, q) for op in blob.ops}
         return forward_seq(blob.ops, x, n, params=lambda op: weights[id(op)])

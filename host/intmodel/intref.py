@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyattn.intmodel.blob import MYATTN_EXPLICIT, QuantModelSpec, seq_tokens
-from tinyattn.intmodel.floatref import seq_groups, valid_lengths
+from tinyattn.intmodel.floatref import fit_to_model, seq_groups, valid_lengths
 
 BUDGET = 1 << 30
 LUT_SIZE = 256
@@ -186,14 +186,27 @@ def quantize_seq_input(
     """Raw windows `X_raw [B, T', C]` (`lengths [B]`, None = all T' steps) -> `xq [B, S·P·C]`
     int8: `xq[t·C + c]` by the input equation with `mean[c]`, `std[c]` for `t < n`, 0 after
     (the tail of the last valid patch and every later patch). A window longer than the model's
-    T is refused (ValueError naming its length and T); non-finite values at valid steps as
-    `quantize_input`; whatever lies past a window's length is never read."""
+    T gives the xq of its last T steps (the long window rule, `floatref.fit_to_model`);
+    non-finite values at valid steps as `quantize_input`; whatever lies past a window's length
+    is never read."""
     e = blob.ops[0].iparams
     T, C, P = e["T"], e["C"], e["P"]
     X = np.asarray(X_raw, dtype=np.float64)
     if X.ndim != 3 or X.shape[2] != C:
-        raise ValueError(f"windows of shape {X.shape}, the blob expects [B, T <= {T}, {C}]")
-    n = valid_lengths(X, lengths, T)
+        raise ValueError(f"windows of shape {X.shape}, the blob expects [B, T', {C}]")
+    n = valid_lengths(X, lengths, X.shape[1])
+    # feature i of a window is its flat index t·C + c in the window as given, also where the
+    # long window rule runs only its last T steps (the device counts the same way)
+    t = np.arange(X.shape[1])[None, :]
+    used = (t >= np.maximum(n - T, 0)[:, None]) & (t < n[:, None])  # (B, T')
+    bad = np.argwhere(used[:, :, None] & ~np.isfinite(X))
+    if bad.size:
+        r, s, c = (int(v) for v in bad[0])
+        raise ValueError(
+            f"row {r}: features must be finite numbers, not NaN or inf (feature {s * C + c} is "
+            f"{float(X[r, s, c])!r})"
+        )
+    X, n, _ = fit_to_model(X, n, T)
     B, Tx = X.shape[:2]
     valid = np.arange(Tx)[None, :] < n[:, None]  # (B, T')
     flat = np.where(valid[:, :, None], X, 0.0).reshape(B, Tx * C)  # (B, T'·C)

@@ -80,8 +80,8 @@ def default_max_steps(train_lengths: np.ndarray, patch: int) -> int:
     """The model's T for a TRAIN split: its longest window rounded up to a multiple of P, so
     the last patch is whole and slightly longer TEST windows still fit (JapaneseVowels: TRAIN
     7..26 steps, P=10 -> T=30 covers TEST's 29). Never computed from the TEST file; a window
-    longer than T is refused by the integer path (`floatref.valid_lengths`) unless cut
-    explicitly (`floatref.truncate_windows`)."""
+    longer than T is classified on its last T steps (the long window rule,
+    `floatref.fit_to_model`)."""
     longest = int(np.max(train_lengths))
     return -(-longest // patch) * patch
 

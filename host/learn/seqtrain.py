@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windows
-from tinyattn.intmodel.floatref import truncate_windows
+from tinyattn.intmodel.floatref import fit_to_model
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax
@@ -292,9 +292,9 @@ class SeqTrainResult:
         return int(self.model.ops[0]["steps"])
 
     def normalize(self, X: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Raw windows -> `(standardized [B, min(T', T), C], lengths cut to T)`; windows longer
-        than the model's T are cut to their first T steps (as export does, explicitly)."""
-        X, n, _ = truncate_windows(X, lengths, self.max_steps)
+        """Raw windows -> `(standardized [B, min(T', T), C], lengths cut to T)`; a window
+        longer than the model's T is classified on its last T steps (the long window rule)."""
+        X, n, _ = fit_to_model(X, lengths, self.max_steps)
         return standardize_windows(X, n, self.norm_mean, self.norm_std), n
 
 
@@ -331,7 +331,7 @@ def train_seq(
     lengths = np.asarray(lengths, np.int64)
     mean, std = fit_channel_standardizer(X, lengths)
     T = max_steps if max_steps is not None else default_max_steps(lengths, arch.patch)
-    Xt, n, _ = truncate_windows(X, lengths, T)
+    Xt, n, _ = fit_to_model(X, lengths, T)
     x = standardize_windows(Xt, n, mean, std).astype(dtype)  # (N, T', C), 0 at padding
     if x.shape[1] < T:  # every window shorter than T: pad the array (not the model) to T
         x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
@@ -400,7 +400,7 @@ def evaluate_seq(
 ) -> dict[str, Any]:
     """Float and int8 accuracy on windows `X`, `lengths`, labels `y`; the int8 path calibrated
     on `X_calib`/`len_calib` (the training windows, as export). Windows longer than the model's
-    T are cut to T and counted (`truncated`)."""
+    T run their last T steps and are counted (`truncated`)."""
     xn, n = result.normalize(X, lengths)
     pred = result.model.predict(xn, n)  # (N,)
     out: dict[str, Any] = {
@@ -411,9 +411,9 @@ def evaluate_seq(
     }
     if int8:
         names = [str(i) for i in range(result.model.layers[-1].n_out)]
-        Xc, nc, _ = truncate_windows(X_calib, len_calib, result.max_steps)
+        Xc, nc, _ = fit_to_model(X_calib, len_calib, result.max_steps)
         spec = quantize(npz_model(result, names), Xc, nc)
-        Xt, nt, _ = truncate_windows(X, lengths, result.max_steps)
+        Xt, nt, _ = fit_to_model(X, lengths, result.max_steps)
         pred_q = np.argmax(run_int8(spec, quantize_input(spec, Xt, nt), nt), axis=1)
         out["int8_accuracy"] = float(np.mean(pred_q == y))
         out["int8_float_agreement"] = float(np.mean(pred_q == pred))
