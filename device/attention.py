@@ -362,7 +362,8 @@ class Model:
         if n % C or n < C:
             raise ValueError(
                 "features: %d numbers is not a window of n >= 1 steps of C = %d channels "
-                "(n*C numbers, row-major [n, C]; n > T = %d: the last T steps)" % (n, C, self.steps)
+                "(n*C numbers, row-major [n, C]; n > T = %d: the last T steps)"
+                % (n, C, self.steps)
             )
         return n // C if n // C <= self.steps else self.steps
 
@@ -467,8 +468,8 @@ class Model:
 
     def run_float(self, features, out):
         """Float inference on dequantized weights: raw features (n_features values, or for a
-        seq model a window of n*C, n >= 1; n > T: its last T steps) -> float logits in `out` (array('f') or list
-        of n_classes). Returns the argmax. Allocates (floats)."""
+        seq model a window of n*C, n >= 1; n > T: its last T steps) -> float logits in `out`
+        (array('f') or list of n_classes). Returns the argmax. Allocates (floats)."""
         n = self.window_steps(features)
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps

@@ -7,13 +7,14 @@ files, `epoch_shifts` reads a `train_epoch` request's `shifts`.
 
 Files: train_data.bin is a TAWF windows file (attention_train_seq.py's docstring is the byte
 layout): the first `n_train` windows (meta "train" "n_train") train, the rest are only
-evaluated, all at the model's T (longer test windows cut to their last T steps by the host, as its evaluation
-does). The windows are read from the file as they are gathered (WindowFile): the board never
-holds them in RAM. Meta "train" of a window run also carries "rows" (windows a forward holds:
-the minibatch runs in pieces of that many, so the heap scales with rows, not batch_size),
-"shift" (the largest time shift of the host's augmentation; 0: none) and "average" ({"swa",
-"ema"}: the host's weight averaging, attention_train_seq.Averager; its running value is
-in the checkpoint, TAFM flag AVERAGE, until the last epoch makes theta the average).
+evaluated, all at the model's T (longer test windows cut to their last T steps by the host,
+as its evaluation does). The windows are read from the file as they are gathered
+(WindowFile): the board never holds them in RAM. Meta "train" of a window run also carries
+"rows" (windows a forward holds: the minibatch runs in pieces of that many, so the heap
+scales with rows, not batch_size), "shift" (the largest time shift of the host's
+augmentation; 0: none) and "average" ({"swa", "ema"}: the host's weight averaging,
+attention_train_seq.Averager; its running value is in the checkpoint, TAFM flag AVERAGE,
+until the last epoch makes theta the average).
 
 shifts: per position of the epoch's order, the circular time shift of that window (int16
 little-endian, base64; SeqNet.shifts): the draws of the host's own run (seqtrain.augment_batch).

@@ -61,8 +61,8 @@ from tinyattn.cli import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob
 from tinyattn.intmodel.floatref import (
     dequantized,
-    seq_float_ops,
     fit_to_model,
+    seq_float_ops,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.learn.layers import Attention

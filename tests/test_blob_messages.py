@@ -44,7 +44,7 @@ def _calls(tree: ast.AST):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args:
             f = node.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            name = getattr(f, "id", None) or getattr(f, "attr", "")
             if name in ("fail", "mismatch"):
                 yield node
 
@@ -100,16 +100,21 @@ def _device_templates() -> set[str]:
                 node = node.left
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                 continue
-            it = iter(args)
-
-            def value(m: re.Match) -> str:
-                arg = next(it, None)
-                if isinstance(arg, ast.Name) and arg.id in consts:
-                    return m.group(0) % consts[arg.id]
-                return HOLE
-
-            out.add(re.sub(r"%[-0-9.]*[dsrxf]", value, node.value))
+            out.add(_render(node.value, args, consts))
     return out
+
+
+def _render(fmt: str, args: list[ast.expr], consts: dict) -> str:
+    """A `%` format with each conversion a HOLE, but a module constant's value."""
+    it = iter(args)
+
+    def value(m: re.Match) -> str:
+        arg = next(it, None)
+        if isinstance(arg, ast.Name) and arg.id in consts:
+            return m.group(0) % consts[arg.id]
+        return HOLE
+
+    return re.sub(r"%[-0-9.]*[dsrxf]", value, fmt)
 
 
 def _covered(templates: set[str], rows: list[str], who: str) -> None:

@@ -19,10 +19,10 @@ from seq_models import train_seq
 from tinyattn.data.timeseries import load_ts_dataset, standardize_windows
 from tinyattn.intmodel.blob import BUDGET, blob_bytes, budget_sites, read_blob
 from tinyattn.intmodel.floatref import (
+    fit_to_model,
     forward_seq,
     run_float,
     seq_float_ops,
-    fit_to_model,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import (

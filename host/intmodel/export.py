@@ -37,11 +37,11 @@ import numpy as np
 from tinyattn.cli import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob, write_blob
 from tinyattn.intmodel.floatref import (
+    fit_to_model,
     forward_npz,
     forward_seq,
     run_float,
     seq_float_ops,
-    fit_to_model,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
