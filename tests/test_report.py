@@ -409,3 +409,29 @@ def test_report_seq_samples_are_test_windows(seq_trained, tmp_path, capsys):
     assert cli.main([*argv, "--samples", "3", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["attention_images"] == [str(tmp_path / "o" / "attention_3.png")]
+
+
+@pytest.mark.host
+def test_report_attention_figures_keep_labels_inside_and_heading_apart(
+    tmp_cwd, reference_model, monkeypatch
+):
+    """Iris attention PNGs: every axis label and panel title inside the figure (the x-axis
+    label used to be cut at the bottom), and the heading above the panel titles, not on them."""
+    pytest.importorskip("matplotlib")
+    from tinyattn import report
+
+    figs, save = [], report._save
+    monkeypatch.setattr(report, "_save", lambda fig, canvas, path: (save(fig, canvas, path),
+                                                                    figs.append((path, fig))))
+    assert cli.main(["report", "--model", str(reference_model["npz"]), "--blob",
+                     str(reference_model["blob"]), "--out", "rep"]) == 0  # fmt: skip
+    attention = [(p, f) for p, f in figs if p.name.startswith("attention_")]
+    assert attention, [p.name for p, _ in figs]
+    for path, fig in attention:
+        r = fig.canvas.get_renderer()  # the layout the PNG was saved with
+        x0, y0, w, h = fig.get_tightbbox(r).bounds  # every artist, inches
+        W, H = fig.get_size_inches()
+        assert x0 >= 0 and y0 >= 0 and x0 + w <= W and y0 + h <= H, (path.name, (x0, y0, w, h))
+        tops = [ax.title.get_window_extent(r).y1 for ax in fig.axes if ax.get_title()]
+        gap = fig._suptitle.get_window_extent(r).y0 - max(tops)
+        assert gap >= 4, (path.name, gap)  # pixels between the heading and the panel titles
