@@ -127,18 +127,29 @@ def test_load_csv_without_a_header_row_is_refused_not_misread(tmp_path, text):
         load_csv(path)
 
 
-def test_load_csv_and_predict_refuse_a_missing_header_in_the_same_words(tmp_path):
-    """One check (data.check_header) behind train/export/parity --csv and predict --csv."""
+def test_load_csv_refuses_a_missing_header_predict_reads_it_by_position(tmp_path):
+    """One check (data.check_header): train/export/parity --csv refuse a headerless file;
+    predict --csv (new rows, issue 23) reads it by position and says so."""
     from tinyattn.board.predict import read_rows
-    from tinyattn.cli import CLIError
 
     path = tmp_path / "noheader.csv"
     path.write_text("5.1,3.5,1.4,0.2,setosa\n6.3,3.3,6.0,2.5,virginica\n")
-    with pytest.raises(ValueError) as from_data:
+    with pytest.raises(ValueError, match="the first row is numbers"):
         load_csv(path)
-    with pytest.raises(CLIError) as from_predict:
-        read_rows(path, 4, None)
-    assert str(from_data.value) == str(from_predict.value)
+    rows = read_rows(path, 4, None, ["sl", "sw", "pl", "pw"])
+    assert rows.columns == "position" and rows.X.tolist() == [[5.1, 3.5, 1.4, 0.2],
+                                                              [6.3, 3.3, 6.0, 2.5]]  # fmt: skip
+    assert "no header row; columns taken by position as the model's features sl, sw" in rows.note
+
+
+def test_load_csv_keeps_the_target_column_name(tmp_path):
+    """The label column's name travels with the data (`Dataset.target`): the model file
+    records it, and `tinyattn predict --csv` leaves that column out (issue 23)."""
+    path = tmp_path / "t.csv"
+    path.write_text("y,a,b\nu,1,2\nv,3,4\n")
+    assert load_csv(path, target="y").target == "y"
+    path.write_text("a,b,y\n1,2,u\n3,4,v\n")
+    assert load_csv(path).target == "y"  # the last column by default
 
 
 def test_load_csv_header_with_some_numeric_names_is_still_a_header(tmp_path):

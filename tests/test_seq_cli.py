@@ -247,6 +247,22 @@ def test_seq_cli_refuses_missing_values_and_a_test_file_of_another_problem(capsy
     assert "pass the TEST file of the same problem" in err
 
 
+@pytest.mark.host
+def test_seq_cli_refuses_train_windows_of_one_class(capsys, tmp_path):
+    """As `train --csv` refuses one class: a .ts file holding one class, whether it declares
+    two or four (issue 23; before: trained and reported "test accuracy 1.000")."""
+    X = np.random.default_rng(0).normal(size=(12, 6, 1))
+    for names in (["a", "b"], ["a", "b", "c", "d"]):
+        one = write_ts(tmp_path / "one.ts", X, None, np.zeros(12, np.int64), names)
+        for extra in ([], ["--cv", "3"]):
+            err = refused(capsys, "train", "--ts", str(one), *extra, "--epochs", "1",
+                          "--out", str(tmp_path / "m.npz"))  # fmt: skip
+            declares = f"(@classLabel declares {' '.join(names)})"
+            assert f"one.ts: every window is of class 'a' {declares}" in err, err
+            assert "need windows of at least two classes to train" in err, err
+    assert not (tmp_path / "m.npz").exists()
+
+
 # -- Must-show 8: the .ts models on the device ----------------------------------------------------
 
 

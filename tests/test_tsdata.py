@@ -238,6 +238,32 @@ def test_tsformaterror_is_a_valueerror():
     assert issubclass(TSFormatError, ValueError)
 
 
+def test_unlabelled_windows_read_when_labels_are_optional(tmp_path: Path):
+    """New data (`tinyattn predict --ts`): `@classLabel false` or no @classLabel, every ':'
+    field a channel, y = -1; the training reader still refuses both."""
+    for head in ("@classLabel false\n", ""):
+        path = _ts(tmp_path, f"@dimensions 2\n{head}@data\n1,2:3,4\n5:6\n")
+        d = load_ts(path, labels_required=False)
+        assert d.y.tolist() == [-1, -1] and d.class_names == [] and d.lengths.tolist() == [2, 1]
+        assert d.X[0].tolist() == [[1, 3], [2, 4]] and d.n_channels == 2
+        with pytest.raises(TSFormatError, match="classLabel"):
+            load_ts(path)
+    univariate = _ts(tmp_path, "@classLabel false\n@data\n1,2,3\n4,5\n")
+    assert load_ts(univariate, labels_required=False).lengths.tolist() == [3, 2]
+
+
+def test_undeclared_and_missing_labels_read_when_labels_are_optional(tmp_path: Path):
+    """A labelled file whose cases carry a label it does not declare (appended to
+    class_names), or no label (exactly the declared channels: y = -1)."""
+    path = _ts(tmp_path, _header() + "1,2:3,4:a\n1,2:3,4:c\n1,2:3,4\n1:2:b\n")
+    d = load_ts(path, labels_required=False)
+    assert d.class_names == ["b", "a", "c"] and d.y.tolist() == [1, 2, -1, 0]
+    with pytest.raises(TSFormatError, match="label 'c' is not declared"):
+        load_ts(path)
+    with pytest.raises(TSFormatError, match="followed by labels"):
+        load_ts(_ts(tmp_path, "@classLabel false a b\n@data\n1:2\n"), labels_required=False)
+
+
 # --- writer ---------------------------------------------------------------------------------
 
 

@@ -8,16 +8,24 @@
 A sequence blob (seq-attn) classifies the windows of a `.ts` file (tinyattn.data.timeseries:
 unequal lengths too); windows longer than the model's T are cut to their first T steps and counted
 on
-stderr (parity.fit_windows). The file's class labels are not used.
+stderr (parity.fit_windows). New data need not be labelled: `@classLabel false`, and labels the
+header does not declare, are read (`load_ts(labels_required=False)`); when windows carry labels,
+the accuracy over them is said (stderr; `accuracy` in --json).
 
-The CSV has a header row and the model's features in training order; a label column is
-dropped when --target names it, or when there is exactly one column more than the model has
-features (then the last, as `tinyattn train --csv` takes it). Bad input gets the same one-line
-errors as `parity --csv` (file:line, column, what to do) and the same feature checks
-(parity.check_samples). Features are rounded to float32 first, on the host too: that is what
-a board receives (docs/protocol.md, compact batches) and computes with, so host and board
-give the same classes. On a board, the blob it runs must be the one given (`info` CRC), else
-exit 2 naming both CRCs and `make flash`.
+CSV columns are matched by their header names against the model file's `feature_names` (the
+`.npz` the blob was exported from: --model, by default the one beside the blob, build/model.npz
+for build/model.bin), in any order; the label column (--target, by default the model file's
+`target`) is left out; a missing feature or another extra column is refused by name. A file
+without a header row is read by position (the model's features in training order, then
+optionally the label), and so is a CSV when no model file of the blob is found (as before:
+a label column is dropped when --target names it, or when there is exactly one column more
+than the model has features); either is said on stderr, and `columns` in --json is "name" or
+"position". Bad input gets the same one-line errors as `parity --csv` (file:line, column, what
+to do) and the same feature checks (parity.check_samples). Features are rounded to float32
+first, on the host too: that is what a board receives (docs/protocol.md, compact batches) and
+computes with, so host and board give the same classes. With --port the board is asked first
+(`info`): the blob it runs must be the one given (CRC), else exit 2 naming both CRCs, before
+the data is judged against that blob.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +44,76 @@ from tinyattn.cli import CLIError
 from tinyattn.paths import BUILD_DIR
 
 
-def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarray, list[str]]:
-    """Features X [N, F] and their column names from a CSV with a header row; the messages
-    are those of data.load_csv (what `parity --csv` says)."""
+@dataclass
+class Samples:
+    """What is classified: rows X [N, F] (`columns` "name" or "position": how they were
+    matched), or windows X [N, T', C] with `lengths` and their `labels` (None: unlabelled)."""
+
+    X: np.ndarray
+    lengths: np.ndarray | None = None
+    labels: list[str | None] | None = None
+    columns: str | None = None
+
+
+@dataclass
+class Rows:
+    """A CSV's features in the model's order: X [N, F], their names, "name" or "position",
+    and what to say on stderr about a positional reading (None: matched by name)."""
+
+    X: np.ndarray  # (N, F)
+    names: list[str]
+    columns: str
+    note: str | None = None
+
+
+def model_columns(
+    blob, blob_path: Path, model: Path | None
+) -> tuple[list[str] | None, str | None, str | None]:
+    """`(feature_names, target, why not)` from the model file the blob was exported from:
+    `model` (--model), by default the `.npz` beside the blob. A model file is the blob's when
+    its features, classes and input scaling (as float32) are the blob's. None names and a
+    reason when there is no such file, or it records no feature names (older files); CLIError
+    when an explicit --model cannot be used."""
+    from tinyattn.learn.model import read_npz
+
+    path = model if model is not None else blob_path.with_suffix(".npz")
+    if model is None and not path.is_file():
+        return None, None, f"no model file {path} beside the blob"
+    try:
+        meta, norm_mean, norm_std, _ = read_npz(path)
+    except ValueError as exc:
+        if model is not None:
+            raise CLIError(str(exc)) from None
+        return None, None, f"{exc}"
+    names = meta.get("feature_names")
+    if not isinstance(names, list):
+        return None, None, f"{path} records no feature names"
+    same = (
+        len(names) == blob.n_features
+        and list(meta.get("class_names") or []) == list(blob.class_names)
+        and np.array_equal(np.asarray(norm_mean, np.float32), blob.norm_mean)
+        and np.array_equal(np.asarray(norm_std, np.float32), blob.norm_std)
+    )
+    if not same:
+        what = f"{path} is not the model {blob_path} was exported from"
+        if model is not None:
+            raise CLIError(f"{what} (other features, classes or input scaling); pass that "
+                           "model with --model FILE")  # fmt: skip
+        return None, None, what
+    target = meta.get("target")
+    return [str(n) for n in names], (str(target) if target else None), None
+
+
+def read_rows(
+    path: Path, n_features: int, target: str | None, feature_names: list[str] | None = None,
+    model_target: str | None = None, why: str | None = None,
+) -> Rows:  # fmt: skip
+    """The model's features from a CSV, in its order (`Rows`). With the model file's
+    `feature_names`, columns are matched by header name: `target` (--target, else
+    `model_target`) is left out, a missing feature or any other column is refused by name
+    (a file whose model does not record its target may have one such column: the label).
+    Without them, or without a header row, by position (`why`: why no names). The messages of
+    data.load_csv (what `parity --csv` says) for the values."""
     from tinyattn.data.tabular import check_header, feature_rows
 
     try:
@@ -45,39 +121,113 @@ def read_rows(path: Path, n_features: int, target: str | None) -> tuple[np.ndarr
             rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
     except OSError as exc:
         raise CLIError(f"{path}: cannot read ({exc.strerror}); check the path") from None
-    if len(rows) < 2:
+    if not rows:
         raise CLIError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
     try:
-        check_header(path, header, n_features)  # the rule and words of train/export/parity
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+        check_header(path, header, n_features)  # the rule of train/export/parity
+    except ValueError:
+        return _headerless_rows(path, rows, n_features, target, feature_names)
+    if len(rows) < 2:
+        raise CLIError(f"{path}: needs a header row and at least one data row")
     if target is not None and target not in header:
         raise CLIError(
             f"{path}: no column named {target!r}; columns are {', '.join(header)} "
             "(pass the label column with --target COL)"
         )
+    if feature_names is None:
+        return _rows_in_file_order(path, rows, header, n_features, target, why)
+    twice = [h for j, h in enumerate(header) if h in header[:j]]
+    if twice:
+        raise CLIError(f"{path}:1: column {twice[0]!r} appears twice; name each column once")
+    missing = [f for f in feature_names if f not in header]
+    if missing:
+        more = f" (nor {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CLIError(
+            f"{path}: no column {missing[0]!r}{more}; the model takes "
+            f"{', '.join(feature_names)} (by name, any order): add or rename it"
+        )
+    target = target if target is not None else model_target
+    extra = [h for h in header if h not in feature_names and h != target]
+    if len(extra) == 1 and model_target is None and target is None:
+        extra = []  # an older model file without its target: the one other column is the label
+    if extra:
+        label = f", nor the label column {target!r}" if target is not None else ""
+        raise CLIError(
+            f"{path}: column {extra[0]!r} is not a feature of the model "
+            f"({', '.join(feature_names)}){label}; drop it, or name the label column with "
+            "--target COL"
+        )
+    columns = [header.index(f) for f in feature_names]
+    try:
+        X = feature_rows(path, rows, feature_names, -1, columns)  # (N, F), load_csv's checks
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    return Rows(X, list(feature_names), "name")
+
+
+def _rows_in_file_order(
+    path: Path, rows: list[list[str]], header: list[str], n_features: int, target: str | None,
+    why: str | None,
+) -> Rows:  # fmt: skip
+    """No feature names to match: the columns in file order, a label column dropped when
+    --target names it or there is exactly one column more than the model has features (the
+    last, as `tinyattn train --csv` takes it by default)."""
+    from tinyattn.data.tabular import feature_rows
+
     if target is None and len(header) == n_features + 1:
-        target = header[-1]  # a label column last, as train --csv takes it by default
+        target = header[-1]
     t = header.index(target) if target is not None else -1
     names = [h for j, h in enumerate(header) if j != t]
     try:
         X = feature_rows(path, rows, names, t)  # (N, F), the checks and words of load_csv
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    return X, names
+    why = why or "no model file"
+    note = (f"{path}: columns taken in file order, not matched by name ({why}); pass --model, "
+            "the .npz the blob was exported from, to match them by name")  # fmt: skip
+    return Rows(X, names, "position", note)
 
 
-def read_windows(path: Path, blob) -> tuple[np.ndarray, np.ndarray]:
-    """Windows X [N, <= T, C] and lengths [N] of a `.ts` file for a sequence blob, cut to its
-    T (the count said on stderr); the one-line errors of tinyattn.data.timeseries and parity."""
+def _headerless_rows(
+    path: Path, rows: list[list[str]], n_features: int, target: str | None,
+    feature_names: list[str] | None,
+) -> Rows:  # fmt: skip
+    """A CSV without a header row: by position, the model's features in training order, then
+    optionally a label column (the last)."""
+    from tinyattn.data.tabular import feature_rows
+
+    width = len(rows[0])
+    names = feature_names or [f"column {j + 1}" for j in range(n_features)]
+    if target is not None:
+        raise CLIError(f"{path}:1: no header row, so no column is named {target!r}; add a "
+                       f"header row ({', '.join(names)}, then the label's)")  # fmt: skip
+    if width not in (n_features, n_features + 1):
+        raise CLIError(
+            f"{path}:1: no header row and {width} columns; the model takes {n_features} "
+            f"features ({', '.join(names)}), then optionally the label: add a header row"
+        )
+    try:
+        X = feature_rows(path, rows, names, n_features if width > n_features else -1, first=0)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    label = ", the last column as the label" if width > n_features else ""
+    note = (f"{path}: no header row; columns taken by position as the model's features "
+            f"{', '.join(names)}{label} (add a header row to match them by name)")  # fmt: skip
+    return Rows(X, list(names), "position", note)
+
+
+def read_windows(path: Path, blob) -> Samples:
+    """Windows X [N, <= T, C], lengths [N] and labels (None: unlabelled) of a `.ts` file for a
+    sequence blob, cut to its T (the count said on stderr); the one-line errors of
+    tinyattn.data.timeseries and parity. Labels are optional and need not be declared."""
     from tinyattn.board.parity import check_samples, fit_windows, is_seq_blob
     from tinyattn.data.timeseries import load_ts
 
     if not is_seq_blob(blob):
         raise CLIError(f"{path}: .ts windows need a sequence model; this blob takes rows: --csv")
     try:
-        ds = load_ts(path)
+        ds = load_ts(path, labels_required=False)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     X, lengths, cut = fit_windows(blob, ds.X, ds.lengths)
@@ -86,7 +236,8 @@ def read_windows(path: Path, blob) -> tuple[np.ndarray, np.ndarray]:
         T = blob.ops[0].iparams["T"]
         print(f"{path}: {cut} of {len(X)} windows longer than the model's T = {T} steps, cut "
               f"to their first {T}", file=sys.stderr)  # fmt: skip
-    return X, lengths
+    labels = [ds.class_names[int(k)] if k >= 0 else None for k in ds.y]
+    return Samples(X, lengths, labels)
 
 
 def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = None) -> np.ndarray:
@@ -104,10 +255,11 @@ def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = No
 
 
 def predict_board(
-    port: str, blob, blob_path: Path, X: np.ndarray, path: str, baud: int, timeout: float,
-    progress: bool, lengths: np.ndarray | None = None,
-) -> np.ndarray:  # fmt: skip
-    """Class indices [N] as the board on PORT computes them (compact batches)."""
+    port: str, blob, blob_path: Path, load, path: str, baud: int, timeout: float, progress: bool,
+) -> tuple[np.ndarray, Samples]:  # fmt: skip
+    """Class indices [N] as the board on PORT computes them (compact batches), and the
+    samples: the board is asked first which blob it runs (`info`), then `load()` reads and
+    checks the samples against that blob."""
     from tinyattn.board.link import BoardLink
     from tinyattn.board.parity import board_info, check_identity, run_device, start_server
 
@@ -116,7 +268,9 @@ def predict_board(
         try:
             info = board_info(link)
             check_identity(info, blob, blob_path, port)
-            dev = run_device(link, X, path, 0, progress, enc="b64", info=info, lengths=lengths)
+            s = load()
+            dev = run_device(link, s.X, path, 0, progress, enc="b64", info=info,
+                             lengths=s.lengths)  # fmt: skip
         finally:
             try:
                 link.stop_server()
@@ -124,10 +278,10 @@ def predict_board(
                 pass
     if dev["error"]:
         raise LinkError(dev["error"])
-    missing = [i for i in range(len(X)) if i not in dev["rows"]]
+    missing = [i for i in range(len(s.X)) if i not in dev["rows"]]
     if missing:
         raise LinkError(f"{port}: the board did not answer rows {missing[:5]}; retry")
-    return np.array([int(dev["rows"][i]["pred"]) for i in range(len(X))], dtype=np.int64)
+    return np.array([int(dev["rows"][i]["pred"]) for i in range(len(s.X))], dtype=np.int64), s
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,12 +290,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_port_arguments(parser)
     data = parser.add_mutually_exclusive_group(required=True)
-    data.add_argument("--csv", type=Path, help="rows to classify (header row)")
-    data.add_argument("--ts", type=Path, help="windows to classify (.ts; a sequence model)")
-    parser.add_argument("--target", help="a label column of --csv to leave out")
+    data.add_argument(
+        "--csv", type=Path,
+        help="rows to classify: columns matched by header name (no header row: by position)",
+    )  # fmt: skip
+    data.add_argument(
+        "--ts", type=Path,
+        help="windows to classify (.ts; a sequence model); labels optional (accuracy if given)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--target", help="a label column of --csv to leave out (default: the model file's)"
+    )
     parser.add_argument(
         "--blob", type=Path, default=BUILD_DIR / "model.bin",
         help="the model (default %(default)s); on a board, the blob it runs",
+    )  # fmt: skip
+    parser.add_argument(
+        "--model", type=Path,
+        help="the model file the blob was exported from, for --csv's column names (default: "
+        "the .npz beside the blob)",
     )  # fmt: skip
     parser.add_argument(
         "--path", choices=["int8", "float"],
@@ -161,41 +328,79 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
-    from tinyattn.board.parity import check_samples, is_seq_blob, read_blob_file
+def load_samples(args: argparse.Namespace, blob, path: str) -> Samples:
+    """The samples of --csv or --ts for `blob`, checked (parity.check_samples) and rounded to
+    float32 as sent; what a positional reading of --csv means is said on stderr."""
+    from tinyattn.board.parity import check_samples, is_seq_blob
 
-    blob = read_blob_file(args.blob)
-    lengths = None
     if args.ts is not None:
-        X, lengths = read_windows(args.ts, blob)
+        s = read_windows(args.ts, blob)
     else:
         if is_seq_blob(blob):
             raise CLIError(f"{args.blob} is a sequence model: give its windows with --ts FILE.ts")
-        X, names = read_rows(args.csv, blob.n_features, args.target)
-        check_samples(blob, X, names, str(args.csv))
-    path = args.path or ("int8" if blob.quantized else "float")
+        names, target, why = model_columns(blob, args.blob, args.model)
+        r = read_rows(args.csv, blob.n_features, args.target, names, target, why)
+        check_samples(blob, r.X, r.names, str(args.csv))
+        if r.note:
+            print(r.note, file=sys.stderr)
+        s = Samples(r.X, columns=r.columns)
     if path == "int8" and not blob.quantized:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
-    X = as_sent(X)
-    if args.port:
+    s.X = as_sent(s.X)
+    return s
+
+
+def label_hits(
+    labels: list[str | None] | None, pred: np.ndarray, class_names: list[str]
+) -> tuple[int, int, int] | None:
+    """`(right, labelled, unknown)` over the windows that carry a label (None when none does);
+    `unknown`: labelled with a class the model does not have (counted as wrong)."""
+    have = [(class_names[int(p)], y) for p, y in zip(pred, labels or [], strict=False)
+            if y is not None]  # fmt: skip
+    if not have:
+        return None
+    return sum(p == y for p, y in have), len(have), sum(y not in class_names for _, y in have)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tinyattn.board.parity import read_blob_file
+
+    blob = read_blob_file(args.blob)
+    path = args.path or ("int8" if blob.quantized else "float")
+
+    def load() -> Samples:
+        return load_samples(args, blob, path)
+
+    if args.port:  # the board first: the samples are judged against the blob it runs
         from tinyattn.board.fleet import one_port
 
         try:
             with one_port(args.port) as port:
-                pred = predict_board(port, blob, args.blob, X, path, args.baud, args.timeout,
-                                     not args.quiet, lengths)  # fmt: skip
+                pred, s = predict_board(port, blob, args.blob, load, path, args.baud,
+                                        args.timeout, not args.quiet)  # fmt: skip
         except LinkError as exc:
             raise CLIError(str(exc)) from None
         where = port
     else:
-        pred = predict_host(blob, X, path, lengths)
+        s = load()
+        pred = predict_host(blob, s.X, path, s.lengths)
         where = "host"
     rows = [{"row": i, "pred": int(p), "class": blob.class_names[int(p)]}
             for i, p in enumerate(pred)]  # fmt: skip
+    hits = label_hits(s.labels, pred, blob.class_names)
     if args.json:
+        extra: dict = {"columns": s.columns} if s.columns else {}
+        if hits is not None:
+            extra.update(accuracy=hits[0] / hits[1], labelled=hits[1])
         print(json.dumps({"where": where, "path": path, "blob_crc32": f"{blob.crc32:08x}",
-                          "predictions": rows}))  # fmt: skip
+                          **extra, "predictions": rows}))  # fmt: skip
         return 0
+    if hits is not None:
+        right, n, unknown = hits
+        more = f"; {len(pred) - n} without a label" if n < len(pred) else ""
+        more += f"; {unknown} with a class the model does not have" if unknown else ""
+        print(f"{args.ts}: accuracy {right / n:.3f} ({right}/{n} labelled windows{more})",
+              file=sys.stderr)  # fmt: skip
     text = "row,pred,class\n" + "".join(f"{r['row']},{r['pred']},{r['class']}\n" for r in rows)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,9 @@
 - `load_csv(path, target=None)` reads any numeric CSV with a header row: every column except
   the target is a float feature; the target column (default: the last one) holds class labels,
   and the class names come from the data (sorted, numerically when every label is a number).
-  A first row of numbers is data, not a header (`check_header`, shared with `tinyattn
-  predict`): refused with a one-line error saying to add a header row, never read as names.
+  A first row of numbers is data, not a header (`check_header`): refused with a one-line
+  error saying to add a header row, never read as names (`tinyattn predict` reads such a file
+  by position, and says so). `Dataset.target` keeps the label column's name.
   Column names that are numbers (`400,410,...`) are refused too: name them (`nm400`).
 - `stratified_split` / `stratified_kfold` keep the class proportions, driven by a seeded
   `numpy.random.Generator` so a seed always gives the same indices.
@@ -47,6 +48,7 @@ class Dataset:
     y: np.ndarray  # (N,) int64, index into class_names
     feature_names: list[str]
     class_names: list[str]
+    target: str | None = None  # the label column's name (None: not from a named column)
 
     @property
     def n_features(self) -> int:
@@ -117,21 +119,28 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
         raise ValueError(f"{path}: target column {target!r} has one class; need at least two")
     index = {c: i for i, c in enumerate(class_names)}
     y = np.array([index[label] for label in labels], dtype=np.int64)
-    return Dataset(name or path.stem, X, y, feature_names, class_names)
+    return Dataset(name or path.stem, X, y, feature_names, class_names, target)
 
 
-def feature_rows(path: str | Path, rows: list[list[str]], names: list[str], t: int) -> np.ndarray:
-    """The data rows (`rows[1:]`, after the header) as numbers `X [N, F]`, leaving out column
-    `t` (the label; -1: none). One-line ValueError naming the line and column for a row of the
-    wrong length, a non-number, NaN/inf or |x| > MAX_ABS_FEATURE."""
+def feature_rows(
+    path: str | Path, rows: list[list[str]], names: list[str], t: int,
+    columns: list[int] | None = None, first: int = 1,
+) -> np.ndarray:  # fmt: skip
+    """The data rows (`rows[first:]`: after the header, or every row of a headerless file,
+    `first` 0) as numbers `X [N, F]`: the `columns` in that order (`names[j]` is column
+    `columns[j]`'s name), by default every column but `t` (the label; -1: none). One-line
+    ValueError naming the line and column for a row of the wrong length, a non-number,
+    NaN/inf or |x| > MAX_ABS_FEATURE."""
     width = len(rows[0])
-    X = np.empty((len(rows) - 1, len(names)))  # (N, F)
-    for r, row in enumerate(rows[1:]):
-        line = r + 2  # 1-based, after the header
+    keep = columns if columns is not None else [j for j in range(width) if j != t]
+    X = np.empty((len(rows) - first, len(names)))  # (N, F)
+    for r, row in enumerate(rows[first:]):
+        line = r + first + 1  # 1-based
         if len(row) != width:
-            raise ValueError(f"{path}:{line}: {len(row)} fields, header has {width}; fix the row")
-        cells = [cell for j, cell in enumerate(row) if j != t]
-        for j, cell in enumerate(cells):
+            what = "header has" if first else "the first row has"
+            raise ValueError(f"{path}:{line}: {len(row)} fields, {what} {width}; fix the row")
+        for j, col in enumerate(keep):
+            cell = row[col]
             try:
                 X[r, j] = value = float(cell)
             except ValueError:

@@ -20,6 +20,10 @@ What this module makes of it:
 - `TSDataset.X [N, T, C]` float64, each case's steps first, then zeros up to the longest case in
   the file (`T = lengths.max()`); `lengths [N]` the valid steps; `y [N]` indexes `class_names`
   in the order `@classLabel` declares them (not sorted: the file says the order).
+- `load_ts(path, labels_required=False)` (what `tinyattn predict` reads new data with) also
+  takes unlabelled windows: `@classLabel false` (or none; every ':' field is then a channel),
+  and in a labelled file a case with no label (exactly the declared channels) gets `y = -1`; a
+  label `@classLabel` does not declare is appended to `class_names` (seen order).
 - Missing values (`?`, only where `@missing true`) are NaN inside a case's valid steps; the
   model side decides what NaN becomes. Unless `@equalLength true`, steps at the end of a case
   where every channel is `?` are padding, not missing values: the case is that much shorter.
@@ -27,9 +31,10 @@ What this module makes of it:
 - The longest case can be in the TEST file (JapaneseVowels: TRAIN 7..26 steps, TEST 7..29);
   `pad_windows` brings both splits to one length.
 - `?` where `@missing` is false (or absent), a header key we do not know, channels of one case
-  with different lengths, a non-number, an undeclared label, a case with the wrong number of
-  channels, data before `@data`, no `@data`, an empty file, unequal lengths where
-  `@equalLength true` — each is a one-line `TSFormatError` naming `file:line` and the fix.
+  with different lengths, a non-number, an undeclared label (unless labels are optional), a
+  case with the wrong number of channels, data before `@data`, no `@data`, an empty file,
+  unequal lengths where `@equalLength true` — each is a one-line `TSFormatError` naming
+  `file:line` and the fix.
 - `fit_channel_standardizer` / `standardize_windows`: per-channel mean/std over the valid steps
   of the training split only (padding and NaN do not count); padding stays exactly 0.
 - `load_ts_dataset("basicmotions" | "japanesevowels", "train" | "test")` reads the vendored
@@ -84,8 +89,8 @@ class TSDataset:
     name: str
     X: np.ndarray  # (N, T, C) float64; NaN = missing value (only if the file allows them)
     lengths: np.ndarray  # (N,) int64, valid steps per case, 1 <= lengths <= T
-    y: np.ndarray  # (N,) int64, index into class_names
-    class_names: list[str]  # declared order of @classLabel
+    y: np.ndarray  # (N,) int64, index into class_names; -1: no label (labels_required=False)
+    class_names: list[str]  # declared order of @classLabel (then undeclared ones, if allowed)
     source: Path
 
     @property
@@ -170,6 +175,8 @@ class _Header:
 
     keys: dict[str, object] = field(default_factory=dict)
     class_names: list[str] | None = None
+    labels_required: bool = True  # False: unlabelled cases and undeclared labels are read
+    labelled: bool = True  # cases end in ':<label>' (@classLabel true)
     n_dims: int | None = None  # channels a case has: @dimensions, @univariate or the 1st case
     dims_from: str = ""  # which of those, for error messages
 
@@ -201,6 +208,14 @@ def _header_line(path: Path, line: int, s: str, header: _Header) -> None:
         header.keys[key] = _parse_int(path, line, key, value)
     elif key == "classlabel":
         flag, *names = value.split() or [""]
+        if not _parse_bool(path, line, key, flag) and not header.labels_required:
+            if names:
+                raise TSFormatError(
+                    f"{path}:{line}: '@classLabel false' followed by labels; write "
+                    "'@classLabel true <labels>', or leave the labels out"
+                )
+            header.keys[key], header.class_names, header.labelled = False, [], False
+            return
         if not _parse_bool(path, line, key, flag):
             raise TSFormatError(
                 f"{path}:{line}: '@classLabel false' (no classes); tinyattn "
@@ -223,6 +238,8 @@ def _header_line(path: Path, line: int, s: str, header: _Header) -> None:
 
 def _data_starts(path: Path, line: int, header: _Header) -> None:
     """Check the header as a whole at `@data`; set the channel count if the header gives it."""
+    if header.class_names is None and not header.labels_required:
+        header.class_names, header.labelled = [], False  # no @classLabel: unlabelled cases
     if header.class_names is None:
         raise TSFormatError(
             f"{path}:{line}: @data before any '@classLabel true <labels>'; "
@@ -245,10 +262,15 @@ def _data_starts(path: Path, line: int, header: _Header) -> None:
 
 
 def _parse_case(path: Path, line: int, s: str, header: _Header) -> tuple[np.ndarray, int]:
-    """One `channel:channel:…:label` line -> `(case [T_n, C], class index)`."""
+    """One `channel:channel:…:label` line -> `(case [T_n, C], class index)`; an unlabelled case
+    (labels not required: `channel:…:channel`) has class index -1."""
     fields = s.split(":")
     label, channels = fields[-1].strip(), fields[:-1]
-    names = header.class_names or []
+    names = header.class_names if header.class_names is not None else []
+    if not header.labelled or (
+        not header.labels_required and header.n_dims is not None and len(fields) == header.n_dims
+    ):
+        label, channels = None, fields  # no label: every field is a channel
     if not channels:
         raise TSFormatError(
             f"{path}:{line}: no ':' in the case; write the channels, then ':<label>'"
@@ -260,7 +282,9 @@ def _parse_case(path: Path, line: int, s: str, header: _Header) -> tuple[np.ndar
             f"{path}:{line}: {len(channels)} channels, {header.dims_from} says "
             f"{header.n_dims}; fix the case (channels are separated by ':', the label comes last)"
         )
-    if label not in names:
+    if label is not None and label not in names and not header.labels_required:
+        names.append(label)  # new data may carry a label the header does not declare
+    if label is not None and label not in names:
         raise TSFormatError(
             f"{path}:{line}: label {label!r} is not declared in @classLabel "
             f"({' '.join(names)}); fix the label or declare it"
@@ -279,11 +303,12 @@ def _parse_case(path: Path, line: int, s: str, header: _Header) -> tuple[np.ndar
         case = case[: (np.flatnonzero(valid)[-1] + 1) if valid.any() else 0]
     if len(case) == 0:
         raise TSFormatError(f"{path}:{line}: the case has no values (only '?'); drop it")
-    return case, names.index(label)
+    return case, (names.index(label) if label is not None else -1)
 
 
-def load_ts(path: str | Path, name: str | None = None) -> TSDataset:
-    """Read a `.ts` classification file (see the module docstring for the rules)."""
+def load_ts(path: str | Path, name: str | None = None, labels_required: bool = True) -> TSDataset:
+    """Read a `.ts` classification file (see the module docstring for the rules);
+    `labels_required=False` also reads unlabelled cases (`y = -1`) and undeclared labels."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -292,7 +317,7 @@ def load_ts(path: str | Path, name: str | None = None) -> TSDataset:
     if not text.strip():
         raise TSFormatError(f"{path}:1: empty file; a .ts file needs @ header lines and @data")
 
-    header = _Header()
+    header = _Header(labels_required=labels_required)
     cases: list[np.ndarray] = []  # each (T_n, C)
     labels: list[int] = []
     case_lines: list[int] = []

@@ -23,7 +23,8 @@ K-fold over the TRAIN windows only (the TEST file is not read), float and int8 p
 
 Refused in one line: an iris model on windows, `seq-attn` on rows (Iris, Wine, a CSV),
 `--ts` with `--csv`/`--dataset`, architecture flags on rows, missing values (`?`) in a window,
-a TEST file whose classes or channels differ from TRAIN's. `--on-board` hands the run to
+TRAIN windows of one class (whatever `@classLabel` declares; as a CSV of one class), a TEST file
+whose classes or channels differ from TRAIN's. `--on-board` hands the run to
 host/board/onboard_seq.py (the same run, trained on a board).
 """
 
@@ -161,6 +162,20 @@ def _check_complete(ds: TSDataset) -> None:
         )
 
 
+def _check_classes(ds: TSDataset) -> None:
+    """CLIError unless the TRAIN windows hold at least two classes: the rule of `tinyattn train
+    --csv` (data.load_csv), whatever `@classLabel` declares."""
+    from tinyattn.cli import CLIError
+
+    held = [ds.class_names[k] for k in np.unique(ds.y)]
+    if len(held) < 2:
+        declared = f" (@classLabel declares {' '.join(ds.class_names)})" * (ds.n_classes > 1)
+        raise CLIError(
+            f"{ds.source}: every window is of class {held[0]!r}{declared}; need windows of at "
+            "least two classes to train"
+        )
+
+
 def load_windows(args: argparse.Namespace) -> SeqData:
     """TRAIN (and TEST) windows named by `--dataset` or `--ts`/`--test`; CLIError in one line
     for a bad file, missing values, or a TEST file that does not match TRAIN."""
@@ -181,6 +196,7 @@ def load_windows(args: argparse.Namespace) -> SeqData:
     for ds in (train, test):
         if ds is not None:
             _check_complete(ds)
+    _check_classes(train)
     if test is not None and (
         test.class_names != train.class_names or test.n_channels != train.n_channels
     ):

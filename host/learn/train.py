@@ -374,6 +374,7 @@ def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
         "model": c.model,
         "dataset": data.name,
         "feature_names": list(data.feature_names),
+        "target": data.target,  # the label column: `tinyattn predict --csv` leaves it out
         "class_names": list(data.class_names),
         "train": {
             **asdict(c),
@@ -658,7 +659,6 @@ def main(args: argparse.Namespace) -> int:
         meta = model_meta(data, result)
         if args.csv is not None:  # so parity/export can find the data again
             meta["csv"] = str(args.csv.resolve())
-            meta["target"] = args.target
         try:
             path = save_model(args.out, result.model, result.norm_mean, result.norm_std, meta)
         except OSError as exc:
