@@ -6,9 +6,9 @@
     tinyattn predict --ts windows.ts [--port ...]        # a sequence model's windows
 
 A sequence blob (seq-attn) classifies the windows of a `.ts` file (tinyattn.data.timeseries:
-unequal lengths too); windows longer than the model's T are cut to their first T steps and counted
-on
-stderr (parity.fit_windows). New data need not be labelled: `@classLabel false`, and labels the
+unequal lengths too); a window longer than the model's T is classified on its last T steps (the
+long window rule, docs/quantization.md) and the number of such windows is said on stderr
+(parity.fit_windows). New data need not be labelled: `@classLabel false`, and labels the
 header does not declare, are read (`load_ts(labels_required=False)`); when windows carry labels,
 the accuracy over them is said (stderr; `accuracy` in --json).
 
@@ -219,7 +219,7 @@ def _headerless_rows(
 
 def read_windows(path: Path, blob) -> Samples:
     """Windows X [N, <= T, C], lengths [N] and labels (None: unlabelled) of a `.ts` file for a
-    sequence blob, cut to its T (the count said on stderr); the one-line errors of
+    sequence blob, fit to its T (the count said on stderr); the one-line errors of
     tinyattn.data.timeseries and parity. Labels are optional and need not be declared."""
     from tinyattn.board.parity import check_samples, fit_windows, is_seq_blob
     from tinyattn.data.timeseries import load_ts
@@ -234,8 +234,8 @@ def read_windows(path: Path, blob) -> Samples:
     check_samples(blob, X, [], str(path), lengths)
     if cut:
         T = blob.ops[0].iparams["T"]
-        print(f"{path}: {cut} of {len(X)} windows longer than the model's T = {T} steps, cut "
-              f"to their first {T}", file=sys.stderr)  # fmt: skip
+        print(f"{path}: {cut} of {len(X)} windows longer than the model's T = {T} steps, "
+              f"classified on their last {T}", file=sys.stderr)  # fmt: skip
     labels = [ds.class_names[int(k)] if k >= 0 else None for k in ds.y]
     return Samples(X, lengths, labels)
 

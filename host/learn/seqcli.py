@@ -18,8 +18,9 @@ flag; the model file records both (`train.average`, `train.distill`).
 
 Training is `seqtrain.train_seq` (lengths, masking, augmentation); the test figures are
 `seqtrain.evaluate_seq`: float and int8 (calibrated on the training windows, as export), TEST
-windows longer than the model's T cut to T and counted. `--cv K --repeats R` runs stratified
-K-fold over the TRAIN windows only (the TEST file is not read), float and int8 per fold.
+windows longer than the model's T classified on their last T steps and counted. `--cv K
+--repeats R` runs stratified K-fold over the TRAIN windows only (the TEST file is not read),
+float and int8 per fold.
 
 Refused in one line: an iris model on windows, `seq-attn` on rows (Iris, Wine, a CSV),
 `--ts` with `--csv`/`--dataset`, architecture flags on rows, missing values (`?`) in a window,
@@ -306,7 +307,7 @@ def run_one(args, data: SeqData, arch, config, augment, average, distill,
     n_test, n_train = s["n_test"], s["n_train"]
     what = "the TEST file" if data.test is not None else "the held-out part of TRAIN"
     cut = s["test_windows_truncated"]
-    cut = f", {cut} cut to T = {result.max_steps} steps" if cut else ""
+    cut = f", {cut} longer than T = {result.max_steps}: their last T steps" if cut else ""
     print(
         f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/"
         f"{n_test} windows of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}, train "
