@@ -33,7 +33,17 @@ TS_SHA256 = {
     "BasicMotions_TEST.ts": "79213102bc6fca1a398ad98ce1185dff0208fa3d1465e687f48288946b0ff8dc",
     "JapaneseVowels_TRAIN.ts": "68a430eabd919cc77f40b1f5f3bc0dcafacc1486bca9260785aeb7d262cc78cd",
     "JapaneseVowels_TEST.ts": "b3d41d6a0ca3bcad3afb9ca7d4365382aa51341e2e58bae2a574babdda5b9462",
-}
+    "Coffee_TRAIN.ts": "fb0b26c44c4d79816e5dc18af99f662e6b523c1b7b874a6814ed03e03ecf0331",
+    "Coffee_TEST.ts": "29d3be1dac86b662427dae6e140af691358bdd6f8a2b6e0f610fa0dd9471623c",
+    "Trace_TRAIN.ts": "70d80d43c2a94df1c29f6cf49cfe3dc6b076f95a238ed9c8025055a331e861a7",
+    "Trace_TEST.ts": "5992719b5567a38599b7c97336b428d9eb52d1658b0178f47c02b66574d27fc1",
+    "PickupGestureWiimoteZ_TRAIN.ts": (
+        "4d303d9990df621c066fc454d62626e3721aed008462103500b86b1ac1ca92c8"),
+    "PickupGestureWiimoteZ_TEST.ts": (
+        "a9109bce918e48ee0e924e9cf2fdfdc4de364a3d88ec5e8aa44399ff08b11361"),
+    "ACSF1_TRAIN.ts": "0646b90dc4843e02baed6b2ba345c5601a4991b6796565489cef1b2d92a7537b",
+    "ACSF1_TEST.ts": "93e8aaeb44a10af181d24a156e60da7021193cd990ca28f263fccf3b905bfebf",
+}  # fmt: skip
 
 HEADER = """\
 # a comment

@@ -64,6 +64,11 @@ TS_DIR = DATA_DIR / "ts"
 TS_DATASETS: dict[str, str] = {
     "basicmotions": "BasicMotions",
     "japanesevowels": "JapaneseVowels",
+    # the model search's development problems (the archive's other problems stay unseen)
+    "coffee": "Coffee",
+    "trace": "Trace",
+    "pickupgesturewiimotez": "PickupGestureWiimoteZ",
+    "acsf1": "ACSF1",
 }
 SPLITS = ("train", "test")
 
