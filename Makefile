@@ -13,7 +13,7 @@ MODEL  ?= $(if $(filter iris,$(DATASET)),build/model.npz,build/$(DATASET).npz)
 BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
-.PHONY: help install install-dev install-oracle install-peers test test-host train export flash \
+.PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
         parity demo board bench bench-train bench-device bench-accuracy report lint clean \
         train-board
 
@@ -29,6 +29,9 @@ $(VENV)/.installed: pyproject.toml
 
 install-oracle: install  ## add PyTorch (CPU) so the oracle tests and bench-train run
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+
+install-cluster: install  ## add dask.distributed (extra 'cluster') so the search runs on a Dask cluster
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[cluster]'
 
 install-peers: install  ## add scikit-learn, sktime and numba (extra 'peers'): the peers bench-accuracy compares
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'

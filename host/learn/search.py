@@ -1,0 +1,446 @@
+"""Host (CPython): the model search — what the team did by hand, for any windows (DESIGN §13).
+
+`tinyattn train --search` chooses a `seq-attn` model for a user's TRAIN windows inside a
+board's budget, as tools/tune_seq.py's rounds chose the BasicMotions and JapaneseVowels
+defaults (host/learn/seqdefaults.py), and leaves its record in the model file:
+
+- **TRAIN only.** A candidate (architecture, recipe, augmentation, weight averaging) is scored
+  by repeated stratified k-fold over the TRAIN windows: split seed r and model seed r for
+  r = 0 … repeats-1; each fold fits its own standardization, trains, calibrates the int8 path
+  on its own training windows and predicts its held-out windows (int8 and float accuracy,
+  float log-loss). TEST is read once, after the pick, by the caller.
+- **The budget.** A candidate whose blob bytes, MACs or heap (loaded model + buffers, the
+  estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
+- **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
+  embed, heads, blocks, ff), `recipe` (epochs, lr, weight decay, label smoothing), `augment`
+  (time shift, scaling, jitter), `average` (none, EMA, SWA). The first stage starts from the
+  dataset's tuned defaults when it has them, else from `generic_defaults`.
+- **One standard error.** In a stage, the best mean int8 accuracy m has a standard error s
+  over its k·repeats folds; every candidate scoring at least m − s is as good as the folds can
+  tell, and the simplest of them is picked (the stage's starting point if it is among them,
+  else fewest MACs, then the stage's order). The search does not chase fold noise.
+- **Parallel on an existing engine.** The (candidate, repeat, fold) tasks run through joblib:
+  loky processes on this machine (`jobs`), or a Dask cluster (`scheduler`, a
+  dask.distributed address) through joblib's dask backend — the same code path. A task is a
+  pure function of its inputs and runs its BLAS on one thread, so the pick is the same
+  whatever the backend and the number of workers.
+- **Nothing lost.** Every finished task is one small JSON file in the cache
+  (`build/search/<data key>/<candidate key>/r<repeat>f<fold>.json`, written atomically): Ctrl-C,
+  a crash or `time_limit` loses only the tasks that were running, and the same command resumes
+  from the cache without retraining what finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyattn.atomic import atomic_open
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
+from tinyattn.learn.seqtrain import Augment, Average, Distill
+from tinyattn.learn.train import TrainConfig
+
+# -- the budget ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a candidate may cost on the board (None: no limit)."""
+
+    max_bytes: int | None = 32 * 1024  # the blob
+    max_macs: int | None = 150_000  # multiply-accumulates of one full-length inference
+    max_heap: int | None = 48 * 1024  # loaded model + buffers (`model_heap`)
+
+    def over(self, c: dict[str, int]) -> list[str]:
+        """What `c` (`cost`) exceeds, in words; empty when it fits."""
+        out = []
+        for key, limit, unit in (("bytes", self.max_bytes, "B blob"), ("macs", self.max_macs,
+                                 "MACs"), ("heap", self.max_heap, "B heap")):  # fmt: skip
+            if limit is not None and c[key] > limit:
+                out.append(f"{c[key]:,} {unit} > {limit:,}")
+        return out
+
+
+@dataclass(frozen=True)
+class BoardPreset:
+    """A board's measured costs (DESIGN §13): µs per MAC of the int8 viper kernels and the
+    heap a model may take there."""
+
+    name: str
+    us_per_mac: float
+    max_heap: int
+    source: str
+
+
+BOARDS = {
+    "rp2040": BoardPreset(
+        "rp2040", 0.7, 48 * 1024,
+        "MicroPython rp2 firmware (RPI_PICO, 125 MHz Cortex-M0+) under a cycle-counting RP2040 "
+        "emulator, int8 viper kernels: a plain viper int8 dot-product loop 0.7 µs per MAC "
+        "(BasicMotions' model 24.6 ms for 63,744 MACs, 0.39 µs/MAC; small models pay per-op "
+        "overhead, Iris 1.3 µs/MAC); 229 KB free at the REPL, of which the model may take 48 KiB "
+        "beside the server and a line buffer",
+    ),
+}  # fmt: skip
+
+
+def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Budget:
+    """`budget` with a board preset applied: `--max-ms` becomes MACs (ms / µs per MAC) and the
+    preset's heap the heap limit, unless given tighter."""
+    if board is None:
+        if max_ms is not None:
+            raise ValueError("--max-ms needs --board (the µs per MAC of a board)")
+        return budget
+    preset = BOARDS[board]
+    out = replace(budget, max_heap=min(budget.max_heap or preset.max_heap, preset.max_heap))
+    if max_ms is not None:
+        ms_macs = int(max_ms * 1000 / preset.us_per_mac)
+        out = replace(out, max_macs=min(out.max_macs or ms_macs, ms_macs))
+    return out
+
+
+# The loaded model's heap (bytes) on the MicroPython unix port (x64, runtime as .mpy, viper
+# kernels: both programs and their buffers), fitted on 10 random seq models from 2.9 to 27 KB
+# of blob (T 26…1460, C 1…12, P 1…73, E 8…32, L 1…2): max error 1.3 KB, plus a 1.5 KB margin.
+# A 32-bit board's objects are smaller: the estimate is an upper bound there.
+HEAP_FIT = (10_400, 1.75, 4.94, 3.58, 7.17)  # + per blob byte, S·P·C, S·E, S·F
+HEAP_MARGIN = 1536
+
+
+def model_heap(blob_bytes: int, S: int, P: int, C: int, E: int, F: int) -> int:
+    a, per_byte, per_in, per_e, per_f = HEAP_FIT
+    est = a + per_byte * blob_bytes + per_in * S * P * C + per_e * S * E + per_f * S * F
+    return int(est) + HEAP_MARGIN
+
+
+# -- candidates ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    arch: SeqAttnConfig
+    train: TrainConfig
+    augment: Augment = field(default_factory=Augment)
+    average: Average = field(default_factory=Average)
+    distill: Distill = field(default_factory=Distill)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: asdict(getattr(self, k)) for k in ("arch", "train", "augment", "average",
+                                                      "distill")}  # fmt: skip
+
+    def key(self) -> str:
+        text = json.dumps(self.as_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        a, t, g, w = self.arch, self.train, self.augment, self.average
+        avg = f"swa{w.swa:g}" if w.swa else f"ema{w.ema:g}" if w.ema else "last"
+        return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim} | "
+                f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} | "
+                f"shift{g.shift} scale{g.scale:g} noise{g.noise:g} | {avg}")  # fmt: skip
+
+
+@dataclass
+class SearchData:
+    """The TRAIN windows the search may see."""
+
+    X: np.ndarray  # (N, T', C) raw, zero past each length
+    lengths: np.ndarray  # (N,)
+    y: np.ndarray  # (N,)
+    n_classes: int
+    class_names: list[str]
+
+    def key(self) -> str:
+        h = hashlib.sha256()
+        for a in (self.X.astype(np.float64), self.lengths.astype(np.int64),
+                  self.y.astype(np.int64)):  # fmt: skip
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(json.dumps(self.class_names).encode())
+        return h.hexdigest()[:16]
+
+
+def cost(data: SearchData, arch: SeqAttnConfig) -> dict[str, int]:
+    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (an untrained model
+    quantized on a few windows: the blob's size does not depend on the weights' values)."""
+    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.seqtrain import SeqTrainResult, npz_model
+
+    C = data.X.shape[2]
+    T = default_max_steps(data.lengths, arch.patch)
+    model = build_seq_model(T, C, data.n_classes, arch)
+    res = SeqTrainResult(model, np.zeros(C), np.ones(C), 0.0)
+    few = slice(0, min(4, len(data.X)))
+    X = data.X[few, :T]
+    spec = quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
+    nbytes = len(blob_bytes(spec))
+    S = -(-T // arch.patch)
+    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim)
+    return {"macs": macs(model.ops), "bytes": nbytes, "heap": heap}
+
+
+# -- one task: a candidate on one fold -------------------------------------------------------
+
+
+def fold_task(data: SearchData, cand: Candidate, repeat: int, fold: int, k: int) -> dict:
+    """Held-out int8/float accuracy and float log-loss of `cand` trained on fold `fold` of
+    repeat `repeat` (stratified k-fold, split seed and model seed `repeat`). A pure function:
+    BLAS on one thread, so any worker gives the same numbers."""
+    from threadpoolctl import threadpool_limits
+
+    from tinyattn.data.tabular import stratified_kfold
+    from tinyattn.learn.losses import softmax
+    from tinyattn.learn.seqtrain import evaluate_seq, train_seq
+
+    with threadpool_limits(limits=1):
+        tr, te = stratified_kfold(data.y, k, seed=repeat)[fold]
+        X, n, y = data.X, data.lengths, data.y
+        res = train_seq(X[tr], n[tr], y[tr], data.n_classes, cand.arch,
+                        replace(cand.train, seed=repeat), cand.augment, average=cand.average,
+                        distill=cand.distill)  # fmt: skip
+        ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
+        xn, nn = res.normalize(X[te], n[te])
+        p = softmax(res.model.forward(xn, lengths=nn))  # (n_te, classes)
+        loss = float(-np.mean(np.log(p[np.arange(len(te)), y[te]] + 1e-12)))
+    return {"int8": ev["int8_accuracy"], "float": ev["float_accuracy"], "logloss": loss,
+            "seconds": res.seconds, "n": int(len(te))}  # fmt: skip
+
+
+# -- the cache -------------------------------------------------------------------------------
+
+
+class Cache:
+    """One JSON file a finished task: `<root>/<data key>/<candidate key>/r<R>f<F>k<K>.json`."""
+
+    def __init__(self, root: Path, data: SearchData):
+        self.dir = Path(root) / data.key()
+
+    def path(self, cand: Candidate, repeat: int, fold: int, k: int) -> Path:
+        return self.dir / cand.key() / f"r{repeat}f{fold}k{k}.json"
+
+    def get(self, cand: Candidate, repeat: int, fold: int, k: int) -> dict | None:
+        try:
+            return json.loads(self.path(cand, repeat, fold, k).read_text())
+        except (OSError, ValueError):
+            return None  # absent, or a file cut short by a crash: the task runs again
+
+    def put(self, cand: Candidate, repeat: int, fold: int, k: int, result: dict) -> None:
+        path = self.path(cand, repeat, fold, k)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        spec = path.parent / "candidate.json"
+        if not spec.exists():
+            with atomic_open(spec, "w") as f:
+                json.dump(cand.as_dict(), f, sort_keys=True)
+        with atomic_open(path, "w") as f:
+            json.dump(result, f)
+
+
+# -- running tasks ---------------------------------------------------------------------------
+
+
+@dataclass
+class Engine:
+    """Where tasks run: joblib loky processes (`jobs`), or a Dask cluster (`scheduler`)."""
+
+    jobs: int = 1
+    scheduler: str | None = None  # a dask.distributed address, e.g. tcp://127.0.0.1:8786
+
+    def run(self, fn: Callable, tasks: list[tuple]) -> Iterator[tuple[int, Any]]:
+        """Yield `(index, fn(*task))` as tasks finish (their order: any)."""
+        import joblib
+
+        if not tasks:
+            return
+        if self.scheduler is None and self.jobs == 1:
+            for i, t in enumerate(tasks):
+                yield i, fn(*t)
+            return
+        calls = (joblib.delayed(_indexed)(i, fn, t) for i, t in enumerate(tasks))
+        if self.scheduler is not None:
+            from dask.distributed import Client
+
+            with Client(self.scheduler), joblib.parallel_config(backend="dask"):
+                yield from joblib.Parallel(return_as="generator_unordered")(calls)
+            return
+        par = joblib.Parallel(n_jobs=self.jobs, backend="loky",
+                              return_as="generator_unordered")  # fmt: skip
+        yield from par(calls)
+
+
+def _indexed(i: int, fn: Callable, task: tuple) -> tuple[int, Any]:
+    return i, fn(*task)
+
+
+# -- scoring and the one-standard-error pick -------------------------------------------------
+
+
+def summarize(folds: list[dict]) -> dict[str, float]:
+    """Mean int8 and float accuracy, log-loss, seconds, and the int8 mean's standard error."""
+    q = np.array([f["int8"] for f in folds], np.float64)
+    se = float(q.std(ddof=1) / math.sqrt(len(q))) if len(q) > 1 else 0.0
+    return {
+        "int8": float(q.mean()),
+        "int8_se": se,
+        "float": float(np.mean([f["float"] for f in folds])),
+        "logloss": float(np.mean([f["logloss"] for f in folds])),
+        "seconds": float(np.mean([f["seconds"] for f in folds])),
+        "folds": len(folds),
+    }
+
+
+def one_se_pick(rows: list[dict]) -> dict:
+    """The simplest row within one standard error of the best mean int8 accuracy: the stage's
+    starting point if it qualifies, else the fewest MACs, then the earliest in the stage."""
+    scored = [r for r in rows if r.get("score")]
+    best = max(scored, key=lambda r: (r["score"]["int8"], r["score"]["float"],
+                                      -r["score"]["logloss"]))  # fmt: skip
+    floor = best["score"]["int8"] - best["score"]["int8_se"]
+    good = [r for r in scored if r["score"]["int8"] >= floor - 1e-12]
+    start = [r for r in good if r.get("start")]
+    return start[0] if start else min(good, key=lambda r: (r["cost"]["macs"], r["order"]))
+
+
+# -- the stages ------------------------------------------------------------------------------
+
+
+def arch_grid(data: SearchData, base: SeqAttnConfig) -> list[SeqAttnConfig]:
+    """Patch (so that a window is 8…40 tokens), embedding 8…24, heads, blocks, ff = 2E."""
+    longest = int(np.max(data.lengths))
+    patches = sorted({max(1, -(-longest // tokens)) for tokens in (8, 16, 32)} | {base.patch})
+    out = [base]
+    for P in patches:
+        for E, H in ((8, 2), (16, 2), (16, 4), (24, 4)):
+            for L in (1, 2):
+                a = SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=2 * E)
+                if a not in out:
+                    out.append(a)
+    return out
+
+
+def stage_candidates(stage: str, data: SearchData, base: Candidate) -> list[Candidate]:
+    """The candidates of a stage around `base` (base first: the stage's starting point)."""
+    t, g = base.train, base.augment
+    if stage == "arch":
+        return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
+    if stage == "recipe":
+        grid = [t] + [replace(t, epochs=e, lr=lr, weight_decay=wd, label_smoothing=ls)
+                      for e in (100, 200) for lr in (3e-3, 1e-2) for wd in (0.01, 0.1)
+                      for ls in (0.0, 0.1)]  # fmt: skip
+        return [replace(base, train=r) for r in dict.fromkeys(grid)]
+    if stage == "augment":
+        longest = int(np.max(data.lengths))
+        grid = [g] + [Augment(shift=s, scale=sc, noise=nz) for s in (0, longest // 4)
+                      for sc in (0.0, 0.1) for nz in (0.0, 0.05)]  # fmt: skip
+        return [replace(base, augment=a) for a in dict.fromkeys(grid)]
+    if stage == "average":
+        grid = [base.average, Average(), Average(ema=0.97), Average(swa=0.5)]
+        return [replace(base, average=a) for a in dict.fromkeys(grid)]
+    raise ValueError(f"unknown stage {stage!r}")
+
+
+STAGES = ("arch", "recipe", "augment", "average")
+
+
+@dataclass
+class SearchResult:
+    pick: Candidate
+    stages: list[dict]  # per stage: its rows (label, cost, score or why not trained) and pick
+    complete: bool  # False: time limit or an interrupt left stages unfinished
+    seconds: float
+
+    def record(self) -> dict[str, Any]:
+        """What the model file keeps (`meta["search"]`) and `--json` prints."""
+        return {"pick": self.pick.as_dict(), "pick_label": self.pick.label(),
+                "stages": self.stages, "complete": self.complete,
+                "seconds": round(self.seconds, 1)}  # fmt: skip
+
+
+def search(
+    data: SearchData,
+    start: Candidate,
+    budget: Budget | None = None,
+    k: int = 5,
+    repeats: int = 2,
+    stages: tuple[str, ...] = STAGES,
+    engine: Engine | None = None,
+    cache_dir: Path | str = Path("build") / "search",
+    time_limit: float | None = None,
+    progress: bool = True,
+) -> SearchResult:
+    """Run the stages from `start`; each stage's pick starts the next (see the docstring)."""
+    from tqdm import tqdm
+
+    budget = budget or Budget()
+    engine = engine or Engine()
+    cache = Cache(Path(cache_dir), data)
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    t0 = time.monotonic()
+    costs: dict[SeqAttnConfig, dict[str, int]] = {}
+    pick, record, complete = start, [], True
+    for stage in stages:
+        cands = stage_candidates(stage, data, pick)
+        rows = []
+        for i, c in enumerate(cands):
+            cst = costs.setdefault(c.arch, cost(data, c.arch))
+            rows.append({"label": c.label(), "key": c.key(), "cost": cst, "order": i,
+                         "start": i == 0,
+                         "over": budget.over(cst), "cand": c})  # fmt: skip
+        todo = [r for r in rows if not r["over"]]
+        if not todo:
+            raise ValueError(f"stage {stage}: no candidate fits the budget ({budget}); raise "
+                             "--max-bytes/--max-macs/--max-heap")  # fmt: skip
+        folds = {r["key"]: {} for r in todo}
+        tasks, where = [], []
+        for r in todo:
+            for rep in range(repeats):
+                for f in range(k):
+                    hit = cache.get(r["cand"], rep, f, k)
+                    if hit is not None:
+                        folds[r["key"]][(rep, f)] = hit
+                    else:
+                        tasks.append((data, r["cand"], rep, f, k))
+                        where.append((r, rep, f))
+        total = len(todo) * repeats * k
+        bar = tqdm(total=total, initial=total - len(tasks), desc=f"search {stage}", unit="fold",
+                   disable=None if progress else True)  # fmt: skip
+        try:
+            for i, result in engine.run(fold_task, tasks):
+                r, rep, f = where[i]
+                cache.put(r["cand"], rep, f, k, result)
+                folds[r["key"]][(rep, f)] = result
+                bar.update(1)
+                done = [summarize(list(v.values())) for v in folds.values()
+                        if len(v) == repeats * k]  # fmt: skip
+                if done:
+                    bar.set_postfix(best=f"{max(d['int8'] for d in done):.3f}")
+                if deadline is not None and time.monotonic() > deadline:
+                    complete = False
+                    break
+        finally:
+            bar.close()
+        for r in todo:
+            if len(folds[r["key"]]) == repeats * k:
+                r["score"] = summarize(list(folds[r["key"]].values()))
+        if not any(r.get("score") for r in todo):
+            complete = False
+            break
+        chosen = one_se_pick(todo)
+        pick = chosen["cand"]
+        kept = [{key: v for key, v in r.items() if key != "cand"} for r in rows]
+        record.append({"stage": stage, "pick": chosen["label"], "rows": kept})
+        if not complete:
+            break
+    return SearchResult(pick, record, complete, time.monotonic() - t0)
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)

@@ -1,0 +1,171 @@
+# Host (CPython): the model search engine (tinyattn.learn.search) on small synthetic windows.
+"""The rules of the search, each on data small enough to train in a blink:
+- the one-standard-error pick (the starting point or the simplest within one SE of the best);
+- the budget: a candidate over it is never trained, and a board preset turns ms into MACs;
+- the same pick and the same fold results whatever the engine: one process, two loky workers,
+  a Dask LocalCluster (skipped without the `cluster` extra);
+- nothing lost: a search stopped by Ctrl-C (or its time limit) resumes from the cache and
+  retrains no finished fold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tinyattn.learn import search as S
+from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqtrain import Augment, Average
+from tinyattn.learn.train import TrainConfig
+
+pytestmark = pytest.mark.host
+
+
+def _data(seed: int = 0) -> S.SearchData:
+    """30 windows of 3 classes (frequencies), 8…12 steps of 2 channels."""
+    rng = np.random.default_rng(seed)
+    N, T, C = 30, 12, 2
+    y = np.arange(N) % 3
+    t = np.arange(T)[None, :, None]
+    X = np.sin(t * (0.4 + 0.5 * y[:, None, None]) + rng.normal(0, 0.3, (N, T, C)))
+    lengths = rng.integers(8, T + 1, N)
+    X[np.arange(T)[None, :] >= lengths[:, None]] = 0.0
+    return S.SearchData(X, lengths, y, 3, ["a", "b", "c"])
+
+
+def _start() -> S.Candidate:
+    arch = SeqAttnConfig(patch=4, embed_dim=8, num_heads=2, blocks=1, ff_dim=16)
+    return S.Candidate(arch, TrainConfig(epochs=4, lr=1e-2, weight_decay=0.01,
+                                         label_smoothing=0.0, model="seq-attn"))  # fmt: skip
+
+
+def _row(order, int8, se, macs, start=False):
+    return {"order": order, "start": start, "cost": {"macs": macs}, "label": str(order),
+            "score": {"int8": int8, "int8_se": se, "float": int8, "logloss": 0.1}}  # fmt: skip
+
+
+def test_search_one_se_pick_prefers_the_start_then_the_simplest():
+    rows = [_row(0, 0.90, 0.02, 500, start=True), _row(1, 0.91, 0.02, 900),
+            _row(2, 0.95, 0.02, 800), _row(3, 0.94, 0.02, 300)]  # fmt: skip
+    assert S.one_se_pick(rows)["order"] == 3  # within 0.95 - 0.02, fewest MACs
+    rows[0]["score"]["int8"] = 0.935
+    assert S.one_se_pick(rows)["order"] == 0  # the start qualifies: no change is made
+    rows = [_row(0, 0.80, 0.0, 100, start=True), _row(1, 0.81, 0.0, 900)]
+    assert S.one_se_pick(rows)["order"] == 1  # no noise: the best
+
+
+def test_search_board_preset_turns_ms_into_macs_and_heap():
+    b = S.board_budget("rp2040", 50, S.Budget())
+    assert b.max_macs == int(50_000 / 0.7) == 71428  # ≈ 70k MACs (DESIGN §13: 0.7 µs/MAC)
+    assert b.max_heap == 48 * 1024 and b.max_bytes == 32 * 1024
+    assert S.board_budget(None, None, S.Budget(max_macs=5)).max_macs == 5
+    with pytest.raises(ValueError, match="--max-ms needs --board"):
+        S.board_budget(None, 50, S.Budget())
+
+
+def test_search_never_trains_a_candidate_over_budget(tmp_path, monkeypatch):
+    data = _data()
+    trained = []
+    real = S.fold_task
+    def counted(d, c, r, f, k):
+        trained.append(c)
+        return real(d, c, r, f, k)
+
+    monkeypatch.setattr(S, "fold_task", counted)
+    small = S.cost(data, _start().arch)
+    budget = S.Budget(max_macs=small["macs"], max_bytes=None, max_heap=None)
+    res = S.search(data, _start(), budget, k=3, repeats=1, stages=("arch",), cache_dir=tmp_path,
+                   progress=False)  # fmt: skip
+    rows = res.stages[0]["rows"]
+    over = [r for r in rows if r["over"]]
+    assert over and all("score" not in r for r in over)
+    assert all(S.cost(data, c.arch)["macs"] <= small["macs"] for c in trained)
+    assert len(trained) == 3 * sum(1 for r in rows if not r["over"])
+    assert not any((tmp_path / data.key() / r["key"]).exists() for r in over)
+
+
+def _folds(cache_dir) -> dict[str, dict]:
+    """Every cached fold result but its wall time."""
+    out = {}
+    for p in sorted(cache_dir.rglob("r*f*k*.json")):
+        d = json.loads(p.read_text())
+        d.pop("seconds")
+        out[str(p.relative_to(cache_dir))] = d
+    return out
+
+
+def _run(engine, cache_dir):
+    return S.search(_data(), _start(), S.Budget(), k=3, repeats=2, stages=("average", "augment"),
+                    engine=engine, cache_dir=cache_dir, progress=False)  # fmt: skip
+
+
+def test_search_same_pick_with_one_process_and_two_workers(tmp_path):
+    one = _run(S.Engine(jobs=1), tmp_path / "one")
+    two = _run(S.Engine(jobs=2), tmp_path / "two")
+    assert one.pick == two.pick and one.complete and two.complete
+    assert _folds(tmp_path / "one") == _folds(tmp_path / "two") != {}
+
+
+def test_search_same_pick_on_a_dask_local_cluster(tmp_path):
+    distributed = pytest.importorskip(
+        "dask.distributed", reason="dask.distributed not installed ('make install-cluster')"
+    )
+    one = _run(S.Engine(jobs=1), tmp_path / "one")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:  # fmt: skip
+        dask = _run(S.Engine(scheduler=cluster.scheduler_address), tmp_path / "dask")
+    assert one.pick == dask.pick
+    assert _folds(tmp_path / "one") == _folds(tmp_path / "dask")
+
+
+def test_search_resumes_after_an_interrupt_without_retraining(tmp_path, monkeypatch):
+    real = S.fold_task
+    calls = []
+
+    def interrupt_at_5(*task):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        calls.append(task[1:4])
+        return real(*task)
+
+    monkeypatch.setattr(S, "fold_task", interrupt_at_5)
+    with pytest.raises(KeyboardInterrupt):
+        _run(S.Engine(jobs=1), tmp_path)
+    assert len(list(tmp_path.rglob("r*f*k*.json"))) == 5  # every finished fold kept
+    first = list(calls)
+    calls.clear()
+    monkeypatch.setattr(S, "fold_task", lambda *t: calls.append(t[1:4]) or real(*t))
+    res = _run(S.Engine(jobs=1), tmp_path)
+    assert res.complete
+    assert not set(map(repr, first)) & set(map(repr, calls))  # nothing trained twice
+    fresh = _run(S.Engine(jobs=1), tmp_path / "fresh")  # the same search in one go
+    assert res.pick == fresh.pick
+    resumed = {k: v for k, v in _folds(tmp_path).items() if not k.startswith("fresh")}
+    assert resumed == _folds(tmp_path / "fresh")
+
+
+def test_search_time_limit_keeps_finished_folds_and_says_incomplete(tmp_path):
+    limited = S.search(_data(), _start(), k=3, repeats=2, stages=("average", "augment"),
+                       cache_dir=tmp_path, time_limit=0.0, progress=False)  # fmt: skip
+    assert not limited.complete
+    assert len(list(tmp_path.rglob("r*f*k*.json"))) >= 1
+
+
+def test_search_stage_candidates_start_from_the_base():
+    data, base = _data(), _start()
+    for stage in S.STAGES:
+        cands = S.stage_candidates(stage, data, base)
+        assert cands[0] == base and len(set(cands)) == len(cands) > 1, stage
+    assert replace(base, average=Average(ema=0.97)) in S.stage_candidates("average", data, base)
+    assert any(c.augment.shift > 0 for c in S.stage_candidates("augment", data, base))
+    assert S.Candidate(base.arch, base.train, Augment()).key() == base.key()
+
+
+def test_search_heap_estimate_is_an_upper_bound_of_the_measured_fit():
+    """The estimate adds its margin to the fit of the measured heaps (docstring of HEAP_FIT):
+    BasicMotions' default model measured 29,184 B (blob 6,172 B, S 20, P 5, C 6, E 16, F 32)."""
+    est = S.model_heap(6172, 20, 5, 6, 16, 32)
+    assert 29_184 <= est <= 29_184 + 1300 + S.HEAP_MARGIN
