@@ -1,0 +1,361 @@
+# Device (MicroPython; also runs unchanged under CPython): classify a live stream of steps.
+"""A sliding window over a loaded Model: steps in, a decision every `hop` steps.
+
+    from attention import Model
+    from attention_stream import Stream
+    s = Stream(Model("model.bin"), hop=10, smooth=3, threshold=0.6)
+    if s.push(step):                  # C numbers (one step); True when a decision was made
+        print(s.label(), s.score, s.us)
+    n = s.push_block(buf, k)          # k steps of C float32 little-endian in buf (a FIFO
+                                      # read, a replay file): how many decisions were made
+
+A ring holds the last T steps as int8, each value quantized once when it arrives. When the
+ring is full (T steps) and then every `hop` steps, the ring is unrolled, oldest step first,
+into the model's int8 input buffer and `Model.run_int8(xq, logits, T)` runs on it: a
+decision is exactly run_int8 of that window (docs/stream.md). After construction nothing
+here allocates: `push` and `push_block` run under `micropython.heap_lock()` (a step's float
+objects are the caller's; their bits are read with struct.pack_into, never a float op).
+
+Quantizing without floats: `Model.quantize` is `clamp(floor((x - mean)/std/s_in + 0.5))`, a
+non-decreasing function of x. At construction, for each channel c and k in -127..127, the
+smallest float32 x with quantize(x) >= k is found by asking `Model.quantize` itself (so its
+arithmetic, single or double precision, is the reference), stored as an integer order key
+of the float32's bits. A value's int8 is then the number of thresholds at or below its key,
+minus 128: a binary search of 8 integer compares, equal to `Model.quantize(float32(x))` for
+every float32 x. Values are read as float32 (what array('f'), a sensor on a
+single-precision port and the replay file hold); NaN or inf raises ValueError, as quantize.
+Tables: 255*C (int16 hi, uint16 lo) order keys, 1 KB per channel.
+
+Decision fields (updated in place): `logits` (array('i'), real logits are logit_scale times
+these), `cls` (its first argmax), `prob` (array('i') Q14, this decision's softmax),
+`smoothed` (first argmax of the sum of the last `smooth` decisions' `prob`), `score` (that
+class's mean Q14 probability over those decisions, 16384 = 1.0), `uncertain` (score below
+`threshold`, given as a fraction, kept as round(threshold*16384)), `us` (µs of run_int8),
+`decisions` (count). `on_decision(stream)` is called after each decision when given.
+
+Probabilities without floats (the host runs this same file under CPython, so host and board
+agree on every integer): d_c = max(logits) - logits[c], clamped to 65535; u_c = (d_c*M) >> SH,
+the difference in 1/64 of a bit of log2 (M / 2**SH = logit_scale / ln 2 * 64, M < 2**14,
+from the float32 bits of logit_scale and round(2**40 / ln 2) in integers); e_c =
+_EXP2[u & 63] >> (u >> 6) (0 from 15 bits on), _EXP2[f] = round(2**14 * 2**(-f/64));
+prob[c] = (e_c << 14) // sum(e). Every product stays below 2**30 (a small int on 32-bit
+ports).
+
+References: DESIGN §12; emlearn-micropython's HAR example (window, hop, FIFO blocks); Edge
+Impulse's continuous mode (a moving average over decisions); docs/quantization.md.
+"""
+
+import array
+import struct
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+
+    def const(x):
+        return x
+
+
+try:
+    from time import ticks_diff, ticks_us
+except ImportError:  # CPython
+    from time import perf_counter_ns
+
+    def ticks_us():
+        return perf_counter_ns() // 1000
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+_K = const(255)  # thresholds per channel (k = -127..127)
+_KEY_MAX = const(0x7F7FFFFF)  # order key of the largest finite float32
+_INV_LN2_Q40 = 1586259972792  # round(2**40 / ln 2)
+_EXP2 = (
+    16384, 16208, 16033, 15860, 15689, 15520, 15353, 15188, 15024, 14862, 14702, 14544, 14387,
+    14232, 14079, 13927, 13777, 13629, 13482, 13337, 13193, 13051, 12910, 12771, 12634, 12498,
+    12363, 12230, 12098, 11968, 11839, 11711, 11585, 11460, 11337, 11215, 11094, 10975, 10856,
+    10739, 10624, 10509, 10396, 10284, 10173, 10064, 9955, 9848, 9742, 9637, 9533, 9431, 9329,
+    9228, 9129, 9031, 8933, 8837, 8742, 8648, 8555, 8463, 8371, 8281,
+)  # fmt: skip  # round(2**14 * 2**(-f/64)), f = 0..63
+
+
+def _float(key):
+    """The float32 whose order key is `key` (|key| <= _KEY_MAX), as a float."""
+    bits = key if key >= 0 else 0x80000000 | -key
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _key(x):
+    """The order key of float32(x): its bits, negated magnitude for a negative x."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    return bits if bits < 0x80000000 else -(bits & 0x7FFFFFFF)
+
+
+def logit_multiplier(logit_scale):
+    """(M, SH): M / 2**SH = logit_scale / ln 2 * 64, M < 2**14 as large as SH <= 30 allows,
+    in integers from the float32 bits of logit_scale (no port's float rounding in it)."""
+    bits = struct.unpack("<I", struct.pack("<f", logit_scale))[0]
+    e = (bits >> 23) & 0xFF
+    if bits >> 31 or e == 0 or e == 0xFF:
+        raise ValueError("stream: logit_scale %r is not a positive normal number" % logit_scale)
+    mant = (bits & 0x7FFFFF) | 0x800000  # logit_scale = mant * 2**(e - 150)
+    prod = mant * _INV_LN2_Q40  # logit_scale / ln 2 * 64 = prod * 2**(e - 150 - 40 + 6)
+    for sh in range(30, -1, -1):
+        k = 184 - e - sh  # M = round(prod / 2**k)
+        m = (prod + (1 << (k - 1))) >> k if k > 0 else prod << -k
+        if m < 16384:
+            return max(m, 1), sh
+    raise ValueError("stream: logit_scale %r is too large" % logit_scale)
+
+
+class Stream:
+    """Sliding-window classification of a step stream over `model` (a loaded Model with int8
+    weights): `hop` steps between decisions (>= 1), `smooth` decisions averaged (>= 1),
+    `threshold` (0..1 or None) below which the smoothed decision is uncertain."""
+
+    def __init__(self, model, hop, smooth=1, threshold=None, on_decision=None):
+        if not model.quantized:
+            raise ValueError("stream: the blob has float32 weights only; export it as int8")
+        if hop < 1 or smooth < 1:
+            raise ValueError("stream: hop and smooth must be >= 1 (got %r, %r)" % (hop, smooth))
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise ValueError("stream: threshold must be in [0, 1], got %r" % (threshold,))
+        self.model = model
+        self.hop = hop
+        self.smooth = smooth
+        self.on_decision = on_decision
+        T = model.steps
+        C = model.n_features
+        nc = model.n_classes
+        self._thr_q = -1 if threshold is None else int(threshold * 16384 + 0.5)
+        self._M, self._SH = logit_multiplier(model.logit_scale)
+        self._hi, self._lo = self._thresholds(model)
+        self._ring = array.array("b", bytes(T * C))
+        self._xq = array.array("b", bytes(model.input_len))
+        self._f32 = bytearray(4 * C)
+        self._hist = array.array("i", bytes(4 * smooth * nc))  # the last `smooth` probs
+        self._acc = array.array("i", bytes(4 * nc))  # their sum
+        self._e = array.array("i", bytes(4 * nc))
+        self.logits = array.array("i", bytes(4 * nc))
+        self.prob = array.array("i", bytes(4 * nc))
+        self.reset()
+
+    def reset(self):
+        """Forget the window and the smoothing (a new recording, a gap in the stream)."""
+        self._head = 0  # ring slot of the next step (the oldest one when full)
+        self._filled = 0  # steps in the ring, up to T
+        self._since = 0  # steps since the last decision
+        self._slot = 0
+        self._n_hist = 0
+        for i in range(len(self._hist)):
+            self._hist[i] = 0
+        for c in range(len(self._acc)):
+            self._acc[c] = 0
+        self.cls = self.smoothed = -1
+        self.score = 0
+        self.uncertain = False
+        self.us = 0
+        self.decisions = 0
+
+    @staticmethod
+    def _thresholds(model):
+        """Per channel the order keys of the smallest float32 x with quantize(x) >= k,
+        k = -127..127, as (array('h') high halves, array('H') low halves)."""
+        C = model.n_features
+        step = [0.0] * C
+        xq = array.array("b", bytes(C))  # exactly C: quantize pads nothing
+        hi = array.array("h", bytes(2 * _K * C))
+        lo = array.array("H", bytes(2 * _K * C))
+        mean = getattr(model, "_mean", None)
+        std = getattr(model, "_std", None)
+
+        def q(c, key):
+            step[c] = _float(key)
+            model.quantize(step, xq)
+            return xq[c]
+
+        for c in range(C):
+            prev = -_KEY_MAX
+            for j in range(_K):
+                k = j - 127
+                if q(c, _KEY_MAX) < k:  # never reached: above every finite float32
+                    key = _KEY_MAX + 1
+                elif q(c, prev) >= k:
+                    key = prev
+                else:
+                    guess = prev + 1
+                    if mean is not None:
+                        g = mean[c] + (k - 0.5) * model.input_scale * std[c]
+                        if -3e38 < g < 3e38:
+                            guess = max(_key(g), prev + 1)
+                    # bracket (a, b]: q(a) < k <= q(b), galloping from the guess
+                    s = 1
+                    if q(c, guess) >= k:
+                        b = guess
+                        a = max(guess - s, prev)
+                        while q(c, a) >= k:
+                            b = a
+                            s *= 2
+                            a = max(a - s, prev)
+                    else:
+                        a = guess
+                        b = min(guess + s, _KEY_MAX)
+                        while q(c, b) < k:
+                            a = b
+                            s *= 2
+                            b = min(b + s, _KEY_MAX)
+                    while b - a > 1:
+                        m = (a + b) // 2
+                        if q(c, m) >= k:
+                            b = m
+                        else:
+                            a = m
+                    key = b
+                hi[c * _K + j] = key >> 16
+                lo[c * _K + j] = key & 0xFFFF
+                prev = key if key <= _KEY_MAX else _KEY_MAX
+            step[c] = 0.0
+        return hi, lo
+
+    def _put(self, buf, off):
+        """Quantize the C float32 little-endian values at buf[off:] into the ring's next slot."""
+        hi = self._hi
+        lo = self._lo
+        ring = self._ring
+        C = len(self._f32) >> 2
+        w = self._head * C
+        for c in range(C):
+            b3 = buf[off + 3]
+            h = (b3 << 8) | buf[off + 2]
+            m = (buf[off + 1] << 8) | buf[off]
+            if (h & 0x7F80) == 0x7F80:
+                raise ValueError("stream: value %d of the step is NaN or inf" % c)
+            if b3 & 0x80:  # negative: key = -(magnitude), split as floor(key / 65536), rest
+                h &= 0x7FFF
+                if m:
+                    h = -h - 1
+                    m = 65536 - m
+                else:
+                    h = -h
+            a = 0
+            b = _K
+            base = c * _K
+            while a < b:
+                mid = (a + b) >> 1
+                t = hi[base + mid]
+                if t < h or (t == h and lo[base + mid] <= m):
+                    a = mid + 1
+                else:
+                    b = mid
+            ring[w + c] = a - 128
+            off += 4
+        w = self._head + 1
+        self._head = 0 if w == self.model.steps else w
+
+    def _advance(self):
+        """Count the step just put; decide when the window is due. True on a decision."""
+        T = self.model.steps
+        if self._filled < T:
+            self._filled += 1
+            if self._filled < T:
+                return False
+        else:
+            self._since += 1
+            if self._since < self.hop:
+                return False
+        self._since = 0
+        self._decide()
+        return True
+
+    def push(self, step):
+        """One step: C numbers (read as float32). True when a decision was made."""
+        f32 = self._f32
+        for c in range(len(f32) >> 2):
+            struct.pack_into("<f", f32, 4 * c, step[c])
+        self._put(f32, 0)
+        return self._advance()
+
+    def push_block(self, buf, n):
+        """n steps of C float32 little-endian values in `buf` (bytes-like, n*C*4 bytes).
+        Returns the number of decisions made (at most one when n <= hop; the fields hold
+        the last one; on_decision sees each)."""
+        size = len(self._f32)
+        if len(buf) < n * size or (n and not isinstance(buf[0], int)):
+            raise ValueError("push_block: buf must hold n*C float32 as bytes (%d)" % (n * size))
+        made = 0
+        for i in range(n):
+            self._put(buf, i * size)
+            if self._advance():
+                made += 1
+        return made
+
+    def _decide(self):
+        m = self.model
+        T = m.steps
+        C = m.n_features
+        ring = self._ring
+        xq = self._xq
+        start = self._head * C  # the oldest step
+        n = T * C
+        j = 0
+        for i in range(start, n):
+            xq[j] = ring[i]
+            j += 1
+        for i in range(start):
+            xq[j] = ring[i]
+            j += 1
+        logits = self.logits
+        t0 = ticks_us()
+        self.cls = m.run_int8(xq, logits, T)
+        self.us = ticks_diff(ticks_us(), t0)
+        self._probabilities()
+        self._smooth()
+        self.decisions += 1
+        if self.on_decision is not None:
+            self.on_decision(self)
+
+    def _probabilities(self):
+        logits = self.logits
+        e = self._e
+        prob = self.prob
+        M = self._M
+        SH = self._SH
+        nc = len(logits)
+        top = logits[self.cls]
+        total = 0
+        for c in range(nc):
+            d = top - logits[c]
+            if d > 65535:
+                d = 65535
+            u = (d * M) >> SH
+            e[c] = _EXP2[u & 63] >> (u >> 6) if u < 960 else 0
+            total += e[c]
+        for c in range(nc):
+            prob[c] = (e[c] << 14) // total
+
+    def _smooth(self):
+        prob = self.prob
+        hist = self._hist
+        acc = self._acc
+        nc = len(prob)
+        w = self._slot * nc
+        best = 0
+        for c in range(nc):
+            acc[c] += prob[c] - hist[w + c]
+            hist[w + c] = prob[c]
+            if acc[c] > acc[best]:
+                best = c
+        w = self._slot + 1
+        self._slot = 0 if w == self.smooth else w
+        if self._n_hist < self.smooth:
+            self._n_hist += 1
+        self.smoothed = best
+        self.score = acc[best] // self._n_hist
+        self.uncertain = self.score < self._thr_q
+
+    def label(self):
+        """The smoothed decision's class name, or "uncertain" (None before a decision)."""
+        if self.smoothed < 0:
+            return None
+        return "uncertain" if self.uncertain else self.model.class_names[self.smoothed]

@@ -1,0 +1,272 @@
+# Host (CPython): device/attention_stream.py — a live stream of steps, a decision every hop.
+"""The Stream over the trained BasicMotions model (tests/golden/trained/basicmotions.bin, T=100,
+C=6, P=5) and a hand-made seq blob with T % P != 0 (tests/seq_models.seq_spec, T=10, P=4):
+
+- its quantizer (thresholds, no float op per value) equals `Model.quantize` on every float32
+  tried: random values, huge ones, and each threshold's neighbours, channel by channel;
+- BasicMotions' 40 TEST windows back to back (4000 steps), hop 10: every decision's logits
+  equal intref's run_int8 of the float32 window (the host oracle) and Model.run_int8's;
+  push (one step) and push_block give the same decisions;
+- on the MicroPython unix port (.mpy, kernels pure/native/viper): the same stream with
+  every push and push_block under `micropython.heap_lock()`, a gc.mem_alloc delta of 0 per
+  block, each decision's logits equal Model.run_int8 on the board of the same window, and
+  every decision field (logits, cls, prob, smoothed, score, uncertain) equal to the host's
+  (the same file under CPython);
+- smoothing, threshold and probabilities as docs/stream.md says; bad arguments refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from device_support import compile_mpy, find, literals, run_micropython
+from seq_models import seq_spec
+
+from tinyattn.board.stream import device_modules, host_decisions, replay_bytes
+from tinyattn.data.timeseries import load_ts_dataset
+from tinyattn.intmodel.blob import blob_bytes, read_blob
+from tinyattn.intmodel.intref import quantize_input, run_int8
+
+BM = Path(__file__).parent / "golden" / "trained" / "basicmotions.bin"
+HOP = 10
+KERNELS = ("pure", "native", "viper")
+
+
+@pytest.fixture(scope="module")
+def mods():
+    return device_modules()
+
+
+@pytest.fixture(scope="module")
+def bm_steps() -> np.ndarray:
+    """BasicMotions' 40 TEST windows back to back: [4000, 6] float32."""
+    d = load_ts_dataset("basicmotions", "TEST")
+    return d.X.astype(np.float32).reshape(-1, d.n_channels)
+
+
+@functools.cache
+def bm_host(smooth: int, threshold: float | None) -> list[dict]:
+    """host_decisions of the BasicMotions stream at hop 10 (cached: pure kernels on CPython)."""
+    d = load_ts_dataset("basicmotions", "TEST")
+    return host_decisions(BM, d.X.astype(np.float32).reshape(-1, 6), HOP, smooth, threshold)
+
+
+def oracle_logits(blob: bytes, steps: np.ndarray, ends: list[int]) -> np.ndarray:
+    """intref's int8 logits of the T-step windows ending at each of `ends` (exclusive)."""
+    spec = read_blob(blob)
+    T = spec.ops[0].iparams["T"]
+    X = np.stack([steps[e - T : e] for e in ends]).astype(np.float64)  # (N, T, C)
+    n = np.full(len(ends), T)
+    return run_int8(spec, quantize_input(spec, X, n), n)
+
+
+@pytest.mark.host
+def test_stream_quantizer_equals_model_quantize(mods):
+    attention, attention_stream = mods
+    rng = np.random.default_rng(1)
+    for data in (BM.read_bytes(), blob_bytes(seq_spec(seed=4))):
+        m = attention.Model(data, kernels="pure")
+        s = attention_stream.Stream(m, HOP)
+        C = m.n_features
+        xq = m.quantize([0.0] * C, m.quantize([0.0] * C)[:C])
+        values = [rng.normal(0, 10, 3000 * C), rng.normal(0, 1e6, 300 * C),
+                  rng.uniform(-3, 3, 3000 * C)]  # fmt: skip
+        steps = [list(map(float, v)) for v in np.concatenate(values).astype(np.float32)
+                 .reshape(-1, C)]  # fmt: skip
+        for c in range(C):  # each threshold's neighbours, in its own channel
+            for j in range(255):
+                key = (s._hi[c * 255 + j] << 16) | s._lo[c * 255 + j]
+                for k in (key - 1, key, key + 1):
+                    if abs(k) <= attention_stream._KEY_MAX:
+                        step = [0.0] * C
+                        step[c] = attention_stream._float(k)
+                        steps.append(step)
+        bad = 0
+        for step in steps:
+            s._head = 0
+            s._put(struct.pack(f"<{C}f", *step), 0)
+            m.quantize(step, xq)
+            bad += list(s._ring[:C]) != list(xq)
+        assert bad == 0, f"{bad} of {len(steps)} steps quantized unlike Model.quantize"
+
+
+@pytest.mark.host
+def test_stream_decisions_equal_run_int8_of_their_windows(mods, bm_steps):
+    attention, attention_stream = mods
+    data = BM.read_bytes()
+    m = attention.Model(data, kernels="pure")
+    s = attention_stream.Stream(m, HOP, smooth=3, threshold=0.9)
+    T, C = m.steps, m.n_features
+    ends, got, model_logits, fields = [], [], [], []
+    ref = m.new_logits()
+    for i, step in enumerate(bm_steps):
+        if s.push([float(v) for v in step]):
+            ends.append(i + 1)
+            got.append(list(s.logits))
+            fields.append((s.smoothed, s.score, s.uncertain))
+            window = bm_steps[i + 1 - T : i + 1].reshape(-1).tolist()
+            cls = m.run_int8(m.quantize(window), ref, T)
+            assert cls == s.cls
+            model_logits.append(list(ref))
+    assert ends == list(range(T, len(bm_steps) + 1, HOP))  # 391 decisions
+    assert got == model_logits
+    assert np.array_equal(np.array(got), oracle_logits(data, bm_steps, ends))
+    # push_block, a block of a hop at a time: the same decisions, every field
+    blocks = bm_host(3, 0.9)
+    assert [d["logits"] for d in blocks] == got
+    assert [(d["smoothed"], d["score"], d["uncertain"]) for d in blocks] == fields
+    assert s.decisions == len(ends) and len(s.logits) == 4 and C == 6
+
+
+@pytest.mark.host
+def test_stream_seq_spec_window_of_t_not_multiple_of_p(mods):
+    """T=10, P=4 (the last patch half padding): decisions equal intref's every hop."""
+    attention, attention_stream = mods
+    data = blob_bytes(seq_spec(seed=2))
+    steps = np.random.default_rng(3).normal(0, 2, (200, 3)).astype(np.float32)
+    for hop in (1, 3, 4):
+        decisions = host_decisions(data, steps, hop, smooth=2)
+        ends = [d["step"] for d in decisions]
+        assert ends == list(range(10, 201, hop))
+        assert np.array_equal(np.array([d["logits"] for d in decisions]),
+                              oracle_logits(data, steps, ends))  # fmt: skip
+
+
+@pytest.mark.host
+def test_stream_probabilities_and_smoothing(mods, bm_steps):
+    attention, attention_stream = mods
+    m = attention.Model(BM.read_bytes(), kernels="pure")
+    single = bm_host(1, None)
+    smooth = bm_host(5, 0.9)
+    scale = m.logit_scale
+    for d in single:
+        p = np.exp((np.array(d["logits"]) - max(d["logits"])) * scale)
+        p /= p.sum()
+        assert np.abs(np.array(d["prob"]) / 16384 - p).max() < 0.02  # the Q14 exp2 table
+        assert 16384 - len(p) <= sum(d["prob"]) <= 16384
+        assert d["smoothed"] == d["cls"] and d["score"] == d["prob"][d["cls"]]
+        assert not d["uncertain"]
+    probs = np.array([d["prob"] for d in smooth])
+    for i, d in enumerate(smooth):
+        acc = probs[max(0, i - 4) : i + 1].sum(axis=0)  # the last 5 decisions (fewer at first)
+        assert d["smoothed"] == int(np.argmax(acc))
+        assert d["score"] == acc[d["smoothed"]] // min(i + 1, 5)
+        assert d["uncertain"] == (d["score"] < round(0.9 * 16384))
+    assert any(d["uncertain"] for d in smooth) and not all(d["uncertain"] for d in smooth)
+
+
+@pytest.mark.host
+def test_stream_refuses_bad_arguments_and_values(mods):
+    attention, attention_stream = mods
+    m = attention.Model(BM.read_bytes(), kernels="pure")
+    for kwargs in ({"hop": 0}, {"hop": 1, "smooth": 0}, {"hop": 1, "threshold": 1.5}):
+        with pytest.raises(ValueError, match="stream: "):
+            attention_stream.Stream(m, **kwargs)
+    s = attention_stream.Stream(m, 1)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        s.push([0.0, float("nan"), 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="as bytes"):
+        s.push_block([0.5] * 6, 1)
+    f32 = attention.Model(blob_bytes(seq_spec(quantized=False)), kernels="pure")
+    with pytest.raises(ValueError, match="float32 weights only"):
+        attention_stream.Stream(f32, 1)
+
+
+# argv: modules dir, blob, kernels, replay file, hop. Plays the replay file's steps a hop at a
+# time, odd blocks through push_block and even ones step by step through push, each call under
+# heap_lock; after each decision (outside the lock) Model.run_int8 of the same window. Prints
+# per decision [logits, cls, prob, smoothed, score, uncertain, same as run_int8], then
+# [heap delta of one block with gc off, decisions].
+STREAM_MP = """
+import sys, gc, struct, micropython
+sys.path.insert(0, sys.argv[1])
+from attention import Model
+from attention_stream import Stream
+m = Model(sys.argv[2], kernels=sys.argv[3])
+hop = int(sys.argv[5])
+s = Stream(m, hop, smooth=3, threshold=0.9)
+T = m.steps
+C = m.n_features
+size = 4 * C
+buf = bytearray(hop * size)
+win = []
+ref = m.new_logits()
+xq = m.quantize([0.0] * (T * C))
+f = open(sys.argv[4], 'rb')
+f.read(16)
+
+def block(n):
+    micropython.heap_lock()
+    try:
+        return s.push_block(buf, n)
+    finally:
+        micropython.heap_unlock()
+
+def one(step):
+    micropython.heap_lock()
+    try:
+        return s.push(step)
+    finally:
+        micropython.heap_unlock()
+
+def delta(n):
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    block(n)
+    b = gc.mem_alloc()
+    gc.enable()
+    return b - a
+
+i = 0
+worst = 0
+seen = 0
+while True:
+    k = f.readinto(buf)
+    if not k:
+        break
+    n = k // size
+    vals = struct.unpack('<%df' % (n * C), buf)
+    win.extend(vals)
+    if len(win) > T * C:
+        del win[:len(win) - T * C]
+    if i % 2:
+        worst = max(worst, delta(n))
+    else:
+        for j in range(n):
+            one(vals[j * C:(j + 1) * C])
+    i += 1
+    if s.decisions != seen:  # blocks of a hop: a decision is at a block's last step
+        seen = s.decisions
+        c = m.run_int8(m.quantize(win, xq), ref, T)
+        same = list(ref) == list(s.logits) and c == s.cls
+        print([list(s.logits), s.cls, list(s.prob), s.smoothed, s.score, s.uncertain, same])
+print([worst, s.decisions])
+"""
+
+
+@pytest.fixture(scope="module")
+def mpy(tmp_path_factory):
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    return compile_mpy(tmp_path_factory.mktemp("mpy"))
+
+
+@pytest.mark.micropython
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_stream_mp_heap_locked_and_bit_exact(mpy, bm_steps, tmp_path, kernels):
+    replay = tmp_path / "bm.tasr"
+    replay.write_bytes(replay_bytes(bm_steps))
+    lines = run_micropython(STREAM_MP, [str(mpy), str(BM), kernels, str(replay), str(HOP)],
+                            "160k")  # fmt: skip
+    *rows, (worst, n) = literals(lines)
+    host = bm_host(3, 0.9)
+    assert worst == 0  # bytes allocated by a block of a hop (a decision included), gc off
+    assert n == len(host) == len(rows) == 391
+    assert all(r[6] for r in rows), "a decision differs from Model.run_int8 of its window"
+    keys = ("logits", "cls", "prob", "smoothed", "score", "uncertain")
+    assert [r[:6] for r in rows] == [[d[k] for k in keys] for d in host]
