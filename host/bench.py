@@ -44,7 +44,7 @@ from typing import Any
 
 from tinyattn import remedy
 from tinyattn.atomic import write_atomic
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 TARGETS = {"train_ratio": 0.5, "device_speedup": 5.0, "blob_bytes": 2048, "link_samples_s": 200,

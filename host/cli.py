@@ -21,11 +21,14 @@ import select
 import signal
 import sys
 
+from tinyattn.errors import CLIError  # also tinyattn.cli.CLIError, the same class
+
 # name -> (module, one-line help). Modules are imported when argparse is built; they must not
 # import heavy optional dependencies (torch, matplotlib) at module level.
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": (
-        "tinyattn.learn.train", "train a model on Iris, any CSV or .ts windows -> build/model.npz"
+        "tinyattn.learn.traincli",
+        "train a model on Iris, any CSV or .ts windows -> build/model.npz",
     ),
     "export": ("tinyattn.intmodel.export", "quantize to int8 and write the blob build/model.bin"),
     "board": ("tinyattn.board.virtual", "run a virtual board (MicroPython unix port on a pty)"),
@@ -36,14 +39,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tinyattn.board.predict",
         "classify the rows of a CSV or the windows of a .ts, on the host or on a board",
     ),
+    "monitor": (
+        "tinyattn.board.monitor", "watch the app's live decisions on a board (flash --app)"
+    ),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
     "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
     "report": ("tinyattn.report", "PNG/HTML report: curves, confusion matrices, attention maps"),
 }
-
-
-class CLIError(Exception):
-    """An error meant for the user: printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +98,7 @@ def _run(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     remedy.use(sys.argv[1:] if argv is None else argv, args)  # the errors' "run '…'"
+    args._run_command = main  # a command that runs others (demo) calls back through here
     try:
         return int(args._main(args) or 0)
     except CLIError as exc:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tinyattn.board.link import LinkError
 from tinyattn.board.ports import VIRTUAL_HEAP, add_port_arguments, board_port
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 
@@ -71,18 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tinyattn import cli
     from tinyattn.board.flash import flash
     from tinyattn.board.parity import finish, load_samples, parity
 
     if not args.model.is_file():
         _step(f"train -> {args.model}")
         dataset = ["--dataset", args.dataset] if args.dataset else []
-        if cli.main(["train", *dataset, "--out", str(args.model)]) != 0:
+        if args._run_command(["train", *dataset, "--out", str(args.model)]) != 0:
             return 2
     if not args.blob.is_file():
         _step(f"export -> {args.blob}")
-        if cli.main(["export", "--model", str(args.model), "--out", str(args.blob)]) != 0:
+        export = ["export", "--model", str(args.model), "--out", str(args.blob)]
+        if args._run_command(export) != 0:
             return 2
     data = load_samples(args.model, None, None, None)  # a seq model: its TEST windows
     lengths = getattr(data, "lengths", None)

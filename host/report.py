@@ -57,7 +57,7 @@ import numpy as np
 
 from tinyattn import remedy
 from tinyattn.atomic import current_umask
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob
 from tinyattn.intmodel.floatref import (
     dequantized,

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from tinyattn import cli
-from tinyattn.board import ports
+from tinyattn.board import link, ports
 
 serial = pytest.importorskip("serial")
 list_ports = pytest.importorskip("serial.tools.list_ports")
@@ -187,7 +187,7 @@ def test_ports_permission_error_names_dialout_group() -> None:
         "could not open port /dev/ttyUSB0: [Errno 13] Permission denied: '/dev/ttyUSB0'",
     )
     for error in (exc, PermissionError(errno.EACCES, "Permission denied")):
-        line = ports.describe_open_error("/dev/ttyUSB0", error)
+        line = link.describe_open_error("/dev/ttyUSB0", error)
         assert line.startswith("/dev/ttyUSB0: permission denied"), line
         assert "'dialout' group" in line and "sudo usermod -aG dialout $USER" in line, line
         assert "log out and in again" in line and "\n" not in line, line
@@ -198,9 +198,9 @@ def test_ports_open_errors_other_than_permission_keep_their_wording() -> None:
         errno.ENOENT,
         "could not open port /dev/ttyX: [Errno 2] No such file or directory: '/dev/ttyX'",
     )
-    assert "/dev/ttyX: no such serial port" in ports.describe_open_error("/dev/ttyX", missing)
+    assert "/dev/ttyX: no such serial port" in link.describe_open_error("/dev/ttyX", missing)
     locked = serial.SerialException(errno.EAGAIN, "Could not exclusively lock port /dev/ttyX")
-    assert "/dev/ttyX: port is busy" in ports.describe_open_error("/dev/ttyX", locked)
+    assert "/dev/ttyX: port is busy" in link.describe_open_error("/dev/ttyX", locked)
 
 
 def test_ports_no_permission_is_one_line_before_mpremote_runs(

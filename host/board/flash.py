@@ -40,7 +40,7 @@ import numpy as np
 
 from tinyattn import remedy
 from tinyattn.board.link import DEFAULT_CONNECT_TIMEOUT
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR, device_dir
 
 PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (also for mip)
@@ -520,7 +520,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=False,
         help="deploy the .py sources (the board compiles them: ~40 KB more heap at load)",
     )
-    from tinyattn.board.parity import positive_seconds
+    from tinyattn.board.ports import positive_seconds
 
     parser.add_argument(
         "--timeout", type=positive_seconds, default=DEFAULT_CONNECT_TIMEOUT,

@@ -24,7 +24,7 @@ from typing import Any
 
 from tinyattn.board.link import DEFAULT_BAUD, LinkError
 from tinyattn.board.ports import board_port
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 MAX_BOARDS = 16  # virtual boards at once: each is a MicroPython process and a proxy thread

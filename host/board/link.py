@@ -9,6 +9,7 @@ References: mpremote's transport_serial.py (raw REPL byte sequences).
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 import zlib
@@ -148,8 +149,6 @@ def open_port(port: str, baud: int = DEFAULT_BAUD) -> serial.Serial:
         s.exclusive = True  # fail fast if mpremote or a terminal holds the port
     except (AttributeError, ValueError):
         pass
-    from tinyattn.board.ports import describe_open_error, is_busy_error  # ports imports link
-
     deadline = time.monotonic() + BUSY_WAIT
     while True:
         try:
@@ -555,3 +554,48 @@ def decode_b64_reply(
         arr = np.frombuffer(raw, dtype=dtype).reshape(n, -1)
         out[key] = arr.astype(np.float64 if dtype == "<f4" else np.int64).tolist()
     return out
+
+
+# ---------------------------------------------------------------- "cannot open PORT", one wording
+
+DIALOUT_FIX = (
+    "add yourself to the 'dialout' group: sudo usermod -aG dialout $USER, then log out and in "
+    "again"
+)
+
+
+def permission_message(port: str) -> str:
+    return f"{port}: permission denied opening the serial port; {DIALOUT_FIX}"
+
+
+def is_permission_error(exc: BaseException) -> bool:
+    """True for EACCES/EPERM, as an OSError or as pyserial's SerialException (an OSError whose
+    errno pyserial sets; its text ends in "[Errno 13] Permission denied: '/dev/ttyUSB0'")."""
+    if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM):
+        return True
+    text = str(exc)
+    return "[Errno 13]" in text or "Permission denied" in text
+
+
+def is_busy_error(exc: BaseException) -> bool:
+    """Another process holds the port (pyserial's exclusive lock, or EBUSY)."""
+    text = str(exc).lower()
+    return getattr(exc, "errno", None) == errno.EBUSY or "lock" in text or "busy" in text
+
+
+def describe_open_error(port: str, exc: BaseException) -> str:
+    """One line for an exception from opening PORT (pyserial or os.open): what and the fix."""
+    text = str(exc)
+    if is_permission_error(exc):
+        return permission_message(port)
+    if getattr(exc, "errno", None) == errno.ENOENT or "No such file" in text:
+        return (
+            f"{port}: no such serial port; plug the board in (ls /dev/ttyACM* /dev/ttyUSB*, or "
+            "'tinyattn devs') or start a virtual board with 'tinyattn board'"
+        )
+    if is_busy_error(exc):
+        return (
+            f"{port}: port is busy (another program, e.g. mpremote or a terminal, has it "
+            "open); close it and retry"
+        )
+    return f"{port}: cannot open serial port: {text}"

@@ -60,8 +60,8 @@ from tinyattn.board.link import (
     LinkError,
     LinkTimeout,
 )
-from tinyattn.cli import CLIError
 from tinyattn.data.tabular import Dataset, standardize, stratified_split
+from tinyattn.errors import CLIError
 from tinyattn.learn.model import Sequential, build_model, load_model, save_model
 from tinyattn.paths import device_dir
 
@@ -621,7 +621,7 @@ def drive(
 
 
 def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
-    """`tinyattn train --on-board`: called by train.main with its config and data."""
+    """`tinyattn train --on-board`: called by traincli.main with its config and data."""
     from tinyattn.learn.train import count
 
     log = sys.stderr if args.json else sys.stdout

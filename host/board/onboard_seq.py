@@ -39,7 +39,7 @@ import numpy as np
 from tinyattn import remedy
 from tinyattn.board.boardmodel import board_bytes, board_meta
 from tinyattn.board.onboard import RunFiles
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 
 # Windows a forward holds on the board: the minibatch of 16 runs in pieces of one, so the run
 # holds one window's caches (BasicMotions: 86 KiB of buffers and optimizer state at rows 1,
@@ -207,7 +207,7 @@ def finish(plan: SeqPlan, data: Any, bm: Any, history: dict, board: dict, second
 
 
 def main(args: argparse.Namespace) -> int:
-    """`tinyattn train --on-board` on windows (seqcli.main hands it over)."""
+    """`tinyattn train --on-board` on windows (traincli.main hands it over)."""
     from tinyattn.board.onboard import check_arguments, drive, run_board
     from tinyattn.learn.seqcli import load_windows, seq_setup
     from tinyattn.learn.train import count

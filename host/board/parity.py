@@ -40,7 +40,7 @@ from tinyattn.board.link import (
     b64_batch,
     decode_b64_reply,
 )
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 FLOAT_TOL = 1e-4
@@ -772,6 +772,7 @@ def parity(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tinyattn.board.fleet import add_fleet_arguments
+    from tinyattn.board.ports import positive_seconds
 
     add_fleet_arguments(parser)
     parser.add_argument(
@@ -813,17 +814,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print a JSON summary last")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0, e.g. 10")
-    return value
 
 
 def bench_count(text: str) -> int:

@@ -8,8 +8,8 @@ folder `build/board` — its flash filesystem, which persists between commands l
 flash does — and stopped when the command ends.
 
 Every command that takes a port goes through add_port_arguments() and board_port(), so they
-all resolve `auto` and report an unusable port the same way; describe_open_error() is the one
-wording of "cannot open PORT" (missing, no permission: the Linux `dialout` group, busy).
+all resolve `auto` and report an unusable port the same way; link.describe_open_error() is the
+one wording of "cannot open PORT" (missing, no permission: the Linux `dialout` group, busy).
 `tinyattn devs` (main() below) lists the ports. References: pyserial `serial.tools.list_ports`
 (ListPortInfo: device, vid, pid, description, hwid); USB vendor ids from the boards' own USB
 descriptors (Raspberry Pi 2E8A, Espressif 303A, Silicon Labs 10C4, QinHeng 1A86, MicroPython
@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyattn.board.link import DEFAULT_BAUD, LinkError
-from tinyattn.cli import CLIError
+from tinyattn.board.link import (  # the wording of "cannot open PORT" lives with the opener
+    DEFAULT_BAUD,
+    DIALOUT_FIX,
+    LinkError,
+    permission_message,
+)
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 VIRTUAL_FS = BUILD_DIR / "board"
@@ -45,10 +49,6 @@ BOARD_VIDS: dict[int, str] = {
     0x1A86: "ESP32? (CH340/CH9102 USB-UART)",
     0xF055: "MicroPython (pyboard, TinyUSB ports)",
 }
-DIALOUT_FIX = (
-    "add yourself to the 'dialout' group: sudo usermod -aG dialout $USER, then log out and in "
-    "again"
-)
 
 
 class PortError(CLIError, LinkError):
@@ -138,43 +138,6 @@ def resolve_port(port: str | None) -> str | None:
     )
 
 
-def permission_message(port: str) -> str:
-    return f"{port}: permission denied opening the serial port; {DIALOUT_FIX}"
-
-
-def is_permission_error(exc: BaseException) -> bool:
-    """True for EACCES/EPERM, as an OSError or as pyserial's SerialException (an OSError whose
-    errno pyserial sets; its text ends in "[Errno 13] Permission denied: '/dev/ttyUSB0'")."""
-    if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM):
-        return True
-    text = str(exc)
-    return "[Errno 13]" in text or "Permission denied" in text
-
-
-def is_busy_error(exc: BaseException) -> bool:
-    """Another process holds the port (pyserial's exclusive lock, or EBUSY)."""
-    text = str(exc).lower()
-    return getattr(exc, "errno", None) == errno.EBUSY or "lock" in text or "busy" in text
-
-
-def describe_open_error(port: str, exc: BaseException) -> str:
-    """One line for an exception from opening PORT (pyserial or os.open): what and the fix."""
-    text = str(exc)
-    if is_permission_error(exc):
-        return permission_message(port)
-    if getattr(exc, "errno", None) == errno.ENOENT or "No such file" in text:
-        return (
-            f"{port}: no such serial port; plug the board in (ls /dev/ttyACM* /dev/ttyUSB*, or "
-            "'tinyattn devs') or start a virtual board with 'tinyattn board'"
-        )
-    if is_busy_error(exc):
-        return (
-            f"{port}: port is busy (another program, e.g. mpremote or a terminal, has it "
-            "open); close it and retry"
-        )
-    return f"{port}: cannot open serial port: {text}"
-
-
 def check_access(port: str) -> None:
     """PortError naming the `dialout` group when PORT is a device this user may not open.
 
@@ -186,6 +149,17 @@ def check_access(port: str) -> None:
         return  # an mpremote shortcut (a0, u0, …), a URL, or a path the opener reports
     if not os.access(port, os.R_OK | os.W_OK):
         raise PortError(permission_message(port))
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0, e.g. 10")
+    return value
 
 
 def add_port_arguments(parser: argparse.ArgumentParser) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyattn.board.link import LinkError, as_sent
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 
@@ -285,8 +285,7 @@ def predict_board(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tinyattn.board.parity import positive_seconds
-    from tinyattn.board.ports import add_port_arguments
+    from tinyattn.board.ports import add_port_arguments, positive_seconds
 
     add_port_arguments(parser)
     data = parser.add_mutually_exclusive_group(required=True)

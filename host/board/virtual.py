@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.cli import CLIError
+from tinyattn.errors import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob, write_blob
 from tinyattn.intmodel.floatref import (
     fit_to_model,

@@ -36,16 +36,18 @@ from typing import Any
 import numpy as np
 
 from tinyattn.atomic import atomic_open
-from tinyattn.learn.layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
-from tinyattn.learn.myattn import AttnPool, MyAttnFlat
+from tinyattn.data.windows import normalize_windows
+from tinyattn.learn.seqmodel import build_seq_from_ops, build_seq_model
+from tinyattn.learn.sequential import MYATTN_MODES as MYATTN_MODES
+from tinyattn.learn.sequential import SEQ_KINDS as SEQ_KINDS
+from tinyattn.learn.sequential import Sequential
+from tinyattn.learn.sequential import layer_from_op as layer_from_op
 
 FORMAT = "tinyattn-model"
 VERSION = 1
 MODELS = ("iris-attn", "iris-myattn", "seq-attn")
-SEQ_KINDS = ("patch_embed", "pos_add", "ff", "masked_pool")  # = seqmodel.SEQ_OPS
 EMBED_DIM = 8  # each feature becomes one token of 8
 MYATTN_OUT = 16  # width of the myattn head's output
-MYATTN_MODES = ("explicit", "pool")  # the blob's mode 0, 1
 
 
 def _tokens(n_features: int) -> list[dict[str, Any]]:
@@ -83,118 +85,6 @@ def myattn_op(
             "value_size2": v2, "output_size": out, "bias": bias}  # fmt: skip
 
 
-def _myattn_layer(op: dict[str, Any], rng: np.random.Generator) -> Layer:
-    mode = op["mode"]
-    names = ("query_size", "key_size", "value_size1", "value_size2", "output_size")
-    q, k, v1, v2, out = (int(op[n]) for n in names)
-    bias = bool(op.get("bias", True))
-    if mode == "pool":
-        if not q == k == v2:
-            raise ValueError(
-                f"op {op}: mode 'pool' sets Q = K = mean token, so query_size, key_size and "
-                "value_size2 must all equal the token width"
-            )
-        return AttnPool(v1, q, out, rng, bias)
-    if mode == "explicit":
-        return MyAttnFlat(q, k, v1, v2, out, rng, bias)
-    raise ValueError(f"op {op}: mode {mode!r}, expected one of {', '.join(MYATTN_MODES)}")
-
-
-def layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
-    """One layer for one op dict (`docs/model-format.md`)."""
-    kind = op.get("op")
-    if kind in SEQ_KINDS or (kind == "attention" and op.get("residual")):
-        from tinyattn.learn.seqmodel import seq_layer_from_op  # seqmodel imports this module
-
-        return seq_layer_from_op(op, rng)
-    try:
-        if kind == "dense":
-            return Dense(int(op["in"]), int(op["out"]), bool(op.get("bias", True)), rng)
-        if kind in ActivationLayer.KINDS:
-            return ActivationLayer(kind)
-        if kind == "reshape":
-            return Reshape(op["shape"])
-        if kind == "attention":
-            E, H = int(op["embed_dim"]), int(op["num_heads"])
-            return Attention(E, H, bool(op.get("bias", True)), rng)
-        if kind == "avgpool":
-            return GlobalAvgPool()
-        if kind == "myattn":
-            return _myattn_layer(op, rng)
-    except KeyError as exc:
-        raise ValueError(f"op {op}: missing attribute {exc}; see docs/model-format.md") from None
-    raise ValueError(f"unknown op {kind!r} in {op}; see docs/model-format.md for the op names")
-
-
-class Sequential:
-    """Layers applied in order; parameters in one flat vector (`theta`, `grad`)."""
-
-    def __init__(self, layers: list[Layer], ops: list[dict[str, Any]]) -> None:
-        self.layers, self.ops = layers, ops
-        storage = [(layer, name) for layer in layers for name in layer.params]
-        sizes = [layer.params[name].size for layer, name in storage]
-        self.theta = np.empty(sum(sizes))  # (P,) all parameters
-        self.grad = np.zeros(sum(sizes))  # (P,) their gradients
-        self.decay_mask = np.zeros(sum(sizes))  # 1.0 on weight matrices, 0.0 on biases
-        offset = 0
-        for layer in layers:
-            values, grads = {}, {}
-            for name, p in layer.params.items():
-                span = slice(offset, offset + p.size)
-                values[name] = self.theta[span].reshape(p.shape)
-                grads[name] = self.grad[span].reshape(p.shape)
-                self.decay_mask[span] = 1.0 if p.ndim == 2 else 0.0
-                offset += p.size
-            layer.bind(values, grads)
-
-    @property
-    def n_params(self) -> int:
-        return self.theta.size
-
-    def forward(self, x: np.ndarray, training: bool = False) -> np.ndarray:
-        """Logits `[B, C]` for normalized features `x [B, F]` (float64)."""
-        for layer in self.layers:
-            x = layer.forward(x, training)
-        return x
-
-    def backward(self, dlogits: np.ndarray) -> np.ndarray:
-        """Fill `grad` from `dlogits [B, C]` after a training forward; returns `dx [B, F]`."""
-        d = dlogits
-        for layer in reversed(self.layers):
-            d = layer.backward(d)
-        return d
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Class indices `[B]` for normalized features `x [B, F]`."""
-        return np.argmax(self.forward(x), axis=1)
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """`{"p{i}.{name}": array}` as in docs/model-format.md (copies)."""
-        return {
-            f"p{i}.{name}": value.copy()
-            for i, layer in enumerate(self.layers)
-            for name, value, _ in layer.collect_params()
-        }
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        """Copy `p{i}.{name}` arrays into the parameters; shapes and names must match exactly."""
-        expected = set()
-        for i, layer in enumerate(self.layers):
-            for name, value, _ in layer.collect_params():
-                key = f"p{i}.{name}"
-                expected.add(key)
-                if key not in state:
-                    raise ValueError(f"parameter {key} missing; the file does not match its ops")
-                if state[key].shape != value.shape:
-                    raise ValueError(
-                        f"parameter {key} has shape {state[key].shape}, ops say {value.shape}"
-                    )
-                value[...] = state[key]
-        extra = set(state) - expected
-        if extra:
-            raise ValueError(f"unexpected parameters {sorted(extra)}; the ops do not use them")
-
-
 def is_seq_ops(ops: list[dict[str, Any]]) -> bool:
     """An op list of a sequence model (`seq-attn`): op 0 is `patch_embed`."""
     return bool(ops) and ops[0].get("op") == "patch_embed"
@@ -204,8 +94,6 @@ def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
     """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list; a
     `SeqModel` (host/learn/seqmodel.py) when op 0 is `patch_embed`."""
     if is_seq_ops(ops):
-        from tinyattn.learn.seqmodel import build_seq_from_ops
-
         return build_seq_from_ops(ops, seed)
     rng = np.random.default_rng(seed)
     return Sequential([layer_from_op(op, rng) for op in ops], [dict(op) for op in ops])
@@ -223,8 +111,6 @@ def build_model(
     features and 3 classes. `seq-attn` takes windows of `steps` (T) x `n_features` (C
     channels) and an optional `seqmodel.SeqAttnConfig`."""
     if name == "seq-attn":
-        from tinyattn.learn.seqmodel import build_seq_model
-
         if steps is None:
             raise ValueError("seq-attn needs steps (T, e.g. seqmodel.default_max_steps)")
         return build_seq_model(steps, n_features, n_classes, config, seed)
@@ -294,8 +180,6 @@ class ModelFile:
         """Raw features `[B, F]` -> the model's input `(X - norm_mean) / norm_std`; a seq
         model: raw windows `[B, T', C]` per channel, 0 past each window's `lengths`."""
         if self.is_seq:
-            from tinyattn.intmodel.floatref import normalize_windows
-
             return normalize_windows(X, lengths, self.norm_mean, self.norm_std)
         return (np.asarray(X, dtype=np.float64) - self.norm_mean) / self.norm_std
 

@@ -1,6 +1,6 @@
 """Host (CPython): the windows flow of `tinyattn train` — `seq-attn` on `.ts` data (issue 11).
 
-`tinyattn train` (host/learn/train.py) parses the flags and hands a run on windows to `main` here:
+`tinyattn train` (host/learn/traincli.py) parses the flags and runs windows through here:
 `--dataset basicmotions|japanesevowels` (the vendored archive problems, their fixed TRAIN/TEST
 split) or `--ts TRAIN.ts [--test TEST.ts]` (any archive file, univariate too). Without
 `--test` a stratified part of TRAIN (`--test-fraction`, default 0.2, seed `--seed`) is held
@@ -25,15 +25,13 @@ float and int8 per fold.
 Refused in one line: an iris model on windows, `seq-attn` on rows (Iris, Wine, a CSV),
 `--ts` with `--csv`/`--dataset`, architecture flags on rows, missing values (`?`) in a window,
 TRAIN windows of one class (whatever `@classLabel` declares; as a CSV of one class), a TEST file
-whose classes or channels differ from TRAIN's. `--on-board` hands the run to
-host/board/onboard_seq.py (the same run, trained on a board).
+whose classes or channels differ from TRAIN's (traincli.check_flow and here). `--on-board`
+hands the run to host/board/onboard_seq.py (the same run, trained on a board).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -41,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.data.timeseries import TS_DATASETS, TSDataset, load_ts, load_ts_dataset
+from tinyattn.data.timeseries import TSDataset, load_ts, load_ts_dataset
 from tinyattn.learn.seqdefaults import seq_defaults
 from tinyattn.learn.seqmodel import SeqAttnConfig, macs
 from tinyattn.learn.seqtrain import (
@@ -88,49 +86,6 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _is_windows(args: argparse.Namespace) -> bool:
-    return args.ts is not None or (args.dataset or "") in TS_DATASETS
-
-
-def check_flow(args: argparse.Namespace) -> str:
-    """Which flow runs: "seq" (windows, `seq-attn`) or "rows" (features, iris models), after
-    refusing flag combinations that cannot work, in one line each."""
-    from tinyattn.cli import CLIError
-
-    windows = _is_windows(args)
-    if args.ts is not None and args.csv is not None:
-        raise CLIError("--ts and --csv both name the data; give one")
-    if args.ts is not None and args.dataset is not None:
-        raise CLIError("--ts names its own data; leave out --dataset")
-    if args.test is not None and args.ts is None:
-        raise CLIError("--test needs --ts TRAIN.ts (the vendored datasets have their TEST file)")
-    if windows and args.model not in (None, "seq-attn"):
-        raise CLIError(
-            f"--model {args.model} takes rows of features, not windows; use --model seq-attn "
-            "(the default for .ts data)"
-        )
-    if not windows and args.model == "seq-attn":
-        data = f"--csv {args.csv}" if args.csv else f"dataset {args.dataset or 'iris'!r}"
-        raise CLIError(
-            f"seq-attn takes .ts windows, not the rows of {data}; use --dataset basicmotions|"
-            "japanesevowels or --ts TRAIN.ts"
-        )
-    if not windows:
-        flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
-        flags += ["--shift"] if args.shift is not None else []
-        if flags:
-            raise CLIError(
-                f"{' '.join(flags)}: seq-attn flags; they need .ts data (--dataset basicmotions"
-                "|japanesevowels or --ts TRAIN.ts)"
-            )
-        return "rows"
-    if args.scaling is not None:
-        raise CLIError("--scaling: seq-attn standardizes per channel on TRAIN; leave it out")
-    if args.test_fraction is not None and (args.ts is None or args.test is not None):
-        raise CLIError("--test-fraction holds out part of TRAIN only for --ts without --test")
-    return "seq"
-
-
 # ----------------------------------------------------------------------------- data
 
 
@@ -151,7 +106,7 @@ class SeqData:
 
 
 def _check_complete(ds: TSDataset) -> None:
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
 
     bad = np.argwhere(np.isnan(ds.X) & ds.mask[:, :, None])  # (k, 3) window, step, channel
     if len(bad):
@@ -166,7 +121,7 @@ def _check_complete(ds: TSDataset) -> None:
 def _check_classes(ds: TSDataset) -> None:
     """CLIError unless the TRAIN windows hold at least two classes: the rule of `tinyattn train
     --csv` (data.load_csv), whatever `@classLabel` declares."""
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
 
     held = [ds.class_names[k] for k in np.unique(ds.y)]
     if len(held) < 2:
@@ -180,7 +135,7 @@ def _check_classes(ds: TSDataset) -> None:
 def load_windows(args: argparse.Namespace) -> SeqData:
     """TRAIN (and TEST) windows named by `--dataset` or `--ts`/`--test`; CLIError in one line
     for a bad file, missing values, or a TEST file that does not match TRAIN."""
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
     from tinyattn.learn.model import ts_data_meta
 
     try:
@@ -219,7 +174,7 @@ def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:
 def seq_setup(args: argparse.Namespace, train: TSDataset):
     """`(arch, config, augment, average, distill)`: the dataset's defaults with every flag
     given applied (weight averaging and distillation have no flag: the dataset's default)."""
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
     from tinyattn.learn.train import config_from_args
 
     d = seq_defaults(train.name, train.max_length)
@@ -257,8 +212,8 @@ def _accuracy(result: SeqTrainResult, ds: TSDataset) -> float:
 def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]:
     """`(train part, test part, meta["train"] additions)`: TRAIN and TEST, or TRAIN's
     stratified hold-out when there is no TEST file."""
-    from tinyattn.cli import CLIError
     from tinyattn.data.tabular import stratified_split
+    from tinyattn.errors import CLIError
 
     if data.test is not None:
         return data.train, data.test, {}
@@ -270,9 +225,10 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
     return _subset(data.train, tr), _subset(data.train, te), split
 
 
-def run_one(args, data: SeqData, arch, config, augment, average, distill,
-            log) -> dict[str, Any]:  # fmt: skip
-    """Train on the train part, evaluate on the test part, write the model file."""
+def run_one(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
+    """Train on the train part, evaluate on the test part, write the model file; recipe:
+    `seq_setup`'s (arch, config, augment, average, distill)."""
+    arch, config, augment, average, distill = recipe
     from tinyattn.learn.train import _progress_bar, count
 
     train, test, split = _split(data, config)
@@ -324,7 +280,7 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainRes
     model file (docs/model-format.md; `board`: an on-board run's figures, meta "board") and
     return the `--json` summary. recipe: (arch, config, augment, average, distill). Shared by
     `tinyattn train` and `tinyattn train --on-board` (host/board/onboard_seq.py)."""
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
     from tinyattn.learn.model import save_model
 
     arch, config, augment, average, distill = recipe
@@ -407,11 +363,12 @@ def cross_validate_seq(
     return folds
 
 
-def run_cv(args, data: SeqData, arch, config, augment, average, distill,
-           log) -> dict[str, Any]:  # fmt: skip
-    from tinyattn.cli import CLIError
+def run_cv(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
+    """`tinyattn train --cv K` on the TRAIN windows; returns the `--json` summary."""
+    from tinyattn.errors import CLIError
     from tinyattn.learn.train import _progress_bar, cv_summary
 
+    arch, config, augment, average, distill = recipe
     k, repeats = args.cv, args.repeats or 1
     bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
 
@@ -455,25 +412,3 @@ def run_cv(args, data: SeqData, arch, config, augment, average, distill,
         "train_accuracy": s["mean_train_accuracy"], "folds": folds, "seconds": seconds,
         "epochs": config.epochs,
     }  # fmt: skip
-
-
-def main(args: argparse.Namespace) -> int:
-    """`tinyattn train` on windows (after `check_flow` said "seq")."""
-    from tinyattn.cli import CLIError
-
-    if args.target is not None:
-        raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
-    if args.on_board:  # the same run on a board
-        from tinyattn.board.onboard_seq import main as onboard_main
-
-        return onboard_main(args)
-    data = load_windows(args)
-    arch, config, augment, average, distill = seq_setup(args, data.train)
-    log = sys.stderr if args.json else sys.stdout
-    if args.cv is not None:
-        summary = run_cv(args, data, arch, config, augment, average, distill, log)
-    else:
-        summary = run_one(args, data, arch, config, augment, average, distill, log)
-    if args.json:
-        print(json.dumps(summary))
-    return 0

@@ -50,18 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.learn.layers import Dense, Layer
-from tinyattn.learn.model import Sequential
-from tinyattn.learn.seqlayers import (
-    FeedForward,
-    MaskedAvgPool,
-    PatchEmbed,
-    PosEmbed,
-    ResidualAttention,
-    SeqMask,
-)
-
-SEQ_OPS = ("patch_embed", "pos_add", "ff", "masked_pool")  # plus "attention" with residual
+from tinyattn.learn.layers import Layer
+from tinyattn.learn.seqlayers import PatchEmbed, PosEmbed, SeqMask
+from tinyattn.learn.sequential import SEQ_KINDS as SEQ_OPS  # noqa: F401  (the sequence ops)
+from tinyattn.learn.sequential import Sequential
+from tinyattn.learn.sequential import seq_layer_from_op as seq_layer_from_op
 
 
 @dataclass(frozen=True)
@@ -105,31 +98,6 @@ def seq_attn_ops(
         ]  # fmt: skip
     ops += [{"op": "masked_pool"}, {"op": "dense", "in": E, "out": n_classes, "bias": c.bias}]
     return ops
-
-
-def seq_layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
-    """One layer for a sequence op (`SEQ_OPS`, or `attention` with `residual: true`)."""
-    kind = op.get("op")
-    try:
-        bias = bool(op.get("bias", True))
-        if kind == "patch_embed":
-            steps, channels, patch = int(op["steps"]), int(op["channels"]), int(op["patch"])
-            return PatchEmbed(steps, channels, patch, int(op["embed_dim"]), bias, rng)
-        if kind == "pos_add":
-            return PosEmbed(int(op["tokens"]), int(op["embed_dim"]), rng)
-        if kind == "attention" and op.get("residual"):
-            return ResidualAttention(int(op["embed_dim"]), int(op["num_heads"]), bias, rng)
-        if kind == "ff":
-            if not op.get("residual", True):
-                raise ValueError(f"op {op}: only the residual feed-forward exists")
-            return FeedForward(int(op["embed_dim"]), int(op["hidden"]), bias, rng)
-        if kind == "masked_pool":
-            return MaskedAvgPool()
-        if kind == "dense":
-            return Dense(int(op["in"]), int(op["out"]), bias, rng)
-    except KeyError as exc:
-        raise ValueError(f"op {op}: missing attribute {exc}; see host/learn/seqmodel.py") from None
-    raise ValueError(f"op {kind!r} is not a sequence op ({op}); see host/learn/seqmodel.py")
 
 
 def param_names(ops: list[dict[str, Any]]) -> list[str]:

@@ -1,8 +1,9 @@
-"""Host (CPython): training loop and the `tinyattn train` subcommand.
+"""Host (CPython): training loop, and the rows flow of `tinyattn train` (host/learn/traincli.py).
 
 Windows (`--dataset basicmotions|japanesevowels`, `--ts TRAIN.ts [--test TEST.ts]`,
-`seq-attn`) take their own flow, `host/learn/seqcli.py`; this module parses the flags of both and
-turns the recipe flags into one `TrainConfig` (`config_from_args`, over each model's defaults).
+`seq-attn`) take their own flow, `host/learn/seqcli.py`; this module turns the recipe flags of
+both into one `TrainConfig` (`config_from_args`, over each model's defaults) and runs rows
+(`load_rows`, `run_one`, `run_cv`).
 
 `fit` runs minibatch training (shuffled each epoch, last batch may be short) with Adam(W) or
 SGD+momentum, optional label smoothing and cosine learning-rate decay; `train_split` fits the
@@ -73,19 +74,16 @@ estimation when using cross-validation for model selection" (nested CV).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tinyattn.data.tabular import (
-    DATASETS,
     Dataset,
     fit_standardizer,
     load_csv,
@@ -94,11 +92,10 @@ from tinyattn.data.tabular import (
     stratified_kfold,
     stratified_split,
 )
-from tinyattn.data.timeseries import TS_DATASETS
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax_cross_entropy
-from tinyattn.learn.model import MODELS, ModelFile, Sequential, build_model, save_model
+from tinyattn.learn.model import ModelFile, Sequential, build_model, save_model
 from tinyattn.learn.optim import SGD, Adam
 
 SCALINGS = ("auto", "feature", "center", "shared", "none")
@@ -390,112 +387,6 @@ def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- CLI
 
 
-SEQ_DEFAULT = "seq-attn: per dataset, host/learn/seqdefaults.py"  # help text of a recipe flag
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tinyattn.learn.seqcli import add_seq_arguments
-
-    d = TrainConfig()
-    parser.epilog = (
-        "examples:\n"
-        "  tinyattn train                                # seed-0 80/20 split -> build/model.npz\n"
-        "  tinyattn train --cv 5 --repeats 10 --json     # 10 x 5-fold CV, float and int8\n"
-        "  tinyattn train --dataset wine --cv 5          # one 5-fold CV on Wine\n"
-        "  tinyattn train --dataset basicmotions --json  # seq-attn on the archive's TRAIN/TEST\n"
-        "  tinyattn train --ts X_TRAIN.ts --test X_TEST.ts  # any .ts pair (univariate too)\n"
-        "  tinyattn train --dataset japanesevowels --cv 5   # CV inside the TRAIN file only\n"
-        "  tinyattn train --on-board --port /dev/ttyACM0 # the same run, trained on the board\n"
-        "  tinyattn train --on-board --head-only --csv mine.csv  # adapt build/model.npz\n"
-        "\nTraining flags left out take the model's defaults: iris-attn/iris-myattn the values\n"
-        "shown (host/learn/train.py says why), seq-attn the recipe, architecture and "
-        "augmentation\n"
-        "chosen per dataset by cross-validation on its TRAIN file (host/learn/seqdefaults.py; "
-        "other\n"
-        ".ts files: JapaneseVowels' recipe and width, a patch giving <= 20 tokens)."
-    )
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
-        help="vendored dataset (default: iris); basicmotions and japanesevowels are windows "
-        "(.ts, the archive's fixed TRAIN/TEST split) and train seq-attn",
-    )  # fmt: skip
-    data.add_argument(
-        "--csv", type=Path, metavar="FILE", help="any numeric CSV with a header row instead"
-    )
-    data.add_argument("--target", metavar="COL", help="label column of --csv (default: last)")
-    data.add_argument(
-        "--test-fraction", type=float,
-        help=f"stratified test share without --cv (default: {d.test_fraction}); for --ts "
-        "without --test: the share of TRAIN held out as the test part",
-    )  # fmt: skip
-    hp = parser.add_argument_group("training")
-    hp.add_argument(
-        "--model", choices=MODELS,
-        help="architecture (default: iris-attn for rows of features, seq-attn for .ts windows)",
-    )  # fmt: skip
-    hp.add_argument("--epochs", type=int, help=f"(default: {d.epochs}; {SEQ_DEFAULT})")
-    hp.add_argument(
-        "--seed", type=int, default=d.seed,
-        help=f"split, init and shuffle seed (default: {d.seed}); with --repeats R the seeds "
-        "are SEED .. SEED+R-1",
-    )  # fmt: skip
-    hp.add_argument("--lr", type=float, help=f"peak learning rate ({d.lr}; {SEQ_DEFAULT})")
-    hp.add_argument("--batch-size", type=int, help=f"({d.batch_size}; {SEQ_DEFAULT})")
-    hp.add_argument(
-        "--optimizer", choices=("adam", "sgd"),
-        help="adam = AdamW, sgd = SGD with momentum (default: adam)",
-    )  # fmt: skip
-    hp.add_argument(
-        "--weight-decay", type=float,
-        help=f"on weight matrices (default: {d.weight_decay}; {SEQ_DEFAULT})",
-    )  # fmt: skip
-    hp.add_argument("--momentum", type=float, help=f"SGD momentum ({d.momentum})")
-    hp.add_argument(
-        "--schedule", choices=("cosine", "constant"),
-        help=f"learning-rate schedule (default: {d.schedule})",
-    )  # fmt: skip
-    hp.add_argument(
-        "--label-smoothing", type=float, metavar="EPS",
-        help="train towards (1-EPS)*onehot + EPS/classes (default: "
-        f"{d.label_smoothing}; {SEQ_DEFAULT})",
-    )  # fmt: skip
-    hp.add_argument(
-        "--scaling", choices=SCALINGS,
-        help="input scaling fitted on the train rows: feature = per-feature mean/std, center = "
-        "per-feature mean and one shared std, shared = one mean and std for all features, "
-        f"none = raw values (default: {d.scaling}; seq-attn always standardizes per channel)",
-    )  # fmt: skip
-    add_seq_arguments(parser)
-    ev = parser.add_argument_group("cross-validation")
-    ev.add_argument(
-        "--cv", type=int, metavar="K",
-        help="stratified K-fold CV over all rows instead of one split (.ts data: over the "
-        "TRAIN windows only): float and int8 test accuracy per fold, mean ± std; no model "
-        "file is written",
-    )  # fmt: skip
-    ev.add_argument(
-        "--repeats", type=int, metavar="R",
-        help="with --cv: repeat it with R different fold assignments, seeds SEED .. SEED+R-1 "
-        "(default: 1); the accuracy figures of the docs and 'make bench-accuracy' are "
-        "--cv 5 --repeats 10 (stratified 5-fold, split seeds 0-9)",
-    )  # fmt: skip
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--out", type=Path, default=Path("build/model.npz"),
-        help="model file (default: build/model.npz); not written with --cv",
-    )  # fmt: skip
-    out.add_argument(
-        "--json", action="store_true",
-        help="print one JSON object as the last stdout line (other output goes to stderr)",
-    )  # fmt: skip
-    out.add_argument("--quiet", action="store_true", help="no progress bar")
-    from tinyattn.board.onboard import add_arguments as add_onboard_arguments
-
-    add_onboard_arguments(parser)
-
-
 # TrainConfig fields that `tinyattn train` flags set (`--batch-size` -> batch_size); None in
 # the parsed args = not given, so the model's own defaults apply (`config_from_args`).
 RECIPE_FIELDS = ("epochs", "lr", "batch_size", "optimizer", "weight_decay", "momentum",
@@ -508,7 +399,7 @@ def given_flags(args: argparse.Namespace, fields: tuple[str, ...]) -> dict[str, 
 
 
 def check_cv_arguments(args: argparse.Namespace) -> None:
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
 
     if args.cv is not None and args.cv < 2:
         raise CLIError(f"--cv {args.cv}: needs at least 2 folds, e.g. --cv 5")
@@ -525,7 +416,7 @@ def config_from_args(
     """`base` (default: `TrainConfig()`) with the recipe flags the user gave, `--seed` and
     `model`; CLIError naming the flag when a value cannot work. The one place the flags of
     both flows (rows and windows) become a TrainConfig."""
-    from tinyattn.cli import CLIError
+    from tinyattn.errors import CLIError
 
     c = replace(base or TrainConfig(), **given_flags(args, RECIPE_FIELDS), seed=args.seed,
                 model=model)  # fmt: skip
@@ -545,8 +436,9 @@ def config_from_args(
     return c
 
 
-def _load_data(args: argparse.Namespace) -> Dataset:
-    from tinyattn.cli import CLIError
+def load_rows(args: argparse.Namespace) -> Dataset:
+    """The rows named by `--csv` (and `--target`) or `--dataset`; CLIError in one line."""
+    from tinyattn.errors import CLIError
 
     if args.target is not None and args.csv is None:
         raise CLIError("--target needs --csv FILE (the vendored datasets know their target)")
@@ -572,8 +464,9 @@ def _progress_bar(total: int, desc: str, quiet: bool, unit: str = "epoch"):
     )  # fmt: skip
 
 
-def _main_cv(args: argparse.Namespace, config: TrainConfig, data: Dataset, log) -> dict:
-    from tinyattn.cli import CLIError
+def run_cv(args: argparse.Namespace, data: Dataset, config: TrainConfig, log) -> dict:
+    """`tinyattn train --cv K` on rows; returns the `--json` summary."""
+    from tinyattn.errors import CLIError
 
     k, repeats = args.cv, args.repeats or 1
     bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
@@ -619,65 +512,46 @@ def _main_cv(args: argparse.Namespace, config: TrainConfig, data: Dataset, log) 
     }  # fmt: skip
 
 
-def main(args: argparse.Namespace) -> int:
-    """Dispatch: windows (`.ts` data or `--model seq-attn`) go to host/learn/seqcli.py, rows of
-    features (Iris, Wine, a CSV) to the flow below."""
-    from tinyattn.board.onboard import check_arguments
-    from tinyattn.cli import CLIError
-    from tinyattn.learn.seqcli import check_flow
-    from tinyattn.learn.seqcli import main as seq_main
+def run_one(args: argparse.Namespace, data: Dataset, config: TrainConfig, log) -> dict:
+    """`tinyattn train` on rows, one split: train, write the model file, say the figures;
+    returns the `--json` summary."""
+    from tinyattn.errors import CLIError
 
-    if check_flow(args) == "seq":
-        return seq_main(args)
-    config = config_from_args(args, model=args.model or "iris-attn")
-    check_arguments(args)
-    data = _load_data(args)
-    if args.on_board:  # the same run on a board (host/board/onboard.py)
-        from tinyattn.board.onboard import main as onboard_main
+    try:
+        train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
+    except ValueError as exc:
+        raise CLIError(f"{data.name}: {exc}") from None
+    bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
 
-        return onboard_main(args, config, data)
-    log = sys.stderr if args.json else sys.stdout
-    if args.cv is not None:
-        summary = _main_cv(args, config, data, log)
-    else:
-        try:
-            train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
-        except ValueError as exc:
-            raise CLIError(f"{data.name}: {exc}") from None
-        bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
-
-        def progress(loss: float, acc: float, test_acc: float) -> None:
-            bar.set_postfix(
-                loss=f"{loss:.4f}", acc=f"{acc:.3f}", test=f"{test_acc:.3f}", refresh=False
-            )
-            bar.update()
-
-        try:
-            result = train_split(data, train_idx, test_idx, config, progress)
-        finally:
-            bar.close()
-        meta = model_meta(data, result)
-        if args.csv is not None:  # so parity/export can find the data again
-            meta["csv"] = str(args.csv.resolve())
-        try:
-            path = save_model(args.out, result.model, result.norm_mean, result.norm_std, meta)
-        except OSError as exc:
-            raise CLIError(f"cannot write {args.out} ({exc.strerror}); check --out") from None
-        m = result.metrics
-        n_test, n_train = len(test_idx), len(train_idx)
-        print(
-            f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/"
-            f"{n_test}), train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
-            f"{n_train}), {count(config.epochs, 'epoch')} in {result.seconds:.2f} s, "
-            f"{result.model.n_params} params -> {path}",
-            file=log,
+    def progress(loss: float, acc: float, test_acc: float) -> None:
+        bar.set_postfix(
+            loss=f"{loss:.4f}", acc=f"{acc:.3f}", test=f"{test_acc:.3f}", refresh=False
         )
-        summary = {
-            "model": config.model, "dataset": data.name, "seed": config.seed,
-            "epochs": config.epochs, "test_accuracy": m["test_accuracy"],
-            "train_accuracy": m["train_accuracy"], "n_test": n_test, "n_train": n_train,
-            "seconds": result.seconds, "params": result.model.n_params, "out": str(path),
-        }  # fmt: skip
-    if args.json:
-        print(json.dumps(summary))
-    return 0
+        bar.update()
+
+    try:
+        result = train_split(data, train_idx, test_idx, config, progress)
+    finally:
+        bar.close()
+    meta = model_meta(data, result)
+    if args.csv is not None:  # so parity/export can find the data again
+        meta["csv"] = str(args.csv.resolve())
+    try:
+        path = save_model(args.out, result.model, result.norm_mean, result.norm_std, meta)
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.out} ({exc.strerror}); check --out") from None
+    m = result.metrics
+    n_test, n_train = len(test_idx), len(train_idx)
+    print(
+        f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/"
+        f"{n_test}), train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
+        f"{n_train}), {count(config.epochs, 'epoch')} in {result.seconds:.2f} s, "
+        f"{result.model.n_params} params -> {path}",
+        file=log,
+    )
+    return {
+        "model": config.model, "dataset": data.name, "seed": config.seed,
+        "epochs": config.epochs, "test_accuracy": m["test_accuracy"],
+        "train_accuracy": m["train_accuracy"], "n_test": n_test, "n_train": n_train,
+        "seconds": result.seconds, "params": result.model.n_params, "out": str(path),
+    }  # fmt: skip

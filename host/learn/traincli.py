@@ -1,0 +1,192 @@
+"""Host (CPython): `tinyattn train` — one command path for rows and windows.
+
+`main` checks the flags (`check_flow`: which data, refusals in one line each), reads the data,
+then runs it on the board (`--on-board`: host/board/onboard.py, onboard_seq.py), as K-fold CV
+(`--cv`) or as one split that writes the model file. The two flows differ where the math does:
+rows of features (Iris, Wine, a CSV: `iris-attn`/`iris-myattn`, host/learn/train.py, input
+scalings) and windows with lengths (`.ts` data: `seq-attn`, host/learn/seqcli.py, per-channel
+standardization, masking, augmentation, distillation); both take their recipe flags through
+`train.config_from_args`, and each provides `run_one` and `run_cv` with the same signature.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tinyattn.board import onboard, onboard_seq
+from tinyattn.data.tabular import DATASETS
+from tinyattn.data.timeseries import TS_DATASETS
+from tinyattn.errors import CLIError
+from tinyattn.learn import seqcli, train
+from tinyattn.learn.model import MODELS
+from tinyattn.learn.seqcli import ARCH_FLAGS
+from tinyattn.learn.train import SCALINGS, TrainConfig
+
+SEQ_DEFAULT = "seq-attn: per dataset, host/learn/seqdefaults.py"  # help text of a recipe flag
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = TrainConfig()
+    parser.epilog = (
+        "examples:\n"
+        "  tinyattn train                                # seed-0 80/20 split -> build/model.npz\n"
+        "  tinyattn train --cv 5 --repeats 10 --json     # 10 x 5-fold CV, float and int8\n"
+        "  tinyattn train --dataset wine --cv 5          # one 5-fold CV on Wine\n"
+        "  tinyattn train --dataset basicmotions --json  # seq-attn on the archive's TRAIN/TEST\n"
+        "  tinyattn train --ts X_TRAIN.ts --test X_TEST.ts  # any .ts pair (univariate too)\n"
+        "  tinyattn train --dataset japanesevowels --cv 5   # CV inside the TRAIN file only\n"
+        "  tinyattn train --on-board --port /dev/ttyACM0 # the same run, trained on the board\n"
+        "  tinyattn train --on-board --head-only --csv mine.csv  # adapt build/model.npz\n"
+        "\nTraining flags left out take the model's defaults: iris-attn/iris-myattn the values\n"
+        "shown (host/learn/train.py says why), seq-attn the recipe, architecture and "
+        "augmentation\n"
+        "chosen per dataset by cross-validation on its TRAIN file (host/learn/seqdefaults.py; "
+        "other\n"
+        ".ts files: JapaneseVowels' recipe and width, a patch giving <= 20 tokens)."
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
+        help="vendored dataset (default: iris); basicmotions and japanesevowels are windows "
+        "(.ts, the archive's fixed TRAIN/TEST split) and train seq-attn",
+    )  # fmt: skip
+    data.add_argument(
+        "--csv", type=Path, metavar="FILE", help="any numeric CSV with a header row instead"
+    )
+    data.add_argument("--target", metavar="COL", help="label column of --csv (default: last)")
+    data.add_argument(
+        "--test-fraction", type=float,
+        help=f"stratified test share without --cv (default: {d.test_fraction}); for --ts "
+        "without --test: the share of TRAIN held out as the test part",
+    )  # fmt: skip
+    hp = parser.add_argument_group("training")
+    hp.add_argument(
+        "--model", choices=MODELS,
+        help="architecture (default: iris-attn for rows of features, seq-attn for .ts windows)",
+    )  # fmt: skip
+    hp.add_argument("--epochs", type=int, help=f"(default: {d.epochs}; {SEQ_DEFAULT})")
+    hp.add_argument(
+        "--seed", type=int, default=d.seed,
+        help=f"split, init and shuffle seed (default: {d.seed}); with --repeats R the seeds "
+        "are SEED .. SEED+R-1",
+    )  # fmt: skip
+    hp.add_argument("--lr", type=float, help=f"peak learning rate ({d.lr}; {SEQ_DEFAULT})")
+    hp.add_argument("--batch-size", type=int, help=f"({d.batch_size}; {SEQ_DEFAULT})")
+    hp.add_argument(
+        "--optimizer", choices=("adam", "sgd"),
+        help="adam = AdamW, sgd = SGD with momentum (default: adam)",
+    )  # fmt: skip
+    hp.add_argument(
+        "--weight-decay", type=float,
+        help=f"on weight matrices (default: {d.weight_decay}; {SEQ_DEFAULT})",
+    )  # fmt: skip
+    hp.add_argument("--momentum", type=float, help=f"SGD momentum ({d.momentum})")
+    hp.add_argument(
+        "--schedule", choices=("cosine", "constant"),
+        help=f"learning-rate schedule (default: {d.schedule})",
+    )  # fmt: skip
+    hp.add_argument(
+        "--label-smoothing", type=float, metavar="EPS",
+        help="train towards (1-EPS)*onehot + EPS/classes (default: "
+        f"{d.label_smoothing}; {SEQ_DEFAULT})",
+    )  # fmt: skip
+    hp.add_argument(
+        "--scaling", choices=SCALINGS,
+        help="input scaling fitted on the train rows: feature = per-feature mean/std, center = "
+        "per-feature mean and one shared std, shared = one mean and std for all features, "
+        f"none = raw values (default: {d.scaling}; seq-attn always standardizes per channel)",
+    )  # fmt: skip
+    seqcli.add_seq_arguments(parser)
+    ev = parser.add_argument_group("cross-validation")
+    ev.add_argument(
+        "--cv", type=int, metavar="K",
+        help="stratified K-fold CV over all rows instead of one split (.ts data: over the "
+        "TRAIN windows only): float and int8 test accuracy per fold, mean ± std; no model "
+        "file is written",
+    )  # fmt: skip
+    ev.add_argument(
+        "--repeats", type=int, metavar="R",
+        help="with --cv: repeat it with R different fold assignments, seeds SEED .. SEED+R-1 "
+        "(default: 1); the accuracy figures of the docs and 'make bench-accuracy' are "
+        "--cv 5 --repeats 10 (stratified 5-fold, split seeds 0-9)",
+    )  # fmt: skip
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--out", type=Path, default=Path("build/model.npz"),
+        help="model file (default: build/model.npz); not written with --cv",
+    )  # fmt: skip
+    out.add_argument(
+        "--json", action="store_true",
+        help="print one JSON object as the last stdout line (other output goes to stderr)",
+    )  # fmt: skip
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    onboard.add_arguments(parser)
+
+
+def _is_windows(args: argparse.Namespace) -> bool:
+    return args.ts is not None or (args.dataset or "") in TS_DATASETS
+
+
+def check_flow(args: argparse.Namespace) -> str:
+    """Which flow runs: "seq" (windows, `seq-attn`) or "rows" (features, iris models), after
+    refusing flag combinations that cannot work, in one line each."""
+    windows = _is_windows(args)
+    if args.ts is not None and args.csv is not None:
+        raise CLIError("--ts and --csv both name the data; give one")
+    if args.ts is not None and args.dataset is not None:
+        raise CLIError("--ts names its own data; leave out --dataset")
+    if args.test is not None and args.ts is None:
+        raise CLIError("--test needs --ts TRAIN.ts (the vendored datasets have their TEST file)")
+    if windows and args.model not in (None, "seq-attn"):
+        raise CLIError(
+            f"--model {args.model} takes rows of features, not windows; use --model seq-attn "
+            "(the default for .ts data)"
+        )
+    if not windows and args.model == "seq-attn":
+        data = f"--csv {args.csv}" if args.csv else f"dataset {args.dataset or 'iris'!r}"
+        raise CLIError(
+            f"seq-attn takes .ts windows, not the rows of {data}; use --dataset basicmotions|"
+            "japanesevowels or --ts TRAIN.ts"
+        )
+    if not windows:
+        flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
+        flags += ["--shift"] if args.shift is not None else []
+        if flags:
+            raise CLIError(
+                f"{' '.join(flags)}: seq-attn flags; they need .ts data (--dataset basicmotions"
+                "|japanesevowels or --ts TRAIN.ts)"
+            )
+        return "rows"
+    if args.scaling is not None:
+        raise CLIError("--scaling: seq-attn standardizes per channel on TRAIN; leave it out")
+    if args.test_fraction is not None and (args.ts is None or args.test is not None):
+        raise CLIError("--test-fraction holds out part of TRAIN only for --ts without --test")
+    return "seq"
+
+
+def main(args: argparse.Namespace) -> int:
+    """`tinyattn train`: windows (`.ts` data) or rows of features (Iris, Wine, a CSV), each
+    checked and read as its flow needs, then one path: on the board, --cv, or one split."""
+    if check_flow(args) == "seq":
+        if args.target is not None:
+            raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
+        if args.on_board:  # the same run on a board: its own checks, data and setup
+            return onboard_seq.main(args)
+        flow, data = seqcli, seqcli.load_windows(args)
+        recipe = seqcli.seq_setup(args, data.train)
+    else:
+        recipe = train.config_from_args(args, model=args.model or "iris-attn")
+        onboard.check_arguments(args)
+        flow, data = train, train.load_rows(args)
+        if args.on_board:  # the same run on a board
+            return onboard.main(args, recipe, data)
+    log = sys.stderr if args.json else sys.stdout
+    run = flow.run_cv if args.cv is not None else flow.run_one
+    summary = run(args, data, recipe, log)
+    if args.json:
+        print(json.dumps(summary))
+    return 0
