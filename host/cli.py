@@ -42,6 +42,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "monitor": (
         "tinyattn.board.monitor", "watch the app's live decisions on a board (flash --app)"
     ),
+    "monitor": (
+        "tinyattn.board.monitor", "watch the app's live decisions on a board (flash --app)"
+    ),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
     "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
     "report": ("tinyattn.report", "PNG/HTML report: curves, confusion matrices, attention maps"),

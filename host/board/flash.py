@@ -532,6 +532,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "blob at --blob: the runtime and training modules only",
     )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    from tinyattn.board.app import add_app_arguments
+
+    add_app_arguments(parser)
 
 
 def print_summary(summary: dict, where: str) -> None:
@@ -553,8 +556,13 @@ def main(args: argparse.Namespace) -> int:
     blob = None if args.train and not args.blob.is_file() else args.blob
 
     def run(port: str, progress: bool) -> dict:
-        return flash(port, blob, use_mpy=args.mpy, progress=progress, timeout=args.timeout,
-                     baud=args.baud, train=args.train)  # fmt: skip
+        from tinyattn.board.app import apply_app
+
+        summary = flash(port, blob, use_mpy=args.mpy, progress=progress, timeout=args.timeout,
+                        baud=args.baud, train=args.train)  # fmt: skip
+        # --app installs the app, a plain flash removes an installed one
+        summary["notes"] += apply_app(port, args, summary, blob, mpremote, compile_mpy)
+        return summary
 
     if not is_fleet(args):
         with one_port(ports[0]) as port:

@@ -1,0 +1,192 @@
+"""Host (CPython): `tinyattn flash --app` — the board classifies its own sensor from reset.
+
+After `tinyattn flash` has put the runtime and the blob on the board, `apply_app` either
+installs the app — device/app_main.py as `main.py`, the stream and source modules
+(device/attention_stream.py, attention_source.py; .mpy when the runtime went as .mpy), its
+settings as `app.json`, and for `--source replay:FILE` the replay file (a .ts file's windows
+back to back, or a replay file as written by tinyattn.board.stream) as `replay.tasr` — or, for
+a plain `tinyattn flash`, removes an installed app (main.py only when it is ours), so parity
+and the server work as before. app.json (docs/protocol.md "App config"):
+
+    {"blob": "model.bin", "source": "replay:replay.tasr@10", "hop": 10, "smooth": 3,
+     "threshold": null, "kernels": "auto", "i2c": null}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinyattn.errors import CLIError
+from tinyattn.paths import device_dir
+
+APP_MARK = "# tinyattn app"  # the first line of device/app_main.py: main.py is ours
+APP_FILES = ("main.py", "app.json", "replay.tasr")
+APP_MODULES = ("attention_stream", "attention_source")
+REPLAY_NAME = "replay.tasr"
+IMUS = ("lsm6dsox", "bmi270", "lsm9ds1")
+
+_REMOVE = """
+import os
+_mine = False
+try:
+    with open('main.py') as _f:
+        _mine = _f.readline().startswith({mark!r})
+except OSError:
+    pass
+if _mine:
+    for _n in {names!r}:
+        try:
+            os.remove(_n)
+        except OSError:
+            pass
+print('APP', 'REMOVED' if _mine else 'NONE')
+del _mine, os
+"""
+_STALE = """
+import os
+for _n in {names!r}:
+    try:
+        os.remove(_n)
+    except OSError:
+        pass
+print('APP', 'OK')
+del _n, os
+"""
+
+
+def add_app_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("app (the board classifies its own sensor from reset)")
+    g.add_argument(
+        "--app", action="store_true",
+        help="also install the app: main.py + app.json; at reset the board prints one line "
+        "per decision ('tinyattn monitor' shows them); without --app an installed app is "
+        "removed",
+    )  # fmt: skip
+    g.add_argument(
+        "--source", default=None,
+        help="where the app's steps come from: 'replay:FILE' (a .ts file's windows back to "
+        "back, or a .tasr replay file; copied to the board and played in a loop) or "
+        "'imu:lsm6dsox', 'imu:bmi270', 'imu:lsm9ds1' (a micropython-lib driver: 'mpremote mip "
+        "install NAME' on the board)",
+    )  # fmt: skip
+    g.add_argument("--rate", type=float, default=10.0,
+                   help="steps per second of the source (default %(default)g)")  # fmt: skip
+    g.add_argument("--hop", type=int, default=10,
+                   help="steps between decisions (default %(default)s)")  # fmt: skip
+    g.add_argument(
+        "--smooth",
+        type=int,
+        default=1,
+        help="decisions averaged into the smoothed class (default %(default)s)",
+    )
+    g.add_argument("--threshold", type=float, default=None,
+                   help="smoothed score (0..1) below which a decision is 'uncertain'")  # fmt: skip
+    g.add_argument("--i2c", default=None, metavar="ID,SCL,SDA",
+                   help="I2C bus of an imu source, e.g. 0,5,4")  # fmt: skip
+
+
+def app_config(args: argparse.Namespace) -> tuple[dict, Path | None]:
+    """(app.json's settings, local replay file to copy or None); CLIError on a bad option."""
+    if args.hop < 1 or args.smooth < 1:
+        raise CLIError(f"--hop {args.hop} / --smooth {args.smooth}: both must be >= 1")
+    if args.threshold is not None and not 0 <= args.threshold <= 1:
+        raise CLIError(f"--threshold {args.threshold}: give a score between 0 and 1")
+    if not args.rate > 0:
+        raise CLIError(f"--rate {args.rate}: give steps per second > 0")
+    if not args.source:
+        raise CLIError("--app needs --source replay:FILE or --source imu:NAME")
+    kind, _, where = args.source.partition(":")
+    cfg = {"blob": "model.bin", "hop": args.hop, "smooth": args.smooth,
+           "threshold": args.threshold, "kernels": "auto", "i2c": None}  # fmt: skip
+    if kind == "replay" and where:
+        if not Path(where).is_file():
+            raise CLIError(f"--source {args.source}: no such file {where}")
+        cfg["source"] = f"replay:{REPLAY_NAME}@{args.rate:g}"
+        return cfg, Path(where)
+    if kind == "imu" and where in IMUS:
+        if not args.i2c:
+            raise CLIError(f"--source {args.source} needs --i2c ID,SCL,SDA (e.g. 0,5,4)")
+        try:
+            cfg["i2c"] = [int(v) for v in args.i2c.split(",")]
+        except ValueError:
+            cfg["i2c"] = []
+        if len(cfg["i2c"]) != 3:
+            raise CLIError(f"--i2c {args.i2c}: give three integers ID,SCL,SDA")
+        cfg["source"] = f"imu:{where}@{args.rate:g}"
+        return cfg, None
+    raise CLIError(
+        f"--source {args.source}: give 'replay:FILE' (.ts or .tasr) or 'imu:NAME' with NAME "
+        f"one of {', '.join(IMUS)}"
+    )
+
+
+def replay_steps(path: Path, n_features: int) -> np.ndarray:
+    """Steps [N, C] float32 of a .ts file (its windows' valid steps back to back) or a replay
+    file; CLIError when unreadable or C differs from the model's."""
+    from tinyattn.board.stream import read_replay
+
+    try:
+        if path.suffix.lower() == ".ts":
+            from tinyattn.data.timeseries import load_ts
+
+            d = load_ts(path, labels_required=False)
+            steps = np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)])
+        else:
+            steps, _ = read_replay(path)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"--source replay:{path}: {exc}") from None
+    if steps.shape[1] != n_features:
+        raise CLIError(f"--source replay:{path}: {steps.shape[1]} channels, the model takes "
+                       f"{n_features}")  # fmt: skip
+    if not np.isfinite(steps).all():
+        raise CLIError(f"--source replay:{path}: missing values (NaN) cannot be replayed")
+    return steps.astype(np.float32)
+
+
+def apply_app(
+    port: str, args: argparse.Namespace, summary: dict, blob: Path | None, mpremote, compile_mpy
+) -> list[str]:
+    """Install the app (args.app) or remove an installed one; returns notes for the summary.
+    `mpremote`, `compile_mpy`: tinyattn.board.flash's (passed in: flash imports this module)."""
+    if not getattr(args, "app", False):
+        out = mpremote(port, "exec", _REMOVE.format(mark=APP_MARK, names=list(APP_FILES)))
+        return ["the app (main.py) was removed"] if "APP REMOVED" in out else []
+    cfg, replay = app_config(args)
+    as_mpy = any(name.endswith(".mpy") for name in summary["files"])
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_dir = Path(tmp)
+        modules = [device_dir() / f"{m}.py" for m in APP_MODULES]
+        if as_mpy:
+            modules = compile_mpy(modules, summary["mpy_arch"], tmp_dir)
+        files = [(p, p.name) for p in modules] + [(device_dir() / "app_main.py", "main.py")]
+        (tmp_dir / "app.json").write_text(json.dumps(cfg) + "\n")
+        files.append((tmp_dir / "app.json", "app.json"))
+        if replay is not None:
+            from tinyattn.board.stream import write_replay
+
+            n_features = _n_features(blob)
+            write_replay(tmp_dir / REPLAY_NAME, replay_steps(replay, n_features), args.rate)
+            files.append((tmp_dir / REPLAY_NAME, REPLAY_NAME))
+        chain: list[str] = []
+        for src, name in files:
+            chain += ["cp", str(src), f":{name}", "+"]
+        stale = [f"{m}.py" if as_mpy else f"{m}.mpy" for m in APP_MODULES]
+        chain += ["exec", _STALE.format(names=stale)]
+        out = mpremote(port, *chain, timeout=60 + 10 * len(files))
+    if "APP OK" not in out:
+        raise CLIError(f"the app files did not reach the board on {port}")
+    return [f"app installed: main.py, app.json ({cfg['source']}, hop {cfg['hop']}, smooth "
+            f"{cfg['smooth']}); reset the board and run 'tinyattn monitor'"]  # fmt: skip
+
+
+def _n_features(blob: Path | None) -> int:
+    if blob is None:
+        raise CLIError("--app needs the blob it runs: give --blob FILE")
+    from tinyattn.intmodel.blob import read_blob
+
+    return read_blob(blob.read_bytes(), source=str(blob)).n_features
