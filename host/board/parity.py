@@ -218,21 +218,15 @@ def host_reference(
 
     blob = read_blob(blob_bytes)
     ref: dict[str, Any] = {"blob": blob}
-    if is_seq_blob(blob):
-        n = np.full(len(X), X.shape[1], np.int64) if lengths is None else np.asarray(lengths)
-        X, n, _ = fit_windows(blob, X, n)  # the last T steps of a longer window, as the board
-        C = blob.n_features
+    n = None  # rows: one step each, nothing to cut or mask
+    if is_seq_blob(blob):  # windows: the last T steps of a longer one, as the board
+        X, n, _ = fit_windows(blob, X, lengths)
         ref["steps"] = n
-        if blob.quantized:
-            xq = quantize_input(blob, X, n)  # (N, S·P·C), zero past each window
-            ref["logits_q"] = run_int8(blob, xq, n)
-            ref["xq"] = [xq[i, : n[i] * C] for i in range(len(X))]
-        ref["logits"] = run_float(blob, X, n)
-        return ref
     if blob.quantized:
-        ref["xq"] = quantize_input(blob, X)
-        ref["logits_q"] = run_int8(blob, ref["xq"])
-    ref["logits"] = run_float(blob, X)
+        xq = quantize_input(blob, X, n)  # rows (N, F); windows (N, S·P·C), zero past n
+        ref["xq"] = xq if n is None else [xq[i, : n[i] * blob.n_features] for i in range(len(X))]
+        ref["logits_q"] = run_int8(blob, xq, n)
+    ref["logits"] = run_float(blob, X, n)
     return ref
 
 
@@ -850,10 +844,11 @@ def main(args: argparse.Namespace) -> int:
     source = str(args.csv or data.name)
     blob = read_blob_file(args.blob)
     lengths = getattr(data, "lengths", None)
-    if is_seq_blob(blob) != (lengths is not None):
-        what = "windows ([N, T, C])" if is_seq_blob(blob) else "rows of features"
+    windows = is_seq_blob(blob)  # a model takes what it was trained on: rows or windows
+    if windows != (lengths is not None):
+        what = "windows ([N, T, C])" if windows else "rows of features"
         raise CLIError(
-            f"{args.blob} is a {'sequence' if is_seq_blob(blob) else 'tabular'} model and takes "
+            f"{args.blob} is a {'sequence' if windows else 'tabular'} model and takes "
             f"{what}, but {source} gives {'windows' if lengths is not None else 'rows'}; pass "
             "the model it was exported from (--model) or its data (--dataset)"
         )

@@ -246,7 +246,7 @@ def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = No
     if path == "int8":
         from tinyattn.intmodel.intref import quantize_input, run_int8
 
-        xq = quantize_input(blob, X, lengths) if lengths is not None else quantize_input(blob, X)
+        xq = quantize_input(blob, X, lengths)
         return np.argmax(run_int8(blob, xq, lengths), axis=1)  # first maximum
     from tinyattn.intmodel.floatref import run_float
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,7 @@ import numpy as np
 
 from tinyattn.errors import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob, write_blob
-from tinyattn.intmodel.floatref import (
-    fit_to_model,
-    forward_npz,
-    forward_seq,
-    run_float,
-    seq_float_ops,
-)
+from tinyattn.intmodel.floatref import fit_to_model, forward_model, run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
 from tinyattn.learn.model import ModelFile, load_model
@@ -316,6 +311,59 @@ def _seq_layer_rows(k: int, op) -> list[dict[str, Any]]:
     return rows
 
 
+@dataclass
+class ExportData:
+    """What export calibrates on (`Xc`, `nc`) and evaluates on (`X`, `n`, `y`, test rows
+    `idx`), with the report's data fields (`head` after "dataset", `split` after
+    "test_samples"). Lengths are None for rows: every one of their one steps is valid."""
+
+    Xc: np.ndarray
+    nc: np.ndarray | None
+    X: np.ndarray
+    n: np.ndarray | None
+    y: np.ndarray
+    idx: np.ndarray
+    head: dict[str, Any]
+    split: dict[str, Any]
+
+
+def export_data(model: ModelFile, csv: str | None, target: str | None) -> ExportData:
+    """The samples of `model`'s own data: a row model's CSV or dataset (calibrated on its
+    train rows, all rows evaluated), a window model's `.ts` files cut to its T (calibrated on
+    TRAIN, evaluated on TEST or the part of TRAIN held out). The fork is the data source: a
+    row model's meta names rows, a window model's meta names `.ts` files."""
+    if not model.is_seq:
+        X, y = load_data(model, csv, target)
+        train_idx, test_idx = _split(model, len(y))
+        return ExportData(X[train_idx], None, X, None, y, test_idx, {}, {})
+    train, test = load_seq_data(model)
+    T = int(model.ops[0]["steps"])
+    ev = test if test is not None else train
+    held_out = test is None and bool(model.meta.get("train", {}).get("test_idx"))
+    if test is not None:  # the TEST file: every window is a test window
+        calib, idx = np.arange(len(train.y)), np.arange(len(ev.y))
+    elif held_out:  # --ts without --test: the part of TRAIN that training held out
+        calib, idx = _split(model, len(train.y))
+    else:  # no test windows known: figures n/a, agreement over TRAIN
+        calib, idx = np.arange(len(train.y)), np.array([], np.int64)
+    Xc, nc, cut_train = fit_to_model(train.X[calib], train.lengths[calib], T)
+    X, n, _ = fit_to_model(ev.X, ev.lengths, T)
+    cut = int(np.sum(ev.lengths[idx] > T))
+    split_name = (
+        "test file" if test is not None else "held-out part of train" if held_out else None
+    )
+    head = {
+        "data": {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)},
+        "max_steps": T,
+    }
+    split = {
+        "test_split": split_name,
+        "train_windows_truncated": cut_train,
+        "test_windows_truncated": cut if len(idx) else None,
+    }
+    return ExportData(Xc, nc, X, n, ev.y, idx, head, split)
+
+
 def export_model(
     model_path: str | Path,
     out_path: str | Path,
@@ -334,19 +382,15 @@ def export_model(
         model = load_model(model_path)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    if model.is_seq:
-        return _export_seq(model, model_path, out_path, float32)
-    X, y = load_data(model, csv, target)
-    train_idx, test_idx = _split(model, len(y))
+    d = export_data(model, csv, target)
     try:
-        spec = float32_spec(model) if float32 else quantize(model, X[train_idx])
+        spec = float32_spec(model) if float32 else quantize(model, d.Xc, d.nc)
     except QuantizeError as exc:
         raise CLIError(f"{model_path}: {exc}") from None
     size = write_blob(out_path, spec)
     blob = read_blob(out_path.read_bytes(), source=str(out_path))
-
-    logits_float = forward_npz(model, model.normalize(X))  # (N, C) float64
-    logits_f32 = run_float(blob, X)  # (N, C) float32 from the blob
+    logits_float = forward_model(model, d.X, d.n)  # (N, C) float64
+    logits_f32 = run_float(blob, d.X, d.n)  # (N, C) float32 from the blob
     report: dict[str, Any] = {
         "blob": str(out_path),
         "bytes": size,
@@ -355,66 +399,16 @@ def export_model(
         "quantized": blob.quantized,
         "macs": blob_macs(blob),
         "dataset": model.meta.get("dataset"),
-        "n_samples": len(y),
-        "test_samples": len(test_idx),
-        "float_test_accuracy": _accuracy(logits_float, y, test_idx),
-        "blob_float32_test_accuracy": _accuracy(logits_f32, y, test_idx),
+        **d.head,
+        "n_samples": len(d.y),
+        "test_samples": len(d.idx),
+        **d.split,
+        "float_test_accuracy": _accuracy(logits_float, d.y, d.idx),
+        "blob_float32_test_accuracy": _accuracy(logits_f32, d.y, d.idx),
         "blob_float32_max_abs_logit_diff": float(np.abs(logits_f32 - logits_float).max()),
     }
-    logits_q = run_int8(blob, quantize_input(blob, X)) if blob.quantized else None  # (N, C)
-    return report | int8_report(blob, logits_q, logits_float, y, test_idx)
-
-
-def _export_seq(
-    model: ModelFile, model_path: Path, out_path: Path, float32: bool
-) -> dict[str, Any]:
-    """export of a seq model: calibrate on the TRAIN windows, evaluate on the TEST file."""
-    train, test = load_seq_data(model)
-    T = int(model.ops[0]["steps"])
-    ev = test if test is not None else train
-    held_out = test is None and bool(model.meta.get("train", {}).get("test_idx"))
-    if test is not None:  # the TEST file: every window is a test window
-        calib, idx = np.arange(len(train.y)), np.arange(len(ev.y))
-    elif held_out:  # --ts without --test: the part of TRAIN that training held out
-        calib, idx = _split(model, len(train.y))
-    else:  # no test windows known: figures n/a, agreement over TRAIN
-        calib, idx = np.arange(len(train.y)), np.array([], np.int64)
-    Xtr, ntr, cut_train = fit_to_model(train.X[calib], train.lengths[calib], T)
-    try:
-        spec = float32_spec(model) if float32 else quantize(model, Xtr, ntr)
-    except QuantizeError as exc:
-        raise CLIError(f"{model_path}: {exc}") from None
-    size = write_blob(out_path, spec)
-    blob = read_blob(out_path.read_bytes(), source=str(out_path))
-    X, n, _ = fit_to_model(ev.X, ev.lengths, T)
-    cut = int(np.sum(ev.lengths[idx] > T))
-    split_name = (
-        "test file" if test is not None else "held-out part of train" if held_out else None
-    )
-    y = ev.y
-    logits_float = forward_seq(seq_float_ops(model), model.normalize(X, n), n)
-    logits_f32 = run_float(blob, X, n)  # (N, classes) float32 from the blob
-    report: dict[str, Any] = {
-        "blob": str(out_path),
-        "bytes": size,
-        "format_version": blob.version,
-        "crc32": f"0x{blob.crc32:08x}",
-        "quantized": blob.quantized,
-        "macs": blob_macs(blob),
-        "dataset": model.meta.get("dataset"),
-        "data": {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)},
-        "max_steps": T,
-        "n_samples": len(y),
-        "test_samples": len(idx),
-        "test_split": split_name,
-        "train_windows_truncated": cut_train,
-        "test_windows_truncated": cut if len(idx) else None,
-        "float_test_accuracy": _accuracy(logits_float, y, idx),
-        "blob_float32_test_accuracy": _accuracy(logits_f32, y, idx),
-        "blob_float32_max_abs_logit_diff": float(np.abs(logits_f32 - logits_float).max()),
-    }
-    logits_q = run_int8(blob, quantize_input(blob, X, n), n) if blob.quantized else None
-    return report | int8_report(blob, logits_q, logits_float, y, idx)
+    logits_q = run_int8(blob, quantize_input(blob, d.X, d.n), d.n) if blob.quantized else None
+    return report | int8_report(blob, logits_q, logits_float, d.y, d.idx)
 
 
 def int8_report(blob, logits_q, logits_float, y, idx) -> dict[str, Any]:

@@ -161,6 +161,16 @@ def forward_npz(
     return x
 
 
+def forward_model(
+    model: ModelFile, X_raw: np.ndarray, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """Float64 logits `[B, C]` of the trained model for raw samples: rows `[B, F]`, or windows
+    `[B, T', C]` of at most its T steps (`fit_to_model`) with `lengths`."""
+    if model.is_seq:  # the seq ops run as their blob ops (embed, res_attention, ...), masked
+        return forward_seq(seq_float_ops(model), model.normalize(X_raw, lengths), lengths)
+    return forward_npz(model, model.normalize(X_raw))
+
+
 def seq_float_ops(model: ModelFile) -> list[Op]:
     """The seq model's op list as float64 blob ops (`float32_spec` casts them to float32):
     patch_embed + pos_add -> embed (`b[s, o] = b[o] + pos[s, o]`); attention (residual) ->

@@ -186,9 +186,7 @@ class ModelFile:
     def predict(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
         """Class indices `[B]` for raw (unnormalized) features `X [B, F]` (a seq model: raw
         windows `[B, T', C]` and their `lengths [B]`, None = every step valid)."""
-        if self.is_seq:
-            return self.model.predict(self.normalize(X, lengths), lengths)
-        return self.model.predict(self.normalize(X))
+        return self.model.predict(self.normalize(X, lengths), lengths)
 
 
 def ts_data_meta(

@@ -119,8 +119,11 @@ class Sequential:
     def n_params(self) -> int:
         return self.theta.size
 
-    def forward(self, x: np.ndarray, training: bool = False) -> np.ndarray:
-        """Logits `[B, C]` for normalized features `x [B, F]` (float64)."""
+    def forward(
+        self, x: np.ndarray, training: bool = False, lengths: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Logits `[B, C]` for normalized features `x [B, F]` (float64); `lengths` as a
+        `SeqModel` takes them, unused: a row is a window of one step, nothing is padded."""
         for layer in self.layers:
             x = layer.forward(x, training)
         return x
@@ -132,8 +135,8 @@ class Sequential:
             d = layer.backward(d)
         return d
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Class indices `[B]` for normalized features `x [B, F]`."""
+    def predict(self, x: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        """Class indices `[B]` for normalized features `x [B, F]` (`lengths` unused)."""
         return np.argmax(self.forward(x), axis=1)
 
     def state_dict(self) -> dict[str, np.ndarray]:
