@@ -31,8 +31,10 @@ Files on the board (each module small enough for MicroPython to compile in a sma
 - attention_kernels.py: pure-Python kernels, the reference (needed for the float path too
   unless attention_native.py is there).
 - attention_native.py / attention_viper.py: optional accelerated kernels, imported only when
-  chosen. `kernels="auto"` takes viper, else native, else pure (see `kernels_available()`);
-  all give identical int8 results.
+  chosen. attention_native.py is generated from attention_kernels.py when deploying
+  (tinyattn.board.native: `tinyattn flash` adds it; a `mip` install has viper and pure).
+  `kernels="auto"` takes viper, else native, else pure (see `kernels_available()`); all
+  give identical int8 results.
 On a 64 KiB heap deploy them as .mpy (`mpy-cross -march=<arch>`): compiling the .py sources
 at import needs transient heap on top (about 60 KB on the 64-bit unix port).
 

@@ -1,7 +1,8 @@
 # Device (MicroPython; also runs unchanged under CPython): pure-Python kernels (the reference).
 """The int8 and float kernels of the device runtime, plain Python: the reference that the
-`@micropython.native` copy (attention_native.py) and the viper int8 kernels
-(attention_viper.py) must match bit for bit on the int8 path.
+`@micropython.native` variant (attention_native.py, generated from this file when deploying:
+tinyattn.board.native) and the viper int8 kernels (attention_viper.py) must match bit for bit
+on the int8 path.
 
 Every kernel is called as `k(a, b, c, d, e, p)`, p an array('i') of parameters, over buffers
 attention.py allocates once at load. Flat index math, locals only, no slicing, no allocation;
@@ -45,7 +46,8 @@ steps run (array('i') stores of small ints allocate nothing): dense rows, relu a
 (S_n times the row width), attn S, pool S and M (= masked_pool's m[S_n - 1]; the float pool
 divides by S). The kernels themselves know nothing of padding.
 
-This file and attention_native.py are identical except for the decorators (a test checks).
+This file is the only hand-written copy of these kernels: attention_native.py is this file with
+`@micropython.native` on each function (tests/test_native.py).
 """
 
 import math

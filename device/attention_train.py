@@ -282,8 +282,9 @@ def sgd_step(th, g, vel, mask, n, lr, mu, wd, first):
         th[i] -= lr * d
 
 
-# The hot loops above, bound by name: use_kernels() swaps in attention_train_native.py (a
-# verbatim copy under @micropython.native; tests/test_device_train.py checks the copy).
+# The hot loops above, bound by name: use_kernels() swaps in attention_train_native.py (these
+# functions under @micropython.native, generated from this file by tinyattn.board.native when
+# deploying: _NAMES is its list of kernels).
 _NAMES = ("dense_fwd", "dense_bwd", "attn_fwd", "attn_bwd", "softmax_rows", "softmax_ce",
           "adam_step", "sgd_step")  # fmt: skip
 _PURE = (dense_fwd, dense_bwd, attn_fwd, attn_bwd, softmax_rows, softmax_ce, adam_step, sgd_step)

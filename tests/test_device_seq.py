@@ -27,9 +27,9 @@ import zlib
 
 import numpy as np
 import pytest
-from seq_models import train_seq
+from seq_models import basicmotions_model, model_file, random_seq_case
 
-from tinyattn.data.timeseries import fit_channel_standardizer, load_ts_dataset
+from tinyattn.data.timeseries import load_ts_dataset
 from tinyattn.intmodel.blob import (
     BUDGET,
     OP_LAYOUTS,
@@ -41,47 +41,28 @@ from tinyattn.intmodel.blob import (
 from tinyattn.intmodel.floatref import run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import float32_spec, quantize
-from tinyattn.learn.model import ModelFile
-from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
+from tinyattn.learn.seqmodel import SeqAttnConfig
 
 pytestmark = pytest.mark.host
 
 FLOAT_TOL = 1e-4  # device float path vs floatref (float32 buffers both)
 
 
-def _npz(model, mean, std, class_names) -> ModelFile:
-    meta = {"ops": model.ops, "class_names": list(class_names)}
-    return ModelFile.from_params(meta, model.state_dict(), mean, std)
-
-
-def _random_case(seed, T, C, K, config, n_windows):
-    """A random-weight seq model quantized on random unequal-length windows, and test windows."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(1.0, 3.0, size=(80, T, C)) * rng.uniform(0.5, 2.0, size=C)
-    lengths = rng.integers(1, T + 1, size=80)
-    mean, std = fit_channel_standardizer(X, lengths)
-    model = build_seq_model(T, C, K, config, seed=seed)
-    model.theta[:] = rng.normal(0.0, 0.4, size=model.theta.shape)  # biases and pos too
-    npz = _npz(model, mean, std, [f"c{i}" for i in range(K)])
-    Xt = rng.normal(1.0, 3.0, size=(n_windows, T, C)) * rng.uniform(0.5, 2.0, size=C)
-    return npz, X, lengths, Xt, rng.integers(1, T + 1, size=n_windows)
-
-
 @functools.lru_cache(maxsize=1)
 def seq_cases() -> dict[str, tuple[bytes, bytes, np.ndarray, np.ndarray]]:
     """name -> (int8 blob, float32 blob, raw test windows [N, T, C], lengths [N])."""
-    train, test = load_ts_dataset("basicmotions", "train"), load_ts_dataset("basicmotions", "test")
-    model, mean, std = train_seq(train.X, train.lengths, train.y, train.n_classes, epochs=60)
-    npz = _npz(model, mean, std, train.class_names)
+    model, mean, std, train = basicmotions_model()
+    test = load_ts_dataset("basicmotions", "test")
+    npz = model_file(model, mean, std, train.class_names)
     rng = np.random.default_rng(11)
     T = model.ops[0]["steps"]
     X = np.concatenate([test.X[:, :T], test.X[:, :T]])  # each TEST window full and cut
     n = np.concatenate([np.full(len(test.X), T), rng.integers(1, T + 1, size=len(test.X))])
     cases = {"bm": (npz, train.X, train.lengths, X, n)}
     odd = SeqAttnConfig(patch=4, embed_dim=8, num_heads=4, blocks=1, ff_dim=12, bias=False)
-    cases["odd"] = _random_case(5, 13, 2, 3, odd, 60)
+    cases["odd"] = random_seq_case(5, 13, 2, 3, odd, 60)
     steps = SeqAttnConfig(patch=1, embed_dim=4, num_heads=1, blocks=2, ff_dim=8, bias=True)
-    cases["steps"] = _random_case(7, 6, 3, 2, steps, 40)
+    cases["steps"] = random_seq_case(7, 6, 3, 2, steps, 40)
     out = {}
     for name, (npz, Xc, lc, Xt, nt) in cases.items():
         q8 = blob_bytes(quantize(npz, Xc, lc))

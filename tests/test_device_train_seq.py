@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_support import DEVICE_DIR, compile_mpy, find, literals
+from device_support import DEVICE_DIR, find, literals
 from test_device_train import TOL_ABS, bind_f32, check, compare, host_loss
 
 from tinyattn.board.onboard_seq import orders_and_shifts as board_orders_and_shifts
@@ -562,13 +562,6 @@ def test_device_train_seq_pieces_evaluate_and_step_as_the_whole_batch(at):
 
 KERNELS = ("pure", "native")
 STEP_HEAP = "2m"  # the harness (JSON spec, whole float32 files) and batch-sized buffers
-
-
-@pytest.fixture(scope="module")
-def mpy(tmp_path_factory):
-    if find("micropython") is None:
-        pytest.skip("MicroPython unix port not installed (set TINYATTN_MICROPYTHON)")
-    return compile_mpy(tmp_path_factory.mktemp("mpy"))
 
 
 def _mp() -> list[str]:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_support import DEVICE_DIR, PY_HEAP, compile_mpy, find, odd_blob, recrc
+from device_support import PY_HEAP, compile_mpy, device_tree, find, odd_blob, recrc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_budget import budget_bases, extreme_rows, iparam_offsets
@@ -420,7 +420,7 @@ def test_fuzz_blob_micropython_sample(bases, tmp_path):
     # 32-bit board), so 64 KiB leaves too little to format a refusal; 100 KiB is the virtual
     # board's heap (tinyattn board), still far below what a corrupt count would ask for.
     mods, heap = (str(compile_mpy(tmp_path / "mpy")), BOARD_HEAP) if find("mpy-cross") else (
-        str(DEVICE_DIR), PY_HEAP)  # fmt: skip
+        str(device_tree()), PY_HEAP)  # fmt: skip
     script = """
 import sys, gc
 sys.path.insert(0, sys.argv[1])
@@ -645,7 +645,7 @@ def test_fuzz_budget_mutants_compute_the_same_on_every_kernel_set(attention, tmp
         lines.append(f"{folder / f'{i:05d}.bin'} {folder / f'{name}.rows'}\n")
     (folder / "list.txt").write_text("".join(lines))
     proc = subprocess.run(
-        [find("micropython"), "-X", "heapsize=4m", "-c", MP_BUDGET, str(DEVICE_DIR),
+        [find("micropython"), "-X", "heapsize=4m", "-c", MP_BUDGET, str(device_tree()),
          str(folder / "list.txt")],
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip

@@ -52,7 +52,6 @@ from tinyattn.intmodel.blob import Op, QuantModelSpec, blob_bytes, pool_reciproc
 from tinyattn.intmodel.intref import run_int8
 
 REPO = Path(__file__).resolve().parent.parent
-DEVICE_DIR = REPO / "device"
 KERNELS = ("pure", "native", "viper")
 INT8 = (-128, 127)
 LOGITS = (-32768, 32767)
@@ -668,6 +667,8 @@ for i in range(0, len(args), 2):
 @pytest.fixture(scope="module")
 def device_logits(cases, tmp_path_factory):
     """name -> {kernels: logits per input}, from one MicroPython process (.py sources)."""
+    from device_support import device_tree
+
     from tools.vboard import find_micropython
 
     exe = find_micropython()
@@ -679,7 +680,7 @@ def device_logits(cases, tmp_path_factory):
         (d / f"{name}.bin").write_bytes(data)
         (d / f"{name}.txt").write_text("".join(f"{n} {' '.join(map(str, x))}\n" for x, n in xs))
         args += [str(d / f"{name}.bin"), str(d / f"{name}.txt")]
-    proc = subprocess.run([exe, "-X", "heapsize=4m", "-c", DEVICE_RUN, str(DEVICE_DIR), *args],
+    proc = subprocess.run([exe, "-X", "heapsize=4m", "-c", DEVICE_RUN, str(device_tree()), *args],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = [ast.literal_eval(line) for line in proc.stdout.splitlines()]

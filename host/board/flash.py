@@ -9,7 +9,8 @@ copies back; switch over and verify.
 The runtime goes as `.mpy` by default, compiled by mpy-cross for the board's own architecture,
 read from `sys.implementation._mpy` as `mip` does (native/viper code is architecture-specific:
 armv6m on RP2040, xtensawin on ESP32, x64 on the virtual board; on a board without a native
-architecture the native/viper modules are left out and the pure kernels run). `.py` sources
+architecture the native/viper modules are left out and the pure kernels run; the native ones
+are generated from the pure kernels first, tinyattn.board.native). `.py` sources
 only with `--py`, or when no mpy-cross matching the board's .mpy version is installed: then
 the board compiles them at import, which needs about 40 KB more heap while the model loads.
 
@@ -40,6 +41,7 @@ import numpy as np
 
 from tinyattn import remedy
 from tinyattn.board.link import DEFAULT_CONNECT_TIMEOUT
+from tinyattn.board.native import with_native
 from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR, device_dir
 
@@ -477,11 +479,13 @@ def switch_status(port: str, local: dict[str, tuple[int, str]], why: list[str]) 
 
 def device_sources(train: bool = False) -> list[Path]:
     """The runtime files to deploy, as listed in device/package.json (mip's manifest), with
-    its "train_urls" (the on-board training modules) when `train`."""
+    its "train_urls" (the on-board training modules) when `train`, and the native kernel
+    modules generated from the pure ones among them (tinyattn.board.native) into the build
+    folder."""
     folder = device_dir()
     manifest = json.loads((folder / PACKAGE_JSON).read_text())
     urls = manifest["urls"] + (manifest.get("train_urls", []) if train else [])
-    return [folder / src for _dest, src in urls]
+    return with_native([folder / src for _dest, src in urls], BUILD_DIR / "native")
 
 
 def _other_kind(name: str) -> str:
