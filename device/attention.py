@@ -157,8 +157,9 @@ def read_blob(src, source="blob", lean=False, buffers=None):
             src = _read_file(path)
         mv = memoryview(src)
         src = None
+        api = sys.modules[__name__]  # the phases get this module's names from their caller
         blob, ops, n_tensors, pos, end, tables = _call(
-            "attention_blob", "read_records", (mv, source)
+            "attention_blob", "read_records", (api, mv, source)
         )
         _forget(loaded)
         if buffers:
@@ -167,18 +168,18 @@ def read_blob(src, source="blob", lean=False, buffers=None):
             _forget(loaded)
         if not _MPY:
             _load("attention_ops")  # compiled while little is parsed (.mpy: for its phase)
-        args = (mv, source, pos, end, n_tensors, tables[1], 0 if path else None)
+        args = (api, mv, source, pos, end, n_tensors, tables[1], 0 if path else None)
         table, crc = _call("attention_tensors", "read_tensors", args)
         if path:  # the file's bytes go before the tensors' arrays come (read again)
             mv = path
-        args = (mv, table, tables[1], source, crc)
+        args = (api, mv, table, tables[1], source, crc)
         mv = table = None
         # .mpy: attention_ops comes back after the tensors' data (~10 KB less at that peak)
         _forget(loaded + ([] if _MPY else ["attention_ops"]) + ["attention_tensors"])
         tensors = _call("attention_tensors", "read_data", args)
         args = None
         _forget(loaded + ["attention_ops"])
-        args = (blob, ops, tensors, tables, source, lean)
+        args = (api, blob, ops, tensors, tables, source, lean)
         ops = tensors = None
         blob.ops = _call("attention_ops", "check_ops", args)
         return blob
@@ -197,6 +198,9 @@ def _buffers(ops, n_features, which):
     if not _MICROPYTHON:
         return None
     try:
+        if ops[0].code == 7:  # a seq model: its builders register in attention_build
+            _load("attention_build")  # first, as ever (the heap's layout is the point)
+            _load("attention_build_seq")
         return _call("attention_build", "buffers", (ops, n_features) + tuple(which))
     except MemoryError:
         _gc.collect()
@@ -321,6 +325,8 @@ class Model:
             mod = None
             if _MICROPYTHON:
                 _gc.collect()
+            if self.seq:  # attention_build_seq registers its builders in attention_build
+                _load("attention_build_seq")
             # both programs now, over the buffers read_blob allocated (blob.bufs; None: build
             # allocates them): a float program built on run_float's first call found no span
             # for its 2.4 KB window in a 100 KiB heap after the reader and the server

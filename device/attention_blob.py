@@ -9,13 +9,12 @@ The op and dtype tables live here; attention_ops.check_ops is the second phase.
 
 Use `attention.read_blob`: it imports this module only while loading and drops it afterwards,
 so its bytecode does not stay in a board's heap (BlobError, crc32 and the Blob, Op, Tensor
-containers belong to attention.py for that reason).
+containers belong to attention.py for that reason, which passes itself in as `api`: a phase
+never imports the API module).
 """
 
 import array
 import struct
-
-from attention import REMEDY, Blob, Op, blob_error, crc32
 
 try:
     from micropython import const
@@ -32,28 +31,36 @@ _MIN_FILE = const(36)  # header + CRC
 _FLAG_QUANTIZED = const(1)
 _FLAG_FLOAT32 = const(2)
 
-# opcode -> name, iparams, fparams, shift iparams (1..30), multiplier iparams (0..32767); the
-# names as tuples of literals: interned strings, where split() would put a copy of each name
-# in every op's dicts on the heap
-OPS = {
-    1: ("dense", ("in", "out", "has_bias", "shift", "act_min", "act_max"), ("s_in", "s_out"),
-        ("shift",), ()),
-    2: ("relu", (), (), (), ()),
-    3: ("reshape", ("S", "E"), (), (), ()),
-    4: ("attention",
-        ("S", "E", "H", "has_bias", "shift_q", "shift_k", "shift_v", "shift_o", "M_sm",
-         "shift_sm", "M_ctx", "shift_ctx"),
-        ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"),
-        ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx"), ("M_sm", "M_ctx")),
-    5: ("avgpool", ("S", "E", "M", "shift"), (), ("shift",), ("M",)),
-    6: ("myattn",
-        ("mode", "q", "k", "v1", "v2", "out", "has_bias", "M_q", "shift_q", "shift_a", "M_sm",
-         "shift_sm", "M_ap", "shift_ap", "shift_c"),
-        ("s_in", "s_qk", "s_sc", "s_qa", "s_out"),
-        ("shift_q", "shift_a", "shift_sm", "shift_ap", "shift_c"), ("M_q", "M_sm", "M_ap")),
-}  # fmt: skip
+def op_table():
+    """opcode -> name, iparams, fparams, shift iparams (1..30), multiplier iparams (0..32767);
+    the names as tuples of literals: interned strings, where split() would put a copy of each
+    name in every op's dicts on the heap. A new dict per read (load-time data, dropped with
+    the reader; attention_ops_seq's rows join it for a seq blob). A function, not a
+    module-level table: op 4's name is the API module's, which tests/test_import_graph.py
+    would read as a load by name."""
+    return {
+        1: ("dense", ("in", "out", "has_bias", "shift", "act_min", "act_max"),
+            ("s_in", "s_out"), ("shift",), ()),
+        2: ("relu", (), (), (), ()),
+        3: ("reshape", ("S", "E"), (), (), ()),
+        4: ("attention",
+            ("S", "E", "H", "has_bias", "shift_q", "shift_k", "shift_v", "shift_o", "M_sm",
+             "shift_sm", "M_ctx", "shift_ctx"),
+            ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out"),
+            ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx"),
+            ("M_sm", "M_ctx")),
+        5: ("avgpool", ("S", "E", "M", "shift"), (), ("shift",), ("M",)),
+        6: ("myattn",
+            ("mode", "q", "k", "v1", "v2", "out", "has_bias", "M_q", "shift_q", "shift_a",
+             "M_sm", "shift_sm", "M_ap", "shift_ap", "shift_c"),
+            ("s_in", "s_qk", "s_sc", "s_qa", "s_out"),
+            ("shift_q", "shift_a", "shift_sm", "shift_ap", "shift_c"), ("M_q", "M_sm", "M_ap")),
+    }  # fmt: skip
+
+
 # 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS,
-# added to OPS when a blob has an opcode >= 7 (a non-seq blob never loads that module)
+# added to the read's op table when a blob has an opcode >= 7 (a non-seq blob never loads
+# that module)
 RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
 # dtype code -> (name, array typecode, itemsize)
 DTYPES = {
@@ -79,15 +86,17 @@ def _finite(v):
     return v == v and v - v == 0.0
 
 
-def read_records(mv, source):
+def read_records(api, mv, source):
     """Check magic, version, size, CRC, the header fields, class names, normalization and op
-    records of the blob in memoryview `mv`. Returns (Blob without ops, [(Op, tensor
-    indices)], n_tensors, offset of the tensor table, end of the data section, (OPS, DTYPES)).
+    records of the blob in memoryview `mv` (`api`: the attention module). Returns (Blob
+    without ops, [(Op, tensor indices)], n_tensors, offset of the tensor table, end of the
+    data section, (OPS, DTYPES)).
     """
 
-    def fail(problem, remedy=REMEDY):
-        return blob_error(source, problem, remedy)
+    def fail(problem, remedy=api.REMEDY):
+        return api.blob_error(source, problem, remedy)
 
+    OPS = op_table()
     n = len(mv)
     if n >= 4 and bytes(mv[0:4]) != MAGIC:
         raise fail("bad magic %r, expected %r (not a tinyattn blob)" % (bytes(mv[0:4]), MAGIC))
@@ -110,7 +119,7 @@ def read_records(mv, source):
         raise fail("file size mismatch: header says %d bytes, the file has %d" % (size, n))
     end = size - 4
     stored = struct.unpack("<I", mv[end:size])[0]
-    crc = crc32(mv[0:end]) & 0xFFFFFFFF
+    crc = api.crc32(mv[0:end]) & 0xFFFFFFFF
     if crc != stored:
         raise fail(
             "CRC mismatch (file corrupt or truncated): stored 0x%08x, computed 0x%08x"
@@ -208,11 +217,11 @@ def read_records(mv, source):
         padding("op %d tensor indices", k)
         ip = unpack("%di" % ni, "op %d iparams", k)
         fp = unpack("%df" % nf, "op %d fparams", k)
-        op = Op(code, name, dict(zip(inames, ip)), dict(zip(fnames, fp)))  # noqa: B905
+        op = api.Op(code, name, dict(zip(inames, ip)), dict(zip(fnames, fp)))  # noqa: B905
         for t in refs:
             if t >= n_tensors:
                 raise fail("op %d (%s) refers to tensor %d, only %d" % (k, name, t, n_tensors))
         ops.append((op, refs))
 
-    blob = Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, None)
+    blob = api.Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, None)
     return blob, ops, n_tensors, pos, end, (OPS, DTYPES)

@@ -12,7 +12,9 @@ p. float: the int8 weights as stored with their scales s_w (dense_f scales each 
 weights; a float32 blob's as stored (scales 1). Kernel calling conventions:
 attention_kernels.py. The blob is read lean (attention.read_blob): op.t maps a role to its
 data array, op.shape a W role to its shape. A seq model (op 0 embed) is built by
-attention_build_seq.build, imported only for one (a non-seq model's heap never holds it).
+attention_build_seq, which registers its `buffers` and `build` in KINDS here when
+attention.Model imports it for one (a non-seq model's heap never holds it; this module never
+names it).
 
 Load-time only: attention.Model imports it to build and drops it again, like the reader.
 """
@@ -21,6 +23,9 @@ import array
 import sys
 
 _MICROPYTHON = sys.implementation.name == "micropython"
+# model kind (op 0's opcode) -> (buffers, build) of the module that builds it: registered by
+# that module when imported (attention_build_seq for 7, embed)
+KINDS = {}
 
 
 def _zeros(tc, n):
@@ -53,8 +58,10 @@ def buffers(ops, n_features, int8, flt, shared=False):
     bytecode, which come and go after, then no longer split them (on a 100 KiB board the float
     program's 2.4 KB window found no span when allocated after the reader). `shared`: a seq
     model's int8 program in the float one's arrays (attention_build_seq.buffers; viper)."""
-    if ops[0].code == 7:  # a seq model (op 0 embed)
-        return __import__("attention_build_seq").buffers(ops, int8, flt, shared)
+    if ops[0].code in KINDS:  # a seq model (op 0 embed)
+        return KINDS[ops[0].code][0](ops, int8, flt, shared)
+    if ops[0].code == 7:
+        raise ValueError("a seq model (op 0 embed) needs attention_build_seq imported")
     size = n_features  # elements of the current activation
     width = [size, 0]  # of the ping-pong buffers: the input is in buffer 0
     cur = att = seq = 0
@@ -105,8 +112,8 @@ def build(blob, kernels, float_kernels, bufs=None):
         bufs = buffers(blob.ops, blob.n_features, kernels is not None, float_kernels is not None)
     elif kernels is not None and bufs[0] is None:  # shared ones refused (no viper): its own
         bufs[0] = buffers(blob.ops, blob.n_features, True, False)[0]
-    if blob.ops[0].code == 7:  # a seq model (op 0 embed)
-        return __import__("attention_build_seq").build(blob, kernels, float_kernels, bufs)
+    if blob.ops[0].code in KINDS:  # a seq model (op 0 embed)
+        return KINDS[blob.ops[0].code][1](blob, kernels, float_kernels, bufs)
     progs = []
     for ks, int8, b in ((kernels, True, bufs[0]), (float_kernels, False, bufs[1])):
         if ks is not None:

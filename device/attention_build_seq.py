@@ -1,8 +1,9 @@
 # Device (MicroPython; also runs unchanged under CPython): compiling a seq model into steps.
 """`build(blob, kernels, float_kernels)` of a seq model (op 0 embed; its other ops are dense,
 relu, res_attention, res_ff and masked_pool, attention_ops_seq.place), called by
-attention_build.build: steps over buffers allocated here once, as attention_build's, plus
-where the valid-token count goes.
+attention_build.build (this module registers its `buffers` and `build` in attention_build.KINDS
+for opcode 7 when imported; attention.Model imports it for a seq blob): steps over buffers
+allocated here once, as attention_build's, plus where the valid-token count goes.
 
 - embed: dense over the S patches of P*C inputs with the per-token bias b[s, o] (bstride E);
   int8: the embed kernel (INT8[7]) on the window in an array('b') of its own, S*P*C bytes
@@ -24,6 +25,7 @@ Load-time only, dropped with attention_build.
 
 import array
 
+import attention_build
 from attention_build import _zeros, dense_step, relu_into_dense
 
 
@@ -155,3 +157,6 @@ def build(blob, kernels, float_kernels, bufs):
     for _, int8, bufs, sc, steps, rows, pools in progs:
         out[0 if int8 else 1] = (tuple(steps), sc[6], bufs[cur], tuple(rows), tuple(pools))
     return out[0], out[1]
+
+
+attention_build.KINDS[7] = (buffers, build)  # op 0 embed: a seq model

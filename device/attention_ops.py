@@ -12,22 +12,21 @@ The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py, import
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """
 
-from attention import REMEDY, Tensor, blob_error
-
-
 def _finite(v):
     return v == v and v - v == 0.0
 
 
-def check_ops(blob, ops, tensors, tables, source, lean=False):
+def check_ops(api, blob, ops, tensors, tables, source, lean=False):
     """Bind each op's tensors by role after checking count, dtype and shape; check params and
-    that shapes chain from [F] to [C]. `ops`: [(Op, tensor indices)]; `tensors`: [(dtype
-    code, shape, name, data)] of attention_tensors; `tables`: (OPS, DTYPES) of
-    attention_blob. Returns [Op], each op's `t` mapping a role to a Tensor, or with `lean`
-    to its data array (and `op.shape`: W role -> its shape), the Tensor objects never made."""
+    that shapes chain from [F] to [C]. `api`: the attention module (REMEDY, blob_error,
+    Tensor), passed in: a phase never imports the API module. `ops`: [(Op, tensor
+    indices)]; `tensors`: [(dtype code, shape, name, data)] of attention_tensors; `tables`:
+    (OPS, DTYPES) of attention_blob. Returns [Op], each op's `t` mapping a role to a Tensor,
+    or with `lean` to its data array (and `op.shape`: W role -> its shape), the Tensor
+    objects never made."""
 
-    def fail(problem, remedy=REMEDY):
-        return blob_error(source, problem, remedy)
+    def fail(problem, remedy=api.REMEDY):
+        return api.blob_error(source, problem, remedy)
 
     OPS, DTYPES = tables
     F, C, quantized = blob.n_features, blob.n_classes, blob.quantized
@@ -69,7 +68,7 @@ def check_ops(blob, ops, tensors, tables, source, lean=False):
             code, have, name, data = tensors[refs[i]]
             role = slots[i][0]
             if not lean:
-                op.t[role] = Tensor(code, have, name, data)
+                op.t[role] = api.Tensor(code, have, name, data)
             elif role[0] == "W":
                 op.shape[role] = have
     return out

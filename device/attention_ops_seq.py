@@ -6,7 +6,7 @@ and masked_pool, where ops may stand (embed is op 0 of a seq model; 8-10 only in
 attention, avgpool and myattn, which do not mask padded tokens, never in one), the shape
 rules of embed and res_ff, and the budget sites of the residual adds, res_ff and masked_pool.
 
-Also their rows of the op table (`OPS`, as attention_blob.OPS: name, iparams, fparams,
+Also their rows of the op table (`OPS`, as attention_blob.op_table(): name, iparams, fparams,
 shift iparams, multiplier iparams), which attention_blob adds to its own when it meets one.
 Load-time only, imported by attention_blob and attention_ops when a blob has these ops (a
 non-seq blob never loads it) and dropped with the reader by attention.read_blob.

@@ -2,31 +2,30 @@
 """The tensor table and the data section of `model.bin` (docs/blob-format.md), after
 attention_blob.read_records has checked the header, the sections and the op records.
 
-`read_tensors(mv, source, pos, end, n_tensors, dtypes, crc)`: every tensor record (dtype,
+`read_tensors(api, mv, source, pos, end, n_tensors, dtypes, crc)`: every tensor record (dtype,
 ndim, name, reserved byte, padding, empty shapes), every tensor's data (4-aligned, inside the
 data section, no overlaps, all other bytes zero), with the host reader's messages; returns
-the table. `read_data(src, table, dtypes, source, crc)`: each tensor's data as a flat array
+the table. `read_data(api, src, table, dtypes, source, crc)`: each tensor's data as a flat array
 ('b' int8, 'h' int16, 'i' int32, 'f' float32, 'H' uint16), from the blob's bytes or, for a
 file, read again from the file after attention.read_blob has dropped its bytes; rows become
 (dtype code, shape, name, data), which attention_ops.check_ops binds to the ops. Imported and
-dropped by attention.read_blob, like the other reader phases.
+dropped by attention.read_blob, like the other reader phases; `api` is the attention module
+(REMEDY, blob_error, crc32), passed in: a phase never imports the API module.
 """
 
 import array
 import struct
 
-from attention import _MICROPYTHON, REMEDY, blob_error, crc32
-
 _BIG_ENDIAN = struct.pack("@H", 1) == b"\x00\x01"  # CPython on a big-endian host only
 
 
-def read_tensors(mv, source, pos, end, n_tensors, dtypes, crc=None):
+def read_tensors(api, mv, source, pos, end, n_tensors, dtypes, crc=None):
     """Check the tensor table at `pos` and the data section up to `end`; returns the table
     [(dtype code, shape, name, offset, nbytes)] and, with `crc` (0), the CRC-32 of the tensors'
     bytes in table order (read_data reading them from the file again checks it)."""
 
-    def fail(problem, remedy=REMEDY):
-        return blob_error(source, problem, remedy)
+    def fail(problem, remedy=api.REMEDY):
+        return api.blob_error(source, problem, remedy)
 
     # the cursor of attention_blob.read_records, on its own here (the phases share no code)
     def skip(k, what, i):
@@ -100,11 +99,11 @@ def read_tensors(mv, source, pos, end, n_tensors, dtypes, crc=None):
     spans = None
     if crc is not None:
         for row in table:
-            crc = crc32(mv[row[3] : row[3] + row[4]], crc)
+            crc = api.crc32(mv[row[3] : row[3] + row[4]], crc)
     return table, crc
 
 
-def read_data(src, table, dtypes, source, crc):
+def read_data(api, src, table, dtypes, source, crc):
     """Each tensor's data as an array, in place of its offset and size in `table` (rows
     (dtype code, shape, name, data) after it). `src`: the blob's memoryview, or its file's path
     (attention.read_blob has dropped the file's bytes then: a small heap gets the tensors
@@ -124,13 +123,13 @@ def read_data(src, table, dtypes, source, crc):
             if f:
                 f.seek(offset)
                 got = f.readinto(raw[:nbytes])
-                check = crc32(raw[:nbytes], check)
+                check = api.crc32(raw[:nbytes], check)
                 if got != nbytes:
                     check = None
                 data = raw[:nbytes]
             else:
                 data = src[offset : offset + nbytes]
-            if _MICROPYTHON:  # extend copies the raw bytes of any buffer (an extension to
+            if api._MICROPYTHON:  # extend copies the raw bytes of any buffer (an extension to
                 a = array.array(dtypes[code][1])  # CPython): one allocation of the exact
                 a.extend(data)  # size, no temporary copy whose hole would split a small heap
             else:
@@ -142,6 +141,6 @@ def read_data(src, table, dtypes, source, crc):
         if f:
             f.close()
     if f and check != crc:
-        raise blob_error(source, "changed while it was read (its tensor data differ from "
+        raise api.blob_error(source, "changed while it was read (its tensor data differ from "
                          "the first read)", "copy it again and reload")  # fmt: skip
     return table

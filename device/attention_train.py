@@ -53,6 +53,12 @@ _MAX_OPS = const(64)
 
 
 buf = zeros  # a zeroed array('f') of n floats, allocated in place (attention_trainfile.py)
+# The model kinds of extension modules, registered by each when imported (this module never
+# names them; the server, or a caller, imports the one a model needs):
+# op kind -> layer class, called (op, tokens, width, batch, offset) (attention_train_myattn)
+LAYERS = {}
+# op 0's kind -> Net class for that model kind, called as new_net's (attention_train_seq)
+NETS = {}
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -522,12 +528,11 @@ def _layer(op, tokens, width, batch, offset, need_dx):
         return Attention(op, tokens, width, batch, offset, need_dx)
     if kind == "avgpool":
         return AvgPool(tokens, width, batch)
-    if kind == "myattn":  # iris-myattn's pool: its own module, loaded only for it
-        from attention_train_myattn import AttnPool
-
-        return AttnPool(op, tokens, width, batch, offset)
+    if kind in LAYERS:  # myattn (iris-myattn's pool): its own module, imported only for it
+        return LAYERS[kind](op, tokens, width, batch, offset)
     raise ValueError("op %r cannot train on the device (dense, relu, reshape, attention, "
-                     "avgpool, myattn pool)" % kind)  # fmt: skip
+                     "avgpool; myattn pool and window models once their modules are "
+                     "imported)" % kind)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- net
@@ -771,12 +776,11 @@ class Trainer:
 
 def new_net(ops, n_features, batch, theta=None, input_grad=False, rows=None):
     """Net for an op list; a window model (op 0 `patch_embed`: n_features = channels C) is
-    attention_train_seq.SeqNet, imported only then (the Iris session never loads its code),
-    with buffers for `rows` windows (default: batch; fewer: a minibatch in pieces)."""
-    if ops and ops[0].get("op") == "patch_embed":
-        from attention_train_seq import SeqNet
-
-        return SeqNet(ops, n_features, batch, theta, input_grad, rows)
+    the Net class registered for it in NETS (attention_train_seq.SeqNet, registered when the
+    caller imports that module: the Iris session never loads its code), with buffers for
+    `rows` windows (default: batch; fewer: a minibatch in pieces)."""
+    if ops and ops[0].get("op") in NETS:
+        return NETS[ops[0]["op"]](ops, n_features, batch, theta, input_grad, rows)
     return Net(ops, n_features, batch, theta, input_grad)
 
 

@@ -1,8 +1,9 @@
 # Device (MicroPython; also runs under CPython): on-board training of iris-myattn's pool.
 """The `myattn` op (mode "pool", host/learn/myattn.py AttnPool) on the device trainer
 (attention_train.py, DESIGN §11): forward with caches and backward over array('f') buffers
-allocated once. Its own module, imported by attention_train._layer only for a model that has
-the op, so an iris-attn training session does not hold its code (2 KB of a 100 KiB heap).
+allocated once. Its own module, imported (by server_train) only for a model that has the op,
+so an iris-attn training session does not hold its code (2 KB of a 100 KiB heap); importing
+it registers AttnPool in attention_train.LAYERS.
 The kernels are attention_train's, looked up at each call (use_kernels() rebinds them).
 """
 
@@ -97,3 +98,6 @@ class AttnPool(at.Layer):
                     dx[(b * S + j) * E + d] = wj * dqa[o + E + d] + (
                         dqa[o + d] + dqk[o + d] + dqk[o + E + d]) / S  # fmt: skip
         return dx
+
+
+at.LAYERS["myattn"] = AttnPool  # mode "pool"

@@ -1,7 +1,8 @@
 # Device (MicroPython; also runs unchanged under CPython): float32 training of the sequence
 # model `seq-attn` — the window net, its sequence blocks (forward with caches, backward), masks.
 """On-board training of windows [T, C] with lengths (DESIGN §9, §11; issue 13). Imported only for
-a model whose op 0 is `patch_embed` (attention_train.new_net / from_file); never for inference.
+a model whose op 0 is `patch_embed` (by server_train_seq, or before attention_train.new_net /
+from_file: importing it registers SeqNet in attention_train.NETS); never for inference.
 
 Mirrors host/learn/seqlayers.py + seqmodel.py to float32 rounding (tests/test_device_train_seq.py):
 
@@ -673,3 +674,6 @@ class SeqNet(at.Net):
                 x[i] = 0.0
             ntok[r] = (k + P - 1) // P
             self.labels[r] = labels[row]
+
+
+at.NETS["patch_embed"] = SeqNet  # op 0 patch_embed: a window model

@@ -255,6 +255,15 @@ def _load():
         ) from None
 
 
+def _extend(ops):
+    """Import the training modules of the op kinds attention_train does not hold itself
+    (each registers its kind there), only for a model that has one: an iris-attn session
+    never holds their code."""
+    for op in ops:
+        if op.get("op") == "myattn":
+            import attention_train_myattn  # noqa: F401  (registers op myattn)
+
+
 def _load_run():
     try:
         with open(DATA, "rb") as f:
@@ -284,6 +293,7 @@ def _load_run():
     B = int(cfg["batch_size"])
     P = len(theta)
     state = optimizer_state(cfg, state, P)
+    _extend(ops)
     try:
         if cfg.get("head_only"):
             if ops[-1].get("op") != "dense":

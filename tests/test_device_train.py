@@ -56,6 +56,8 @@ import attention_train as at
 at.use_kernels(sys.argv[3])
 f = open(sys.argv[2]); spec = json.loads(f.read()); f.close()
 D = spec["dir"] + "/"
+if "myattn" in [op.get("op") for op in spec.get("ops") or [spec.get("op") or {}]]:
+    import attention_train_myattn  # registers op myattn in attention_train (as server_train)
 
 def load(name):
     f = open(D + name + ".f32", "rb"); a = array("f", f.read()); f.close()
@@ -338,6 +340,7 @@ def at():
     sys.path.insert(0, str(DEVICE_DIR))
     try:
         import attention_train
+        import attention_train_myattn  # noqa: F401  (registers op myattn, as server_train does)
 
         yield attention_train
     finally:

@@ -481,6 +481,7 @@ def at():
     sys.path.insert(0, str(DEVICE_DIR))
     try:
         import attention_train
+        import attention_train_seq  # noqa: F401  (registers the window net, as server_train_seq)
 
         yield attention_train
     finally:
@@ -623,7 +624,7 @@ import attention_train as at
 at.use_kernels(sys.argv[3])
 gc.collect()
 code = gc.mem_alloc()
-import attention_train_seq  # new_net would import it: its code, apart from the buffers
+import attention_train_seq  # registers SeqNet for new_net: its code, apart from the buffers
 gc.collect()
 before = gc.mem_alloc()
 code = before - code
