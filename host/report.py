@@ -548,8 +548,28 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def search_tables(search: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The model search's record (meta "search", host/learn/searchcli.py) as one table a stage:
+    (heading, header, rows); the stage's pick marked ✓, a candidate over budget says why."""
+    out = []
+    for st in search.get("stages", []):
+        rows = []
+        for r in st["rows"]:
+            c, s = r["cost"], r.get("score")
+            if s:
+                cv = (f"{s['int8']:.3f} ± {s['int8_se']:.3f}", f"{s['float']:.3f}")
+            else:  # never trained
+                cv = ("over budget: " + "; ".join(r["over"]) if r["over"] else "not run", "")
+            rows.append(["✓" if r["label"] == st["pick"] else "", r["label"], str(c["bytes"]),
+                         str(c["macs"]), str(c["heap"]), *cv])  # fmt: skip
+        header = ["pick", "candidate", "blob B", "MACs", "heap B", "CV int8 ± SE", "CV float"]
+        out.append((f"Model search, stage {st['stage']}", header, rows))
+    return out
+
+
 def write_pages(out_dir: Path, summary: dict[str, Any], figures, notes) -> tuple[Path, Path]:
-    """`report.html` and `report.md`: the summary table, notes, then each figure."""
+    """`report.html` and `report.md`: the summary table, notes, the model search's tables (if
+    the model was chosen by `train --search`), then each figure."""
     title = f"tinyattn report: {summary['model']} on {summary['dataset']}"
     rows = _summary_rows(summary)
     e = html.escape
@@ -570,6 +590,23 @@ def write_pages(out_dir: Path, summary: dict[str, Any], figures, notes) -> tuple
     if notes:
         h += ["<h2>Notes</h2>", "<ul>", *(f"<li>{e(n)}</li>" for n in notes), "</ul>"]
         md += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    search = summary.get("search")
+    if search:
+        cv, nan = search.get("cv") or {}, float("nan")
+        line = (f"pick: {search.get('pick_label')}; CV on TRAIN ({search.get('repeats')} x "
+                f"{search.get('folds')}-fold) int8 {cv.get('int8', nan):.3f} ± "
+                f"{cv.get('int8_se', nan):.3f}; budget {search.get('budget')}")  # fmt: skip
+        h += ["<h2>Model search</h2>", f"<p>{e(line)}</p>"]
+        md += ["## Model search", "", line, ""]
+        for heading, header, rows in search_tables(search):
+            h += [f"<h3>{e(heading)}</h3>", "<table>",
+                  "<tr>" + "".join(f"<th>{e(x)}</th>" for x in header) + "</tr>",
+                  *("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows),
+                  "</table>"]  # fmt: skip
+            md += [f"### {heading}", "", "| " + " | ".join(header) + " |",
+                   "|" + "---|" * len(header),
+                   *("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |" for r in rows),
+                   ""]  # fmt: skip
     for heading, path in figures:
         h += [f"<h2>{e(heading)}</h2>", f'<img src="{e(path.name)}" alt="{e(heading)}">']
         md += [f"## {heading}", "", f"![{heading}]({path.name})", ""]
@@ -850,6 +887,7 @@ def write_report(
             if pred_q is None
             else int(np.sum(pred_q == pred_float)),
             **blob_info,
+            "search": meta.get("search"),
         }
         html_path, md_path = write_pages(work, summary, figures, notes)
 

@@ -396,8 +396,13 @@ def search(
                          "over": budget.over(cst), "cand": c})  # fmt: skip
         todo = [r for r in rows if not r["over"]]
         if not todo:
-            raise ValueError(f"stage {stage}: no candidate fits the budget ({budget}); raise "
-                             "--max-bytes/--max-macs/--max-heap")  # fmt: skip
+            least = {key: min(r["cost"][key] for r in rows) for key in ("bytes", "macs", "heap")}
+            raise ValueError(
+                f"no {stage} candidate fits the budget ({budget.max_bytes} B blob, "
+                f"{budget.max_macs} MACs, {budget.max_heap} B heap); the least any needs: "
+                f"{least['bytes']} B, {least['macs']} MACs, {least['heap']} B heap: raise "
+                "--max-bytes/--max-macs/--max-heap (or --max-ms with --board)"
+            )
         folds = {r["key"]: {} for r in todo}
         tasks, where = [], []
         for r in todo:

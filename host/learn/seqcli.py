@@ -225,9 +225,10 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
     return _subset(data.train, tr), _subset(data.train, te), split
 
 
-def run_one(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
+def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) -> dict[str, Any]:
     """Train on the train part, evaluate on the test part, write the model file; recipe:
-    `seq_setup`'s (arch, config, augment, average, distill)."""
+    `seq_setup`'s (arch, config, augment, average, distill); `extra` joins the model file's
+    meta and the summary (`search`: the model search's record)."""
     arch, config, augment, average, distill = recipe
     from tinyattn.learn.train import _progress_bar, count
 
@@ -259,7 +260,7 @@ def run_one(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
     finally:
         bar.close()
     s = finish_seq(args.out, data, train, test, split, result,
-                   (arch, config, augment, average, distill), curves)  # fmt: skip
+                   (arch, config, augment, average, distill), curves, extra=extra)  # fmt: skip
     n_test, n_train = s["n_test"], s["n_train"]
     what = "the TEST file" if data.test is not None else "the held-out part of TRAIN"
     cut = s["test_windows_truncated"]
@@ -275,7 +276,8 @@ def run_one(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
 
 
 def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainResult, recipe,
-               history: dict, board: dict | None = None) -> dict[str, Any]:  # fmt: skip
+               history: dict, board: dict | None = None,
+               extra: dict | None = None) -> dict[str, Any]:  # fmt: skip
     """Evaluate a trained `result` (float and int8) on the train and test parts, write the
     model file (docs/model-format.md; `board`: an on-board run's figures, meta "board") and
     return the `--json` summary. recipe: (arch, config, augment, average, distill). Shared by
@@ -309,6 +311,7 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainRes
     }
     if board is not None:
         meta["board"] = board
+    meta.update(extra or {})
     try:
         path = save_model(out, result.model, result.norm_mean, result.norm_std, meta)
     except OSError as exc:
@@ -327,6 +330,7 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainRes
     }  # fmt: skip
     if board is not None:
         summary["on_board"] = board
+    summary.update(extra or {})
     return summary
 
 

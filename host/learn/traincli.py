@@ -20,7 +20,7 @@ from tinyattn.board import onboard, onboard_seq
 from tinyattn.data.tabular import DATASETS
 from tinyattn.data.timeseries import TS_DATASETS
 from tinyattn.errors import CLIError
-from tinyattn.learn import seqcli, train
+from tinyattn.learn import searchcli, seqcli, train
 from tinyattn.learn.model import MODELS
 from tinyattn.learn.seqcli import ARCH_FLAGS
 from tinyattn.learn.train import SCALINGS, TrainConfig
@@ -101,6 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"none = raw values (default: {d.scaling}; seq-attn always standardizes per channel)",
     )  # fmt: skip
     seqcli.add_seq_arguments(parser)
+    searchcli.add_arguments(parser)
     ev = parser.add_argument_group("cross-validation")
     ev.add_argument(
         "--cv", type=int, metavar="K",
@@ -171,7 +172,9 @@ def check_flow(args: argparse.Namespace) -> str:
 def main(args: argparse.Namespace) -> int:
     """`tinyattn train`: windows (`.ts` data) or rows of features (Iris, Wine, a CSV), each
     checked and read as its flow needs, then one path: on the board, --cv, or one split."""
-    if check_flow(args) == "seq":
+    flow_name = check_flow(args)
+    searchcli.check_arguments(args, flow_name)
+    if flow_name == "seq":
         if args.target is not None:
             raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
         if args.on_board:  # the same run on a board: its own checks, data and setup
@@ -186,6 +189,8 @@ def main(args: argparse.Namespace) -> int:
             return onboard.main(args, recipe, data)
     log = sys.stderr if args.json else sys.stdout
     run = flow.run_cv if args.cv is not None else flow.run_one
+    if args.search:  # the model search picks the recipe, then trains it as run_one
+        run = searchcli.run_search
     summary = run(args, data, recipe, log)
     if args.json:
         print(json.dumps(summary))

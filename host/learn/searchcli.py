@@ -1,0 +1,143 @@
+"""Host (CPython): `tinyattn train --search` — the model search (host/learn/search.py) as a
+command: flags, the run, and its record in the model file.
+
+The search sees the TRAIN windows only (with `--ts` and no `--test`, the part of TRAIN that
+is not held out). Its pick is then trained on all of them by the ordinary path
+(`seqcli.run_one`), which reads the test part once and writes the model file; the file's meta
+gains `search` (the budget, every stage's candidates with their cost and CV score, the pick
+and its CV estimate), which `tinyattn report` shows and `--json` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tinyattn.errors import CLIError
+
+CACHE = Path("build") / "search"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tinyattn.learn import search as S
+
+    d = S.Budget()
+    g = parser.add_argument_group(
+        "model search (--search)",
+        "choose the seq-attn model by repeated stratified k-fold CV on TRAIN, within the "
+        "board's budget; TEST is read once, for the pick",
+    )
+    rows = [
+        ("--search", dict(action="store_true", help="search architecture, recipe, "
+         "augmentation and weight averaging (stages " + ", ".join(S.STAGES) + ") instead of "
+         "training the defaults")),
+        ("--max-bytes", dict(type=int, default=d.max_bytes, metavar="B",
+         help=f"largest blob (default: {d.max_bytes})")),
+        ("--max-macs", dict(type=int, default=d.max_macs, metavar="N",
+         help=f"most multiply-accumulates an inference (default: {d.max_macs})")),
+        ("--max-heap", dict(type=int, default=d.max_heap, metavar="B",
+         help=f"most heap of the loaded model and its buffers (default: {d.max_heap})")),
+        ("--board", dict(choices=sorted(S.BOARDS), help="a board's measured costs (µs per "
+         "MAC, heap): rp2040 = 0.7 µs/MAC of the viper int8 kernels on a 125 MHz Cortex-M0+, "
+         "48 KiB for the model")),
+        ("--max-ms", dict(type=float, metavar="MS", help="with --board: most milliseconds an "
+         "inference (rp2040 --max-ms 50 = 71,428 MACs)")),
+        ("--jobs", dict(type=int, default=S.default_jobs(), metavar="N", help="worker "
+         f"processes (joblib/loky; default: this machine's cores, {S.default_jobs()})")),
+        ("--scheduler", dict(metavar="ADDRESS", help="run the folds on a Dask cluster "
+         "(dask.distributed scheduler address, e.g. tcp://10.0.0.5:8786; 'make "
+         "install-cluster')")),
+        ("--time-limit", dict(type=float, metavar="MIN", help="stop starting folds after MIN "
+         "minutes and pick from the finished stages")),
+        ("--search-folds", dict(type=int, default=5, metavar="K",
+         help="k of the stratified k-fold (default: 5)")),
+        ("--search-repeats", dict(type=int, default=2, metavar="R",
+         help="repeats of the k-fold, seeds 0..R-1 (default: 2)")),
+        ("--search-stages", dict(default=",".join(S.STAGES), metavar="LIST",
+         help=f"the stages to run, in order (default: {','.join(S.STAGES)})")),
+    ]  # fmt: skip
+    for flag, kwargs in rows:
+        g.add_argument(flag, **kwargs)
+
+
+def check_arguments(args: argparse.Namespace, flow: str) -> None:
+    """One line for each combination --search cannot run."""
+    if not args.search:
+        given = [f for f in ("board", "max_ms", "scheduler", "time_limit")
+                 if getattr(args, f) is not None]  # fmt: skip
+        if given:
+            raise CLIError(f"--{given[0].replace('_', '-')} goes with --search")
+        return
+    if flow != "seq":
+        raise CLIError("--search chooses a seq-attn model for windows: give --ts TRAIN.ts (or a "
+                       "windows dataset); rows of a CSV are not searched yet")  # fmt: skip
+    if args.cv is not None or args.on_board:
+        raise CLIError("--search runs its own cross-validation on TRAIN and trains on the host;"
+                       " leave out --cv and --on-board")  # fmt: skip
+    if args.search_folds < 2 or args.search_repeats < 1 or args.jobs < 1:
+        raise CLIError("--search-folds needs >= 2, --search-repeats and --jobs >= 1")
+    if args.max_ms is not None and args.board is None:
+        raise CLIError("--max-ms needs --board (the board's µs per MAC)")
+    from tinyattn.learn.search import STAGES
+
+    bad = [s for s in args.search_stages.split(",") if s not in STAGES]
+    if bad or not args.search_stages:
+        raise CLIError(f"--search-stages: {', '.join(bad) or 'none given'}; choose from "
+                       f"{', '.join(STAGES)}")  # fmt: skip
+
+
+def _score_of(record: list[dict], key: str) -> dict | None:
+    for stage in reversed(record):
+        for row in stage["rows"]:
+            if row["key"] == key and row.get("score"):
+                return row["score"]
+    return None
+
+
+def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, Any]:
+    """Search on the TRAIN part, train the pick on it, evaluate the test part once, write the
+    model file with `meta["search"]`; returns the `--json` summary (with `search`)."""
+    from tinyattn.learn import search as S
+    from tinyattn.learn import seqcli
+
+    train, _, _ = seqcli._split(data, recipe[1])
+    sdata = S.SearchData(train.X, train.lengths, train.y, train.n_classes,
+                         list(data.train.class_names))  # fmt: skip
+    budget = S.board_budget(args.board, args.max_ms,
+                            S.Budget(args.max_bytes, args.max_macs, args.max_heap))  # fmt: skip
+    engine = S.Engine(jobs=args.jobs, scheduler=args.scheduler)
+    if args.scheduler is not None:
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise CLIError("--scheduler needs dask.distributed: run 'make install-cluster' (or "
+                           "pip install 'tinyattn[cluster]')") from None  # fmt: skip
+    start = S.Candidate(*recipe)
+    print(f"search {data.name}: {len(train.y)} TRAIN windows, {args.search_repeats} x "
+          f"{args.search_folds}-fold, budget {budget.max_bytes} B / {budget.max_macs} MACs / "
+          f"{budget.max_heap} B heap, {args.jobs if args.scheduler is None else 'dask'} "
+          f"worker(s); cache {CACHE}/", file=log)  # fmt: skip
+    try:
+        res = S.search(sdata, start, budget, k=args.search_folds, repeats=args.search_repeats,
+                       stages=tuple(args.search_stages.split(",")), engine=engine, cache_dir=CACHE,
+                       time_limit=None if args.time_limit is None else 60 * args.time_limit,
+                       progress=not (args.quiet or args.json))  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"search interrupted: every finished fold is kept in {CACHE}/; run the same "
+              "command again to resume", file=sys.stderr)  # fmt: skip
+        raise
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    pick = res.pick
+    cv = _score_of(res.stages, pick.key())
+    record = {**res.record(), "budget": asdict(budget), "board": args.board,
+              "folds": args.search_folds, "repeats": args.search_repeats, "cv": cv}  # fmt: skip
+    how = "" if res.complete else " (time limit: stages left undone)"
+    print(f"search picked {pick.label()}{how}: CV int8 {cv['int8']:.3f} ± {cv['int8_se']:.3f}, "
+          f"float {cv['float']:.3f} ({cv['folds']} folds) in {res.seconds / 60:.1f} min",
+          file=log)  # fmt: skip
+    recipe = (pick.arch, pick.train, pick.augment, pick.average, pick.distill)
+    return seqcli.run_one(args, data, recipe, log, extra={"search": record})

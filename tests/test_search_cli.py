@@ -1,0 +1,117 @@
+# Host (CPython) and a virtual board: `tinyattn train --search`, end to end.
+"""The search as a user runs it, on a small .ts pair: its record in `--json`, in the model
+file and in `tinyattn report`; the board preset (the pick's MACs × µs per MAC within
+`--max-ms`, its loaded heap measured under MicroPython within the preset); the pick exports,
+flashes and passes parity on a virtual board, int8 exact; the refusals in one line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from device_support import HEAP, KERNEL_MODULES, compile_mpy, find, run_micropython
+
+from tinyattn import cli
+from tinyattn.data.timeseries import write_ts
+from tinyattn.learn.model import load_model
+
+FAST = ["--search-folds", "2", "--search-repeats", "1", "--search-stages", "arch", "--epochs",
+        "6", "--jobs", "1", "--quiet"]  # fmt: skip
+
+
+@pytest.fixture
+def ts_pair(tmp_path):
+    rng = np.random.default_rng(4)
+    N, T, C = 24, 16, 2
+    y = np.arange(N) % 3
+    t = np.arange(T)[None, :, None]
+    X = np.sin(t * (0.3 + 0.5 * y[:, None, None]) + rng.normal(0, 0.2, (N, T, C))) * 2 + 1
+    names = ["a", "b", "c"]
+    write_ts(tmp_path / "S_TRAIN.ts", X, None, y, names, "S")
+    write_ts(tmp_path / "S_TEST.ts", X[::-1] + 0.05, None, y[::-1], names, "S")
+    return tmp_path / "S_TRAIN.ts", tmp_path / "S_TEST.ts"
+
+
+def _train(capsys, *argv):
+    code = cli.main(["train", *argv, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out.strip().splitlines()[-1]), out.err
+
+
+@pytest.mark.host
+@pytest.mark.usefixtures("tmp_cwd")
+def test_search_cli_records_the_search_in_json_model_file_and_report(ts_pair, capsys, tmp_path):
+    tr, te = ts_pair
+    s, err = _train(capsys, "--ts", str(tr), "--test", str(te), "--search", *FAST,
+                    "--out", "m.npz")  # fmt: skip
+    rec = s["search"]
+    assert rec["complete"] and rec["stages"][0]["stage"] == "arch"
+    assert rec["cv"]["folds"] == 2 and 0 <= rec["cv"]["int8"] <= 1
+    assert rec["pick"]["arch"] == s["arch"]  # the summary's model is the pick
+    rows = rec["stages"][0]["rows"]
+    assert sum(r["label"] == rec["pick_label"] for r in rows) == 1
+    assert "search picked" in err and "CV int8" in err
+    meta = load_model(tmp_path / "m.npz").meta
+    assert meta["search"]["pick_label"] == rec["pick_label"]
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    assert cli.main(["report", "--model", "m.npz", "--blob", "m.bin", "--out", "rep"]) == 0
+    capsys.readouterr()
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Model search" in md and "### Model search, stage arch" in md
+    assert md.count("| ✓ |") == 1
+    # the same command again: every fold comes from the cache, the same pick
+    again, _ = _train(capsys, "--ts", str(tr), "--test", str(te), "--search", *FAST,
+                      "--out", "m2.npz")  # fmt: skip
+    assert again["search"]["pick"] == rec["pick"]
+
+
+@pytest.mark.host
+@pytest.mark.usefixtures("tmp_cwd")
+def test_search_cli_refuses_in_one_line(ts_pair, capsys):
+    tr, _ = ts_pair
+    for argv, words in [
+        (["--search"], "--search chooses a seq-attn model for windows"),
+        (["--ts", str(tr), "--max-ms", "5"], "--max-ms goes with --search"),
+        (["--ts", str(tr), "--search", "--cv", "3"], "leave out --cv and --on-board"),
+        (["--ts", str(tr), "--search", "--max-ms", "5"], "--max-ms needs --board"),
+        (["--ts", str(tr), "--search", "--search-stages", "arch,nope"], "--search-stages: nope"),
+        (["--ts", str(tr), "--search", "--max-macs", "10", *FAST], "no arch candidate fits"),
+    ]:
+        assert cli.main(["train", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], (argv, err)
+
+
+@pytest.mark.serial
+@pytest.mark.usefixtures("tmp_cwd")
+def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tmp_path,
+                                                             vboard_factory):  # fmt: skip
+    """`--board rp2040 --max-ms 5`: the pick's MACs × 0.7 µs ≤ 5 ms; its loaded heap, measured
+    under MicroPython (.mpy, viper), within the preset's 48 KiB; it exports, flashes and passes
+    parity on a virtual board with every int8 logit exact."""
+    from tinyattn.learn.search import BOARDS
+
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    tr, te = ts_pair
+    s, _ = _train(capsys, "--ts", str(tr), "--test", str(te), "--search", *FAST, "--board",
+                  "rp2040", "--max-ms", "5", "--out", "m.npz")  # fmt: skip
+    preset = BOARDS["rp2040"]
+    assert s["macs"] * preset.us_per_mac <= 5_000
+    assert s["search"]["budget"]["max_macs"] == int(5_000 / preset.us_per_mac)
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    mpy = compile_mpy(tmp_path / "mpy")
+    used = int(run_micropython(HEAP, [str(mpy), str(tmp_path / "m.bin"), "viper",
+                                      *KERNEL_MODULES["viper"]], "256k")[0])  # fmt: skip
+    assert 0 < used <= preset.max_heap
+    vb = vboard_factory()
+    assert cli.main(["flash", "--port", vb.port, "--blob", "m.bin", "--quiet"]) == 0
+    code = cli.main(["parity", "--port", vb.port, "--blob", "m.bin", "--model", "m.npz",
+                     "--report", "p.json", "--quiet"])  # fmt: skip
+    capsys.readouterr()
+    summary = json.loads((tmp_path / "p.json").read_text())["summary"]
+    assert code == 0 and summary["passed"]
+    assert summary["int8_exact"] == summary["samples"] == 24
