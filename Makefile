@@ -14,7 +14,7 @@ BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
-        parity demo board bench bench-train bench-device bench-accuracy report lint clean \
+        parity demo board bench bench-train bench-device bench-accuracy bench-stream report lint clean \
         train-board
 
 help:  ## list targets
@@ -88,6 +88,9 @@ bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accel
 
 bench-accuracy: install  ## a few minutes: 10x5-fold CV on Iris+Wine and the time series' TEST splits, ours vs peers
 	$(BIN)/tinyattn bench --accuracy --write docs/benchmarks.md
+
+bench-stream: install  ## ~1 min: BasicMotions TEST as one live stream, host vs the app on a virtual board
+	$(BIN)/tinyattn bench --stream --write docs/benchmarks.md
 
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
 	$(BIN)/tinyattn report --model $(MODEL) --blob $(BLOB) --out build/report

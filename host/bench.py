@@ -24,6 +24,11 @@
   bytes, MACs, training seconds, next to MiniRocket, 1-NN DTW and logistic regression on the
   same split (tools/bench_seq.py; sktime in the `peers` extra). `--accuracy --write FILE` replaces
   only the accuracy section of FILE.
+- stream: BasicMotions' 40 TEST windows as one live stream, a decision every second (hop 10),
+  smoothing k = 1, 3, 5: accuracy inside one recording / one activity / overall, latency after
+  a class change, µs per decision and real-time factor of the app on a virtual board, host =
+  board decisions (tools/bench_stream.py). `--stream --write FILE` replaces only its section
+  (and its summary rows).
 Speed targets are met here, never in unit tests: shared machines are noisy. Nothing is
 written unless `--write FILE` is given (`make bench` passes `--write docs/benchmarks.md`, the
 tracked table with the machine it ran on). `--device` and `--link` read the blob with the host
@@ -66,6 +71,7 @@ ACCURACY_TARGETS = {
 TRAIN_TITLE = "Training (NumPy vs PyTorch, same run)"
 ACCURACY_TITLE = "Accuracy (repeated stratified CV, the same folds for every method)"
 SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same split)"
+STREAM_TITLE = "Stream (BasicMotions TEST as one live stream, the app on a virtual board)"
 
 
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
@@ -234,6 +240,14 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                     r0[path] >= target)  # fmt: skip
         add(f"blob bytes {name}", r0["bytes"], "d", "≤ 32768",
             r0["bytes"] <= TARGETS["seq_blob_bytes"])  # fmt: skip
+    if "stream" in r:
+        st, first = r["stream"], r["stream"]["runs"][0]
+        add("stream host = board decisions (BasicMotions, k = 1, 3, 5)",
+            "PASS" if st["host_equal"] else "FAIL", "s", "PASS", st["host_equal"])  # fmt: skip
+        add("stream accuracy inside one recording (k = 1)", first["acc_recording"], ".3f", "",
+            None)  # fmt: skip
+        add("stream real-time factor (viper, vboard)", first["viper"]["rtf"], ".0f", "> 1",
+            first["viper"]["rtf"] > 1)  # fmt: skip
     return rows
 
 
@@ -376,6 +390,22 @@ def update_doc_section(path: Path, title: str, body: str) -> None:
     write_atomic(path, "\n".join(lines) + "\n")
 
 
+def update_summary(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
+    """Replace (or append) `rows` in the committed `## Summary` table of `path`, by figure."""
+    head, *old = read_doc(path)[0].get("Summary", "figure").splitlines()
+    w = head.find("measured") + len("measured") - 12  # format_table's columns, fixed width
+    names = {r[0] for r in rows}
+    kept = [(line[:w].strip(), line[w : w + 12].strip(), line[w + 14 : w + 22].strip(),
+             line[w + 23 :].strip()) for line in old]  # fmt: skip
+    body = format_table([r for r in kept if r[0] not in names] + rows)
+    text = path.read_text()
+    at = text.find("## Summary\n```\n")
+    if at < 0:
+        return update_doc_section(path, "Summary", body)
+    begin = at + len("## Summary\n```\n")
+    write_atomic(path, text[:begin] + portable(body) + text[text.index("\n```", begin) :])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="every benchmark (the default)")
     parser.add_argument(
@@ -398,6 +428,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", type=Path, default=BUILD_DIR / "model.npz",
         help="the trained model --blob was exported from (default %(default)s)",
     )  # fmt: skip
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="BasicMotions TEST as one live stream: host vs the app on a board",
+    )
     parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
     parser.add_argument("--json", action="store_true", help="print all figures as JSON last")
 
@@ -415,9 +450,9 @@ def check_blob(path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    chosen = {k for k in ("train", "device", "link", "accuracy") if getattr(args, k)}
+    chosen = {k for k in ("train", "device", "link", "accuracy", "stream") if getattr(args, k)}
     if args.all or not chosen:
-        chosen = {"train", "device", "link", "accuracy"}
+        chosen = {"train", "device", "link", "accuracy", "stream"}
         print("== every benchmark: about 9 minutes on a 2-core machine", flush=True)
     needs_blob = chosen & {"device", "link"}
     if needs_blob:
@@ -468,6 +503,16 @@ def main(args: argparse.Namespace) -> int:
         result["accuracy_seq"] = bench_seq(seeds=SEQ_SEEDS)
         sections.append((SEQ_TITLE, seq_table(result["accuracy_seq"])))
         print(sections[-1][1], flush=True)
+    if "stream" in chosen:
+        from tools.bench_stream import bench_stream
+        from tools.bench_stream import format_table as stream_table
+
+        print("\n== stream: BasicMotions TEST as one stream, host vs the app on a virtual board",
+              flush=True)  # fmt: skip
+        with tempfile.TemporaryDirectory() as tmp:
+            result["stream"] = bench_stream(seq_blob(Path(tmp) / "basicmotions.bin"))
+        sections.append((STREAM_TITLE, stream_table(result["stream"])))
+        print(sections[-1][1], flush=True)
     if needs_blob:
         result["blob_bytes"] = args.blob.stat().st_size
     if "link" in chosen:
@@ -485,7 +530,7 @@ def main(args: argparse.Namespace) -> int:
         print(sections[-1][1], flush=True)
     rows = summary_rows(result)
     print("\n== summary\n" + format_table(rows))
-    if args.write and chosen == {"accuracy"}:
+    if args.write and chosen <= {"accuracy", "stream"} and not args.all:
         m = result["machine"]
         run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
         committed, notes = read_doc(args.write)[0], []
@@ -494,7 +539,9 @@ def main(args: argparse.Namespace) -> int:
                 notes.append(f"kept the committed '{title}': this run lacked {EXTRAS[title]}")
                 continue  # never a measured section replaced by a partial one
             update_doc_section(args.write, title, body + run)
-        print(f"written: the accuracy sections of {args.write}")
+        if "stream" in chosen:  # its summary rows too (the accuracy rows stay as committed)
+            update_summary(args.write, [r for r in rows if r[0].startswith("stream ")])
+        print(f"written: the {' and '.join(sorted(chosen))} sections of {args.write}")
     elif args.write:
         notes = write_doc(args.write, result, sections, rows)
         print(f"written: {args.write}")

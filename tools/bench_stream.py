@@ -1,0 +1,222 @@
+# Host (CPython): stream benchmark — BasicMotions' TEST windows as one live stream.
+"""The board's loop (device/app_main.py: a replay source, Stream, one line per decision) on a
+virtual board, next to the host's Stream over the same steps.
+
+    .venv/bin/python tools/bench_stream.py [BLOB] [--json]
+
+The stream: BasicMotions' 40 TEST recordings (10 s at 10 Hz each, 10 per class) played back
+to back, in file order (the classes in four blocks: 3 changes) and in one shuffled order
+(seed 0: 30 changes), with a label per step. Decisions every second (hop 10) on the last T
+steps, smoothed over k = 1, 3, 5 decisions. Per order and k:
+
+- accuracy of the smoothed class over the decisions whose window lies inside one recording
+  (the TEST windows themselves, aligned), inside one activity (one class, across the
+  recordings of a block), and over every decision (truth: the class of the newest step);
+- latency: steps from a class change to the first correct smoothed decision (mean over the
+  changes; "missed" counts changes with no correct decision before the next one);
+- host = board: every decision's (class, score %) of the board's lines equals the host's
+  Stream (tinyattn.board.stream.host_decisions, the same file under CPython);
+- on the board (viper kernels; pure at k = 1 for scale): µs of run_int8 per decision (the
+  lines' field) and the real-time factor: stream seconds (steps / 10 Hz) over the wall
+  seconds the unpaced replay took (the ms of the last decision line).
+
+`bench_stream(blob) -> dict`; `format_table(result) -> str`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+RATE = 10.0  # BasicMotions: 10 s recordings of 100 steps
+HOP = 10  # a decision every second
+SMOOTH = (1, 3, 5)
+HEAP = "160k"  # the app: the model, the Stream's tables and the replay's buffers
+ORDERS = {"file order": None, "shuffled (seed 0)": 0}
+
+
+def stream(seed: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(steps [4000, 6] float32, class per step, recording per step, class names)."""
+    from tinyattn.data.timeseries import load_ts_dataset
+
+    d = load_ts_dataset("basicmotions", "test")
+    order = np.arange(len(d.X)) if seed is None else np.random.default_rng(seed).permutation(40)
+    T = d.max_length
+    steps = d.X[order].astype(np.float32).reshape(-1, d.n_channels)
+    return steps, np.repeat(d.y[order], T), np.repeat(order, T), list(d.class_names)
+
+
+def scores(smoothed: list[int], ends: list[int], label: np.ndarray, rec: np.ndarray,
+           T: int) -> dict[str, Any]:  # fmt: skip
+    """Accuracy inside one recording / one activity / overall, and latency, of the smoothed
+    classes of decisions whose windows end (exclusive) at `ends`."""
+    ok = {"recording": [], "activity": [], "all": []}
+    for cls, e in zip(smoothed, ends, strict=True):
+        win = slice(e - T, e)
+        right = cls == label[e - 1]
+        ok["all"].append(right)
+        if (label[win] == label[e - 1]).all():
+            ok["activity"].append(right)
+        if (rec[win] == rec[e - 1]).all():
+            ok["recording"].append(right)
+    changes = [c for c in range(1, len(label)) if label[c] != label[c - 1]]
+    lat, missed = [], 0
+    for i, c in enumerate(changes):
+        nxt = changes[i + 1] if i + 1 < len(changes) else len(label) + 1
+        hit = [e - c for cls, e in zip(smoothed, ends, strict=True)
+               if c < e <= nxt and cls == label[c]]  # fmt: skip
+        if hit:
+            lat.append(hit[0])
+        else:
+            missed += 1
+    out = {f"acc_{k}": float(np.mean(v)) for k, v in ok.items()}
+    out |= {f"n_{k}": len(v) for k, v in ok.items()}
+    out |= {"changes": len(changes), "latency_steps": float(np.mean(lat)) if lat else None,
+            "missed": missed}  # fmt: skip
+    return out
+
+
+def board_run(vb, steps: np.ndarray, smooth: int, kernels: str, n: int,
+              timeout: float = 300.0) -> list:  # fmt: skip
+    """The app on `vb` over `steps` unpaced (it loops the replay: the first `n` decisions are
+    the stream's): its decision lines as (ms, label, score, us)."""
+    from tinyattn.board.stream import write_replay
+
+    write_replay(vb.fs_dir / "replay.tasr", steps, 0.0)
+    cfg = {"blob": "model.bin", "source": "replay:replay.tasr@0", "hop": HOP, "smooth": smooth,
+           "threshold": None, "kernels": kernels, "i2c": None}  # fmt: skip
+    (vb.fs_dir / "app.json").write_text(json.dumps(cfg) + "\n")
+    mark = f"bench-stream {time.monotonic_ns()}\n".encode()  # this run's start in the transcript
+    vb.reset(noise=mark, wait=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = vb.transcript()
+        at = text.find(b"TA+ hop", max(text.rfind(mark), 0)) if mark in text else -1
+        if b"TA! " in text[max(at, 0) :]:
+            raise RuntimeError(f"the app did not start: {text[-300:]!r}")
+        if at >= 0 and text.count(b"\nTA ", at) >= n:
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError(f"the app did not make {n} decisions within {timeout:.0f}s")
+    lines = text[at:].decode("utf-8", "replace").splitlines()
+    rows = [line.split() for line in lines if line.startswith("TA ")][:n]
+    return [(int(r[1]), r[2], int(r[3]), int(r[4])) for r in rows if len(r) == 5]
+
+
+def bench_stream(blob: Path) -> dict[str, Any]:
+    """Every figure of the stream benchmark (module docstring)."""
+    from tinyattn import cli
+    from tinyattn.board.stream import host_decisions, write_replay
+    from tinyattn.intmodel.blob import read_blob
+    from tools.vboard import VirtualBoard
+
+    T = int(read_blob(blob.read_bytes()).ops[0].iparams["T"])
+    out: dict[str, Any] = {"T": T, "hop": HOP, "rate": RATE, "runs": []}
+    hosts = {}
+    for order, seed in ORDERS.items():  # the host first: the board's app loops when done
+        steps, label, rec, names = stream(seed)
+        for k in SMOOTH:
+            t0 = time.perf_counter()
+            host = host_decisions(blob, steps, HOP, smooth=k)
+            row = {"order": order, "smooth": k, "decisions": len(host),
+                   "host_s": time.perf_counter() - t0}  # fmt: skip
+            row |= scores([d["smoothed"] for d in host], [d["step"] for d in host], label, rec, T)
+            out["runs"].append(row)
+            hosts[order, k] = (steps, [(names[d["smoothed"]], d["score"] * 100 // 16384)
+                                       for d in host])  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp, VirtualBoard(Path(tmp) / "fs", heap=HEAP) as vb:
+        replay = write_replay(Path(tmp) / "first.tasr", stream(None)[0][:T], RATE)
+        argv = ["flash", "--port", vb.port, "--blob", str(blob), "--quiet", "--app",
+                "--source", f"replay:{replay}", "--hop", str(HOP)]  # fmt: skip
+        with contextlib.redirect_stdout(io.StringIO()):
+            if cli.main(argv) != 0:
+                raise RuntimeError("flash --app failed on the virtual board")
+        for row in out["runs"]:
+            steps, host = hosts[row["order"], row["smooth"]]
+            first = row["order"] == next(iter(ORDERS)) and row["smooth"] == 1
+            for kernels in ("viper", "pure") if first else ("viper",):
+                board = board_run(vb, steps, row["smooth"], kernels, len(host))
+                wall = board[-1][0] / 1000 if board else None
+                row[kernels] = {
+                    "decisions": len(board), "host_equal": [b[1:3] for b in board] == host,
+                    "us_per_decision": float(np.mean([b[3] for b in board])),
+                    "wall_s": wall, "rtf": len(steps) / RATE / wall if wall else None,
+                }  # fmt: skip
+    out["host_equal"] = all(r[kk]["host_equal"] for r in out["runs"] for kk in ("viper", "pure")
+                            if kk in r)  # fmt: skip
+    return out
+
+
+def format_table(r: dict[str, Any]) -> str:
+    """The benchmark's table for docs/benchmarks.md."""
+    lines = [
+        f"BasicMotions TEST, 40 recordings of 10 s back to back ({40 * r['T']} steps at "
+        f"{r['rate']:g} Hz), T = {r['T']}, a decision every {r['hop']} steps (1 s); accuracy "
+        "of the smoothed class",
+        "inside one recording / inside one activity / every decision (truth: the newest step's "
+        "class); latency: steps from a class change to the first correct decision.",
+        "",
+        f"{'order':<18}{'k':>2}  {'recording':>10}  {'activity':>10}  {'all':>10}  "
+        f"{'latency':>8}  {'missed':>6}  {'host = board':>12}",
+    ]
+    for x in r["runs"]:
+        lat = "—" if x["latency_steps"] is None else f"{x['latency_steps']:.1f}"
+        lines.append(
+            f"{x['order']:<18}{x['smooth']:>2}  "
+            f"{x['acc_recording']:>6.3f} {x['n_recording']:>3}  "
+            f"{x['acc_activity']:>6.3f} {x['n_activity']:>3}  {x['acc_all']:>6.3f} "
+            f"{x['n_all']:>3}  {lat:>8}  {x['missed']:>3}/{x['changes']:<2}  "
+            f"{'yes' if x['viper']['host_equal'] else 'NO':>12}"
+        )
+    lines += ["", "On the virtual board (MicroPython unix port, the app unpaced):",
+              f"{'order':<18}{'k':>2}  {'kernels':<7} {'µs/decision':>11}  {'wall s':>7}  "
+              f"{'real-time factor':>16}"]  # fmt: skip
+    for x in r["runs"]:
+        for kernels in ("viper", "pure"):
+            if kernels in x:
+                b = x[kernels]
+                lines.append(f"{x['order']:<18}{x['smooth']:>2}  {kernels:<7} "
+                             f"{b['us_per_decision']:>11.0f}  {b['wall_s']:>7.2f}  "
+                             f"{b['rtf']:>15.0f}×")  # fmt: skip
+    lines.append("real-time factor: stream seconds / wall seconds (the board keeps up when > 1; "
+                 "a decision's budget at hop 10 and 10 Hz is 1 s)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "blob",
+        nargs="?",
+        type=Path,
+        help="a BasicMotions blob (default: trained here with its defaults)",
+    )
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        blob = args.blob
+        if blob is None:
+            from tinyattn.bench import seq_blob
+
+            blob = seq_blob(Path(tmp) / "basicmotions.bin")
+        r = bench_stream(blob)
+    print(json.dumps(r, default=str) if args.json else format_table(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
