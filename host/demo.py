@@ -85,8 +85,6 @@ def main(args: argparse.Namespace) -> int:
         if args._run_command(export) != 0:
             return 2
     data = load_samples(args.model, None, None, None)  # a seq model: its TEST windows
-    lengths = getattr(data, "lengths", None)
-    windows = {} if lengths is None else {"lengths": lengths}
     try:
         with _board(args.port) as port:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
@@ -98,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
             for note in summary["notes"]:
                 print(f"  note: {note}")
             _step(f"parity: {len(data.y)} {data.name} samples over serial")
-            report = parity(port, args.blob, data.X, data.y, baud=args.baud, **windows)
+            report = parity(port, args.blob, data.X, data.y, baud=args.baud,
+                            lengths=data.lengths)  # fmt: skip
     except LinkError as exc:
         raise CLIError(str(exc)) from None
     return finish(report, args.report, args.json, "demo")

@@ -146,7 +146,8 @@ class AttentionMap:
 
 
 def attention_maps(model: Sequential, x_norm: np.ndarray) -> list[AttentionMap]:
-    """Run the layers in order on `x_norm [B, F]` and keep every op's attention weights.
+    """Run the layers in order on `x_norm [B, 1, F]` (or `[B, F]`) and keep every op's
+    attention weights.
 
     `attention`: the layer's own `A_h = softmax(Q_h K_hᵀ / √D)` (DESIGN §3) from the training
     cache of a `training=True` forward (no second copy of the math). `myattn`: the `(B, 1, S)`
@@ -155,6 +156,7 @@ def attention_maps(model: Sequential, x_norm: np.ndarray) -> list[AttentionMap]:
     """
     maps: list[AttentionMap] = []
     x = np.asarray(x_norm, dtype=np.float64)
+    x = x.reshape(len(x), -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense)
     for i, layer in enumerate(model.layers):
         if isinstance(layer, Attention):
             x = layer.forward(x, training=True)
@@ -638,7 +640,7 @@ def _default_samples(y: np.ndarray, test_idx: np.ndarray, n_classes: int) -> lis
 class Samples:
     """What a report is drawn on: the model's inputs, labels and test split."""
 
-    X: np.ndarray  # (N, F) raw rows, or (N, T', C) raw windows cut to the model's T
+    X: np.ndarray  # (N, 1, F) raw rows, or (N, T', C) raw windows cut to the model's T
     y: np.ndarray  # (N,)
     test_idx: np.ndarray  # rows of X in the test split
     lengths: np.ndarray | None  # (N,) valid steps of windows; None for rows
@@ -658,8 +660,8 @@ def report_samples(npz: ModelFile, csv: str | None, target: str | None) -> Sampl
 
     meta, split = npz.meta, npz.meta.get("train", {})
     if not npz.is_seq:
-        X, y = load_data(npz, csv, target)  # (N, F) raw, (N,)
-        names = list(meta.get("feature_names") or [f"x{j}" for j in range(X.shape[1])])
+        X, y = load_data(npz, csv, target)  # (N, 1, F) raw rows: windows of one step, (N,)
+        names = list(meta.get("feature_names") or [f"x{j}" for j in range(X.shape[-1])])
         test_idx = np.asarray(split.get("test_idx") or [], dtype=np.int64)
         return Samples(X, y, test_idx, None, names, [])
     train, test = load_seq_data(npz)

@@ -127,7 +127,7 @@ def iris_synthetic(seed: int = 1) -> tuple[ModelFile, np.ndarray, np.ndarray]:
 
     ds = load_dataset("iris")
     train_idx, test_idx = stratified_split(ds.y, 0.2, 0)
-    mean, std = fit_standardizer(ds.X[train_idx])
+    mean, std = fit_standardizer(ds.rows[train_idx])
     model = random_model(
         iris_attn_ops(ds.n_features, ds.n_classes),
         seed,
@@ -138,4 +138,4 @@ def iris_synthetic(seed: int = 1) -> tuple[ModelFile, np.ndarray, np.ndarray]:
         train_idx.tolist(),
         test_idx.tolist(),
     )
-    return model, ds.X, ds.y
+    return model, ds.rows, ds.y

@@ -44,7 +44,7 @@ def _ask(server, req: dict) -> dict:
 
 @pytest.mark.host
 def test_compact_batch_equals_json_batch_on_the_same_float32_features(server):
-    X = as_sent(load_dataset("iris").X[::10][:16])  # (16, 4): what a b64 batch delivers
+    X = as_sent(load_dataset("iris").rows[::10][:16])  # (16, 4): what a b64 batch delivers
     want = _ask(server, {"op": "batch", "samples": X.tolist(), "path": "both"})
     got = _ask(server, {"op": "batch", "path": "both", **b64_batch(X)})
     assert want["ok"] and got["ok"] and got["enc"] == "b64"
@@ -61,7 +61,7 @@ def test_compact_batch_equals_json_batch_on_the_same_float32_features(server):
 
 @pytest.mark.host
 def test_compact_batch_is_smaller_on_the_wire(server):
-    X = as_sent(load_dataset("iris").X[:16])
+    X = as_sent(load_dataset("iris").rows[:16])
     as_json = json.dumps({"op": "batch", "samples": X.tolist()})
     as_b64 = json.dumps({"op": "batch", **b64_batch(X)})
     assert len(as_b64) < len(as_json) / 2, (len(as_b64), len(as_json))
@@ -116,7 +116,7 @@ def test_compact_batch_payload_decoded_in_place_answers_as_the_whole_line(server
     from tinyattn.board.link import frame
 
     srv, model = server
-    X = as_sent(load_dataset("iris").X[:64])
+    X = as_sent(load_dataset("iris").rows[:64])
     req = {"id": 7, "op": "batch", "path": "both", **b64_batch(X)}
     line = frame(req).rstrip(b"\n")
     want, _ = srv.handle_line(model, line.decode())

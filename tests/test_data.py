@@ -34,7 +34,8 @@ def test_wine_csv_checksum_is_pinned():
 
 def test_iris_has_150_rows_and_50_per_class():
     d = load_dataset("iris")
-    assert d.X.shape == (150, 4) and d.X.dtype == np.float64
+    assert d.X.shape == (150, 1, 4) and d.X.dtype == np.float64  # rows: windows of one step
+    assert d.lengths.tolist() == [1] * 150 and d.rows.shape == (150, 4)
     assert d.class_names == ["setosa", "versicolor", "virginica"]
     assert np.bincount(d.y).tolist() == [50, 50, 50]
     assert d.feature_names[0] == "sepal_length_cm"
@@ -42,7 +43,7 @@ def test_iris_has_150_rows_and_50_per_class():
 
 def test_wine_classes_come_from_the_data():
     d = load_dataset("wine")
-    assert d.X.shape == (178, 13)
+    assert d.X.shape == (178, 1, 13)
     assert d.class_names == ["class_0", "class_1", "class_2"]
     assert np.bincount(d.y).tolist() == [59, 71, 48]
 
@@ -90,7 +91,7 @@ def test_load_csv_target_column_and_numeric_class_order(tmp_path):
     assert d.feature_names == ["a", "b"]
     assert d.class_names == ["2", "10"]  # numeric labels sort as numbers
     assert d.y.tolist() == [1, 0, 1]
-    assert d.X.tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert d.rows.tolist() == [[1, 2], [3, 4], [5, 6]]
     assert d.name == "toy"
 
 

@@ -98,7 +98,7 @@ def test_device_cpython_model_from_path_equals_model_from_bytes(attention, tmp_p
 def test_device_cpython_api_predict_classify_agree_with_logits(attention, blobs):
     m = attention.Model(blobs[0])
     data = load_dataset("iris")
-    X, y = data.X, data.y
+    X, y = data.rows, data.y
     for x in X[::7].tolist():
         lq = m.logits(x)
         assert m.predict(x) == lq.index(max(lq))  # the first maximum

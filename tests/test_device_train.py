@@ -223,8 +223,8 @@ def loss_case(eps: float, batch: int = 16, n: int = 13, C: int = 3, seed: int = 
 def iris_batch(n: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """n standardized Iris rows (float32) and their labels, in a seeded order."""
     data = load_dataset("iris")
-    mean, std = fit_standardizer(data.X)
-    X = standardize(data.X, mean, std)
+    mean, std = fit_standardizer(data.rows)
+    X = standardize(data.rows, mean, std)
     idx = np.random.default_rng(seed).permutation(len(X))[:n]
     return X[idx].astype(np.float32), data.y[idx]
 
@@ -386,8 +386,8 @@ def test_device_train_epochs_follow_host_fit(at):
     from tinyattn.learn.train import TrainConfig, fit
 
     data = load_dataset("iris")
-    mean, std = fit_standardizer(data.X[:120])
-    X = standardize(data.X[:120], mean, std).astype(np.float32)
+    mean, std = fit_standardizer(data.rows[:120])
+    X = standardize(data.rows[:120], mean, std).astype(np.float32)
     y = data.y[:120]
     config = TrainConfig(epochs=3)
     model = build_from_ops(iris_attn_ops(4, 3), config.seed)
@@ -464,7 +464,7 @@ def test_device_train_board_file_round_trip_exports(npz, tmp_path):
     out = boardmodel.board_to_npz(board, tmp_path / "m.npz")
     mf, back = load_model(npz), load_model(out)
     assert np.array_equal(back.model.theta, mf.model.theta.astype(np.float32).astype(np.float64))
-    X = load_dataset("iris").X
+    X = load_dataset("iris").rows
     assert (back.predict(X) == mf.predict(X)).mean() >= 0.99
     assert cli.main(["export", "--model", str(out), "--out", str(tmp_path / "m.bin")]) == 0
     assert boardmodel.main(["to-npz", str(board), str(tmp_path / "cli.npz"), "--base",

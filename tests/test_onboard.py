@@ -272,7 +272,7 @@ def _shifted_iris(path: Path, factor: float = 1.2) -> Path:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*iris.feature_names, "species"])
-        for x, y in zip(iris.X, iris.y, strict=True):
+        for x, y in zip(iris.rows, iris.y, strict=True):
             w.writerow([f"{v * factor:.4f}" for v in x] + [iris.class_names[y]])
     return path
 
@@ -291,7 +291,7 @@ def test_onboard_head_only_adapts_to_shifted_iris(tmp_path, tmp_cwd, capsys, ref
     assert code == 0
     base, adapted = load_model(reference_model["npz"]), load_model(out)
     shifted = load_dataset("iris")
-    X = shifted.X * 1.2
+    X = shifted.rows * 1.2
     test_idx = np.asarray(adapted.meta["train"]["test_idx"])
     before = np.mean(base.predict(X[test_idx]) == shifted.y[test_idx])
     after = np.mean(adapted.predict(X[test_idx]) == shifted.y[test_idx])

@@ -376,7 +376,7 @@ def test_parity_verdict_end_to_end_stub_board(
 ):
     from tinyattn.data.tabular import load_dataset
 
-    X = load_dataset("iris").X
+    X = load_dataset("iris").rows
     assert sum(np.array_equal(x, X[E2E_SAMPLE]) for x in X) == 1  # the stub finds only it
     cfg = {"fault": fault, "features": X[E2E_SAMPLE].tolist(), "delta": 2 * FLOAT_TOL}
     (stub_board.fs_dir / "sabotage.json").write_text(json.dumps(cfg))

@@ -115,7 +115,7 @@ def test_report_summary_matches_the_export(trained, report):
 def test_report_attention_maps_are_the_float_reference_softmax(trained):
     npz_path = trained[0]
     mf = load_model(npz_path)
-    x = mf.normalize(load_dataset("iris").X[::10])  # (15, 4)
+    x = mf.normalize(load_dataset("iris").rows[::10])  # (15, 4)
     (m,) = attention_maps(mf.model, x)
     record: dict[str, np.ndarray] = {}
     forward_npz(mf, x, record)

@@ -101,14 +101,14 @@ def test_model_file_follows_the_format(tmp_path):
     assert {len(v) for v in meta["history"].values()} == {SHORT.epochs}
     assert set(meta["metrics"]) >= {"train_accuracy", "test_accuracy"}
     # The input scaling is fitted on the train split's rows only.
-    X_train = load_dataset("iris").X[meta["train"]["train_idx"]]
+    X_train = load_dataset("iris").rows[meta["train"]["train_idx"]]
     mean, std = fit_scaling(X_train, SHORT.scaling)
     assert np.array_equal(arrays["norm_mean"], mean) and np.array_equal(arrays["norm_std"], std)
     assert meta["train"]["scaling_resolved"] == resolve_scaling(X_train, SHORT.scaling)
 
 
 def test_fit_scaling_variants_use_the_train_rows_only():
-    X = load_dataset("iris").X[:100]  # (100, 4)
+    X = load_dataset("iris").rows[:100]  # (100, 4)
     F = X.shape[1]
     assert all(np.array_equal(a, b) for a, b in
                zip(fit_scaling(X, "feature"), fit_standardizer(X), strict=True))  # fmt: skip
@@ -120,7 +120,7 @@ def test_fit_scaling_variants_use_the_train_rows_only():
     assert np.array_equal(mean, np.zeros(F)) and np.array_equal(std, np.ones(F))
     # auto: Iris's centimetres share one scale (std ratio 3.9); Wine's proline does not (2500).
     assert resolve_scaling(X, "auto") == "none"
-    assert resolve_scaling(load_dataset("wine").X, "auto") == "feature"
+    assert resolve_scaling(load_dataset("wine").rows, "auto") == "feature"
     assert resolve_scaling(X * 100, "auto") == "feature"  # same ratio, but |x| up to 790
     with pytest.raises(ValueError, match="unknown scaling 'z'"):
         fit_scaling(X, "z")

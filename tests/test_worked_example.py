@@ -37,9 +37,9 @@ def worked_example(seed: int = 1, split_seed: int = 0) -> bytes:
     ds = load_dataset("iris")
     train_idx, _ = stratified_split(ds.y, 0.2, split_seed)
     ops = iris_attn_ops(ds.n_features, ds.n_classes)
-    norm = fit_standardizer(ds.X[train_idx])
+    norm = fit_standardizer(ds.rows[train_idx])
     model = random_model(ops, seed, ds.n_features, ds.class_names, norm, "iris")
-    return blob_bytes(quantize(model, ds.X[train_idx]))
+    return blob_bytes(quantize(model, ds.rows[train_idx]))
 
 
 def hexdump(data: bytes) -> str:

@@ -105,8 +105,8 @@ def bench_accuracy(
             acc, rep = [], []
             for r in range(repeats):
                 for tr, te in stratified_kfold(data.y, k, r):
-                    est = make().fit(data.X[tr], data.y[tr])
-                    acc.append(float(np.mean(est.predict(data.X[te]) == data.y[te])))
+                    est = make().fit(data.rows[tr], data.y[tr])
+                    acc.append(float(np.mean(est.predict(data.rows[te]) == data.y[te])))
                     rep.append(r)
             methods.append({
                 "method": peer, "params": None, "float": _stats(acc, rep), "int8": None,

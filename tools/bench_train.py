@@ -160,8 +160,8 @@ def bench_train(
     )
     data = load_dataset("iris")
     train_idx, _ = stratified_split(data.y, config.test_fraction, config.seed)
-    mean, std = fit_scaling(data.X[train_idx], config.scaling)  # as `tinyattn train`
-    X, y = standardize(data.X[train_idx], mean, std), data.y[train_idx]
+    mean, std = fit_scaling(data.rows[train_idx], config.scaling)  # as `tinyattn train`
+    X, y = standardize(data.rows[train_idx], mean, std), data.y[train_idx]
     result: dict[str, Any] = {
         "model": config.model, "epochs": config.epochs, "batch_size": config.batch_size,
         "steps": config.epochs * -(-len(y) // config.batch_size), "repeats": repeats,

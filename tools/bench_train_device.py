@@ -156,8 +156,8 @@ def prepare(out: Path, config: TrainConfig) -> dict[str, Any]:
     """Write init.tafm, X.f32, labels.bin, orders.bin for the default Iris run into `out`."""
     data = load_dataset("iris")
     train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
-    mean, std = fit_standardizer(data.X[train_idx])
-    X = standardize(data.X, mean, std)
+    mean, std = fit_standardizer(data.rows[train_idx])
+    X = standardize(data.rows, mean, std)
     model = build_model(config.model, data.n_features, data.n_classes, seed=config.seed)
     meta = {"ops": model.ops, "class_names": list(data.class_names)}
     write_board(out / "init.tafm", board_meta(meta, mean, std), model.theta.astype(np.float32))

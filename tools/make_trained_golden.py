@@ -36,7 +36,7 @@ def samples(name: str) -> tuple[np.ndarray, np.ndarray | None]:
     from tinyattn.data.timeseries import TS_DATASETS, load_ts_dataset, pad_windows
 
     if name not in TS_DATASETS:
-        return np.asarray(load_dataset(name).X, np.float64), None
+        return np.asarray(load_dataset(name).rows, np.float64), None
     parts = [load_ts_dataset(name, split) for split in ("train", "test")]
     T = max(p.X.shape[1] for p in parts)
     X = np.concatenate([pad_windows(p.X, p.lengths, T) for p in parts])

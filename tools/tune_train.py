@@ -165,7 +165,7 @@ def flat(data, candidates: list[TrainConfig], axes: list[str], args) -> None:
                 result = train_split(
                     data, train_idx[tr], train_idx[te], replace(cfg, seed=r), history=False
                 )
-                x_te = standardize(data.X[train_idx[te]], result.norm_mean, result.norm_std)
+                x_te = standardize(data.rows[train_idx[te]], result.norm_mean, result.norm_std)
                 logits = result.model.forward(x_te)
                 accs.append(float(np.mean(logits.argmax(1) == data.y[train_idx[te]])))
                 losses.append(softmax_cross_entropy(logits, data.y[train_idx[te]])[0])

@@ -39,7 +39,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,8 @@ from tinyattn.board.link import (
     LinkError,
     LinkTimeout,
 )
-from tinyattn.data.tabular import Dataset, standardize, stratified_split
+from tinyattn.data.tabular import standardize, stratified_split
+from tinyattn.data.windows import Windows
 from tinyattn.errors import CLIError
 from tinyattn.learn.model import Sequential, build_model, load_model, save_model
 from tinyattn.paths import device_dir
@@ -122,7 +123,7 @@ class Plan(RunFiles):
     """A run as the host prepares it: the bytes the board gets and what the host keeps."""
 
     config: Any  # train.TrainConfig
-    data: Dataset
+    data: Windows
     X: np.ndarray  # (N, F) normalized, all rows
     train_idx: np.ndarray
     test_idx: np.ndarray
@@ -161,13 +162,13 @@ def _finish_plan(plan_args: dict[str, Any], meta: dict[str, Any]) -> Plan:
     return Plan(**plan_args, meta=meta, init=board_bytes(meta, theta), rows=rows, orders=orders)
 
 
-def plan_full(data: Dataset, config: Any) -> Plan:
+def plan_full(data: Windows, config: Any) -> Plan:
     """The run `tinyattn train` would make with this config: split, scaling, init, order."""
     from tinyattn.learn.train import fit_scaling
 
     train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
-    mean, std = fit_scaling(data.X[train_idx], config.scaling)
-    X = standardize(data.X, mean, std)  # (N, F)
+    mean, std = fit_scaling(data.rows[train_idx], config.scaling)  # windows of one step
+    X = standardize(data.rows, mean, std)  # (N, F)
     model = build_model(config.model, data.n_features, data.n_classes, seed=config.seed)
     meta = board_meta({"ops": model.ops, "model": config.model, "dataset": data.name,
                        "class_names": list(data.class_names)}, mean, std)  # fmt: skip
@@ -176,7 +177,7 @@ def plan_full(data: Dataset, config: Any) -> Plan:
     return _finish_plan(args, meta)
 
 
-def plan_head_only(base_path: Path, data: Dataset, config: Any) -> Plan:
+def plan_head_only(base_path: Path, data: Windows, config: Any) -> Plan:
     """Adapt the model in `base_path` to `data`: its weights and scaling, a split of the new
     rows by `config.seed`, only the classifier trains."""
     try:
@@ -194,12 +195,12 @@ def plan_head_only(base_path: Path, data: Dataset, config: Any) -> Plan:
             "features and classes"
         )
     y = np.asarray([names.index(data.class_names[c]) for c in data.y], dtype=np.int64)
-    data = Dataset(data.name, data.X, y, data.feature_names, list(names))
+    data = replace(data, y=y, class_names=list(names))
     try:
         train_idx, test_idx = stratified_split(y, config.test_fraction, config.seed)
     except ValueError as exc:
         raise CLIError(f"{data.name}: {exc}") from None
-    X = base.normalize(data.X)
+    X = base.normalize(data.X)[:, 0]  # (N, F): the board takes rows
     model = base.model
     before = {
         "train_accuracy": float(np.mean(model.predict(X[train_idx]) == y[train_idx])),
@@ -620,7 +621,7 @@ def drive(
         bar.close()
 
 
-def main(args: argparse.Namespace, config: Any, data: Dataset) -> int:
+def main(args: argparse.Namespace, config: Any, data: Windows) -> int:
     """`tinyattn train --on-board`: called by traincli.main with its config and data."""
     from tinyattn.learn.train import count
 

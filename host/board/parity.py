@@ -21,7 +21,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from tinyattn.board.link import (
     b64_batch,
     decode_b64_reply,
 )
+from tinyattn.data.windows import Windows
 from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
@@ -48,22 +48,6 @@ DEFAULT_MODEL = BUILD_DIR / "model.npz"
 MAX_RESTARTS = 3  # board resets tolerated per run (the server is restarted, the batch resent)
 MAX_BENCH = 10000  # the server's limit on bench iterations (docs/protocol.md)
 ENCODINGS = ("b64", "json")  # batch payloads: base64 float32 arrays (default), JSON numbers
-
-
-@dataclass(frozen=True)
-class Windows:
-    """A sequence model's samples: windows `X [N, T', C]` (zero past `lengths`), `lengths [N]`
-    valid steps, labels `y [N]`; what `load_samples` gives for a seq-attn model."""
-
-    name: str
-    X: np.ndarray  # (N, T', C) float64
-    lengths: np.ndarray  # (N,) int64
-    y: np.ndarray  # (N,) int64
-    class_names: list[str]
-
-    @property
-    def feature_names(self) -> list[str]:  # one name a channel
-        return [f"channel {c}" for c in range(self.X.shape[2])]
 
 
 def load_windows(meta: dict) -> Windows:
@@ -76,7 +60,7 @@ def load_windows(meta: dict) -> Windows:
         ds = load_ts(meta.get("ts_test") or meta["ts_train"], name=name)
     else:
         ds = load_ts_dataset(name, "test")
-    return Windows(ds.name, ds.X, ds.lengths, ds.y, ds.class_names)
+    return ds
 
 
 def is_seq_meta(meta: dict) -> bool:
@@ -88,8 +72,8 @@ def is_seq_meta(meta: dict) -> bool:
 def load_samples(
     model_path: Path | None, dataset: str | None, csv: Path | None, target: str | None
 ):
-    """Raw features X [N, F] and labels y [N] of the dataset the model was trained on; for a
-    sequence model its TEST windows (`Windows`: X [N, T', C] with lengths)."""
+    """The samples (`Windows`) of the dataset the model was trained on: its rows (windows of
+    one step), or for a sequence model its TEST windows."""
     from tinyattn.data.tabular import load_csv, load_dataset
     from tinyattn.data.timeseries import TS_DATASETS, load_ts_dataset
 
@@ -97,8 +81,7 @@ def load_samples(
         return load_csv(csv, target=target)
     if dataset is not None:
         if dataset in TS_DATASETS:
-            ds = load_ts_dataset(dataset, "test")
-            return Windows(ds.name, ds.X, ds.lengths, ds.y, ds.class_names)
+            return load_ts_dataset(dataset, "test")
         return load_dataset(dataset)
     if model_path is not None and model_path.is_file():
         meta = _model_meta(model_path)
@@ -177,6 +160,8 @@ def check_samples(
                 "drop that window"
             )
         return
+    if X.ndim == 3 and X.shape[1] == 1:  # a row is a window of one step: [N, 1, F] -> [N, F]
+        X = X[:, 0, :]
     if X.ndim != 2 or X.shape[1] != blob.n_features:
         cols = X.shape[1] if X.ndim == 2 else 0
         raise CLIError(
@@ -729,8 +714,8 @@ def parity(
         X = np.asarray(X)
         lengths = np.full(len(X), X.shape[1], np.int64) if lengths is None else lengths
         cut = fit_windows(blob, X, lengths)[2]
-    else:
-        lengths = None
+    else:  # a row blob's board takes rows: windows of one step [N, 1, F] -> [N, F]
+        X, lengths = np.asarray(X).reshape(len(X), -1), None
     check_samples(blob, X, [f"x{j}" for j in range(X.shape[-1])], "the samples", lengths)
     if path != "float" and not blob.quantized:
         raise CLIError(f"{blob_path} holds float32 weights only: use --path float")
@@ -843,19 +828,16 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     source = str(args.csv or data.name)
     blob = read_blob_file(args.blob)
-    lengths = getattr(data, "lengths", None)
     windows = is_seq_blob(blob)  # a model takes what it was trained on: rows or windows
-    if windows != (lengths is not None):
+    if windows == data.is_rows:
         what = "windows ([N, T, C])" if windows else "rows of features"
         raise CLIError(
             f"{args.blob} is a {'sequence' if windows else 'tabular'} model and takes "
-            f"{what}, but {source} gives {'windows' if lengths is not None else 'rows'}; pass "
+            f"{what}, but {source} gives {'rows' if data.is_rows else 'windows'}; pass "
             "the model it was exported from (--model) or its data (--dataset)"
         )
-    if lengths is not None:  # checked as parity() will send them: whole windows
-        check_samples(blob, data.X, data.feature_names, source, lengths)
-    else:
-        check_samples(blob, data.X, data.feature_names, source)
+    lengths = data.lengths
+    check_samples(blob, data.X, data.feature_names, source, lengths)  # as parity() sends them
     path = args.path or default_path(blob)
     if path != "float" and not blob.quantized:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")

@@ -7,7 +7,8 @@
   and the class names come from the data (sorted, numerically when every label is a number).
   A first row of numbers is data, not a header (`check_header`): refused with a one-line
   error saying to add a header row, never read as names (`tinyattn predict` reads such a file
-  by position, and says so). `Dataset.target` keeps the label column's name.
+  by position, and says so). `Windows.target` keeps the label column's name. The rows come
+  as windows of one step (`X [N, 1, F]`, lengths 1: `host/data/windows.py`), the one data type.
   Column names that are numbers (`400,410,...`) are refused too: name them (`nm400`).
 - `stratified_split` / `stratified_kfold` keep the class proportions, driven by a seeded
   `numpy.random.Generator` so a seed always gives the same indices.
@@ -21,11 +22,11 @@ References: scikit-learn's `StratifiedShuffleSplit` / `StratifiedKFold` and `Sta
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tinyattn.data.windows import Windows
 from tinyattn.paths import DATA_DIR
 
 # Largest |feature| accepted: the device server's limit (docs/protocol.md; boards compute in
@@ -39,24 +40,9 @@ DATASETS: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class Dataset:
-    """A classification table: features `X [N, F]` float64, labels `y [N]` int64 in [0, C)."""
-
-    name: str
-    X: np.ndarray  # (N, F) float64
-    y: np.ndarray  # (N,) int64, index into class_names
-    feature_names: list[str]
-    class_names: list[str]
-    target: str | None = None  # the label column's name (None: not from a named column)
-
-    @property
-    def n_features(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.class_names)
+# A CSV's rows are read as windows of one step (`Windows`, host/data/windows.py: X [N, 1, F],
+# lengths 1), the one data type from the readers on.
+Dataset = Windows
 
 
 def _label_key(labels: set[str]):
@@ -87,8 +73,9 @@ def check_header(path: str | Path, header: list[str], n_features: int) -> None:
         )
 
 
-def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Dataset:
-    """Read a numeric CSV with a header row; `target` names the label column (default: last)."""
+def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Windows:
+    """Read a numeric CSV with a header row; `target` names the label column (default: last).
+    Its rows are windows of one step: `X [N, 1, F]`, lengths 1."""
     path = Path(path)
     try:
         with path.open(newline="") as f:
@@ -119,7 +106,9 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
         raise ValueError(f"{path}: target column {target!r} has one class; need at least two")
     index = {c: i for i, c in enumerate(class_names)}
     y = np.array([index[label] for label in labels], dtype=np.int64)
-    return Dataset(name or path.stem, X, y, feature_names, class_names, target)
+    lengths = np.ones(len(y), np.int64)
+    return Windows(name or path.stem, X[:, None, :], lengths, y, class_names, path,
+                   tuple(feature_names), target)  # fmt: skip
 
 
 def feature_rows(
@@ -157,7 +146,7 @@ def feature_rows(
     return X
 
 
-def load_dataset(name: str) -> Dataset:
+def load_dataset(name: str) -> Windows:
     """One of the vendored datasets (`iris`, `wine`)."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

@@ -56,6 +56,7 @@ import numpy as np
 
 from tinyattn.atomic import atomic_open
 from tinyattn.data.tabular import MAX_ABS_FEATURE
+from tinyattn.data.windows import Windows
 from tinyattn.paths import DATA_DIR
 
 TS_DIR = DATA_DIR / "ts"
@@ -87,33 +88,8 @@ class TSFormatError(ValueError):
     """A `.ts` file that does not follow the format; the message is `file:line: what and fix`."""
 
 
-@dataclass(frozen=True)
-class TSDataset:
-    """Windows `X [N, T, C]` float64 (zero past `lengths`), labels `y [N]` int64 in [0, K)."""
-
-    name: str
-    X: np.ndarray  # (N, T, C) float64; NaN = missing value (only if the file allows them)
-    lengths: np.ndarray  # (N,) int64, valid steps per case, 1 <= lengths <= T
-    y: np.ndarray  # (N,) int64, index into class_names; -1: no label (labels_required=False)
-    class_names: list[str]  # declared order of @classLabel (then undeclared ones, if allowed)
-    source: Path
-
-    @property
-    def n_channels(self) -> int:
-        return self.X.shape[2]
-
-    @property
-    def max_length(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.class_names)
-
-    @property
-    def mask(self) -> np.ndarray:
-        """`[N, T]` bool, True at valid steps."""
-        return valid_mask(self.lengths, self.max_length)
+# The `.ts` reader's cases are `Windows` (host/data/windows.py), the one data type.
+TSDataset = Windows
 
 
 def valid_mask(lengths: np.ndarray, max_length: int) -> np.ndarray:

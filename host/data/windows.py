@@ -7,11 +7,68 @@ every stage from the readers on takes the same pair.
 - `valid_lengths`: the lengths checked against a model's T.
 - `fit_to_model`: the long window rule (a window longer than T is classified on its last T).
 - `normalize_windows`: per-channel `(x - mean) / std` at valid steps, 0 past them.
+- `Windows`: what every reader gives (`data.tabular`'s CSV rows as windows of one step,
+  `data.timeseries`' `.ts` cases) and train, quantize, export, parity, predict, report and
+  on-board training take.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Samples `X [N, T, C]` float64 (zero past `lengths`), labels `y [N]` int64 in [0, K).
+    A CSV's rows are windows of one step (`T = 1`, lengths 1, C = F features)."""
+
+    name: str
+    X: np.ndarray  # (N, T, C) float64; NaN = missing value (only if a .ts file allows them)
+    lengths: np.ndarray  # (N,) int64, valid steps per sample, 1 <= lengths <= T
+    y: np.ndarray  # (N,) int64, index into class_names; -1: no label (labels_required=False)
+    class_names: list[str]  # a CSV: sorted labels; a .ts file: @classLabel's order
+    source: Path | None = None  # the file read
+    names: tuple[str, ...] = ()  # the CSV's feature columns (a .ts file: none, see below)
+    target: str | None = None  # the CSV's label column (None: not from a named column)
+
+    @property
+    def n_channels(self) -> int:
+        return self.X.shape[2]
+
+    n_features = n_channels  # a row's features are a window's channels
+
+    @property
+    def max_length(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """The CSV's column names, or one name a channel (`channel c`) for `.ts` windows."""
+        return list(self.names) or [f"channel {c}" for c in range(self.n_channels)]
+
+    @property
+    def is_rows(self) -> bool:
+        """Read as rows of named features (a CSV): windows of one step, not `.ts` windows."""
+        return bool(self.names)
+
+    @property
+    def mask(self) -> np.ndarray:
+        """`[N, T]` bool, True at valid steps."""
+        return np.arange(self.max_length)[None, :] < np.asarray(self.lengths)[:, None]
+
+    @property
+    def rows(self) -> np.ndarray:
+        """`X [N, F]` of windows of one step (a CSV's rows); ValueError for longer windows."""
+        if self.max_length != 1:
+            raise ValueError(f"{self.name}: windows of {self.max_length} steps, not rows")
+        return self.X[:, 0, :]
 
 
 def as_windows(X: np.ndarray) -> np.ndarray:

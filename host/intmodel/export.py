@@ -71,9 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_data(model: ModelFile, csv: str | None = None, target: str | None = None):
-    """`(X [N, F] raw float64, y [N])`: `csv` if given, else the CSV the model was trained on
-    (`meta["csv"]`, `meta["target"]`, written by `tinyattn train --csv`), else the vendored
-    dataset named in the meta."""
+    """`(X [N, 1, F] raw float64 rows, windows of one step; y [N])`: `csv` if given, else the
+    CSV the model was trained on (`meta["csv"]`, `meta["target"]`, written by `tinyattn train
+    --csv`), else the vendored dataset named in the meta."""
     from tinyattn.data.tabular import DATASETS, load_csv, load_dataset
 
     name = model.meta.get("dataset", "")

@@ -126,7 +126,7 @@ def myattn_sizes(op: dict[str, Any]) -> tuple[int, int, int, int]:
 def forward_npz(
     model: ModelFile, x_norm: np.ndarray, record: dict[str, np.ndarray] | None = None
 ) -> np.ndarray:
-    """Float64 logits `[B, C]` for normalized features `x_norm [B, F]`.
+    """Float64 logits `[B, C]` for normalized rows `x_norm [B, 1, F]` or `[B, F]`.
 
     `record`, if given, receives `"{i}"` (output of op i) and, for attention ops,
     `"{i}.q"`, `"{i}.k"`, `"{i}.v"`, `"{i}.att"`, `"{i}.ctx"`; for myattn ops `"{i}.q"` (the
@@ -134,6 +134,7 @@ def forward_npz(
     """
     x = np.asarray(x_norm, dtype=np.float64)
     B = x.shape[0]
+    x = x.reshape(B, -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense ops)
     for i, op in enumerate(model.ops):
         kind = op["op"]
         if kind == "dense":
@@ -321,8 +322,8 @@ def _dequantized_seq(op, quantized: bool) -> dict[str, np.ndarray]:
 def run_float(
     blob: QuantModelSpec, X_raw: np.ndarray, lengths: np.ndarray | None = None
 ) -> np.ndarray:
-    """Float32 real logits `[B, C]` of the blob's op list for raw features `X_raw [B, F]`
-    (a seq blob: raw windows `[B, T', C]` with `lengths [B]`, None = all steps valid; a
+    """Float32 real logits `[B, C]` of the blob's op list for raw rows `X_raw [B, 1, F]` or
+    `[B, F]` (a seq blob: raw windows `[B, T', C]` with `lengths [B]`, None = all steps valid; a
     window longer than the model's T runs its last T steps, `fit_to_model`)."""
     q = blob.quantized
     if blob.ops[0].kind == "embed":
@@ -334,8 +335,9 @@ def run_float(
         return forward_seq(blob.ops, x, n, params=lambda op: weights[id(op)])
     mean = np.asarray(blob.norm_mean, dtype=np.float32)
     std = np.asarray(blob.norm_std, dtype=np.float32)
-    x = (np.asarray(X_raw, dtype=np.float32) - mean) / std  # (B, F)
+    x = (np.asarray(X_raw, dtype=np.float32) - mean) / std  # (B, 1, F) or (B, F)
     B = x.shape[0]
+    x = x.reshape(B, -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense ops)
     for op in blob.ops:
         ip = op.iparams
         if op.kind == "dense":

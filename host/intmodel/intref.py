@@ -248,6 +248,8 @@ def quantize_input(
     if blob.ops and blob.ops[0].kind == "embed":
         return quantize_seq_input(blob, X_raw, lengths)
     X = np.asarray(X_raw, dtype=np.float64)
+    if X.ndim == 3 and X.shape[1] == 1:  # a row is a window of one step: [B, 1, F] -> [B, F]
+        X = X[:, 0, :]
     if X.ndim != 2 or X.shape[1] != blob.n_features:
         raise ValueError(f"X has shape {X.shape}, the blob expects [B, {blob.n_features}]")
     mean = np.asarray(blob.norm_mean, dtype=np.float32).astype(np.float64)

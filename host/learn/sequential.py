@@ -122,8 +122,9 @@ class Sequential:
     def forward(
         self, x: np.ndarray, training: bool = False, lengths: np.ndarray | None = None
     ) -> np.ndarray:
-        """Logits `[B, C]` for normalized features `x [B, F]` (float64); `lengths` as a
-        `SeqModel` takes them, unused: a row is a window of one step, nothing is padded."""
+        """Logits `[B, C]` for normalized rows `x [B, 1, F]` or `[B, F]` (float64); `lengths`
+        as a `SeqModel` takes them, unused: a row is a window of one step, nothing is padded."""
+        x = x.reshape(len(x), -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense)
         for layer in self.layers:
             x = layer.forward(x, training)
         return x
@@ -136,7 +137,7 @@ class Sequential:
         return d
 
     def predict(self, x: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
-        """Class indices `[B]` for normalized features `x [B, F]` (`lengths` unused)."""
+        """Class indices `[B]` for normalized rows `x [B, 1, F]` or `[B, F]` (`lengths` unused)."""
         return np.argmax(self.forward(x), axis=1)
 
     def state_dict(self) -> dict[str, np.ndarray]:

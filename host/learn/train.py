@@ -84,7 +84,6 @@ from typing import Any
 import numpy as np
 
 from tinyattn.data.tabular import (
-    Dataset,
     fit_standardizer,
     load_csv,
     load_dataset,
@@ -92,6 +91,7 @@ from tinyattn.data.tabular import (
     stratified_kfold,
     stratified_split,
 )
+from tinyattn.data.windows import Windows
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax_cross_entropy
@@ -242,7 +242,7 @@ def accuracy(model: Sequential, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def train_split(
-    data: Dataset,
+    data: Windows,
     train_idx: np.ndarray,
     test_idx: np.ndarray,
     config: TrainConfig,
@@ -252,8 +252,9 @@ def train_split(
     """Fit the input scaling on `train_idx`, train, evaluate; `history` records per-epoch loss
     and accuracy (for the curves only: nothing is chosen by them) and calls `progress(loss,
     acc, test_acc)` once per epoch (e.g. to move a progress bar)."""
-    norm_mean, norm_std = fit_scaling(data.X[train_idx], config.scaling)
-    X = standardize(data.X, norm_mean, norm_std)  # (N, F)
+    rows = data.rows  # (N, F): windows of one step; the row models' scalings are per feature
+    norm_mean, norm_std = fit_scaling(rows[train_idx], config.scaling)
+    X = standardize(rows, norm_mean, norm_std)  # (N, F)
     X_train, y_train = X[train_idx], data.y[train_idx]
     X_eval = np.concatenate([X_train, X[test_idx]])  # one forward per epoch for both splits
     y_eval = np.concatenate([y_train, data.y[test_idx]])
@@ -283,14 +284,14 @@ def train_split(
     )
 
 
-def npz_model(data: Dataset, result: TrainResult) -> ModelFile:
+def npz_model(data: Windows, result: TrainResult) -> ModelFile:
     """The trained model as `tinyattn export` reads it from the model file, without a file."""
     meta = {"ops": result.model.ops, "class_names": list(data.class_names)}
     state = result.model.state_dict()
     return ModelFile.from_params(meta, state, result.norm_mean, result.norm_std)
 
 
-def int8_predict(data: Dataset, result: TrainResult, rows: np.ndarray) -> np.ndarray:
+def int8_predict(data: Windows, result: TrainResult, rows: np.ndarray) -> np.ndarray:
     """Class indices of the int8 path as `tinyattn export` builds it — quantized and calibrated
     on the model's own train rows (`quantize`), run by the integer reference (`run_int8`)."""
     spec = quantize(npz_model(data, result), data.X[result.train_idx])
@@ -298,7 +299,7 @@ def int8_predict(data: Dataset, result: TrainResult, rows: np.ndarray) -> np.nda
     return np.argmax(logits_q, axis=1)
 
 
-def int8_accuracy(data: Dataset, result: TrainResult) -> float:
+def int8_accuracy(data: Windows, result: TrainResult) -> float:
     """Test accuracy of the int8 path (`int8_predict`) on the model's test rows."""
     test_idx = result.test_idx
     if not len(test_idx):
@@ -307,7 +308,7 @@ def int8_accuracy(data: Dataset, result: TrainResult) -> float:
 
 
 def cross_validate(
-    data: Dataset,
+    data: Windows,
     k: int,
     config: TrainConfig,
     rows: np.ndarray | None = None,
@@ -327,7 +328,7 @@ def cross_validate(
         for f, (tr, te) in enumerate(stratified_kfold(data.y[rows], k, cfg.seed)):
             result = train_split(data, rows[tr], rows[te], cfg, history=False)
             y_test = data.y[rows[te]]
-            x_test = standardize(data.X[rows[te]], result.norm_mean, result.norm_std)
+            x_test = standardize(data.rows[rows[te]], result.norm_mean, result.norm_std)
             pred = result.model.predict(x_test)  # (n_test,)
             pred_q = int8_predict(data, result, rows[te]) if int8 else None
             fold = {
@@ -364,7 +365,7 @@ def cv_summary(folds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
+def model_meta(data: Windows, result: TrainResult) -> dict[str, Any]:
     """The `meta` JSON of docs/model-format.md (ops are added by `save_model`)."""
     c = result.config
     return {
@@ -375,7 +376,7 @@ def model_meta(data: Dataset, result: TrainResult) -> dict[str, Any]:
         "class_names": list(data.class_names),
         "train": {
             **asdict(c),
-            "scaling_resolved": resolve_scaling(data.X[result.train_idx], c.scaling),
+            "scaling_resolved": resolve_scaling(data.rows[result.train_idx], c.scaling),
             "train_idx": [int(i) for i in result.train_idx],
             "test_idx": [int(i) for i in result.test_idx],
         },
@@ -436,7 +437,7 @@ def config_from_args(
     return c
 
 
-def load_rows(args: argparse.Namespace) -> Dataset:
+def load_rows(args: argparse.Namespace) -> Windows:
     """The rows named by `--csv` (and `--target`) or `--dataset`; CLIError in one line."""
     from tinyattn.errors import CLIError
 
@@ -464,7 +465,7 @@ def _progress_bar(total: int, desc: str, quiet: bool, unit: str = "epoch"):
     )  # fmt: skip
 
 
-def run_cv(args: argparse.Namespace, data: Dataset, config: TrainConfig, log) -> dict:
+def run_cv(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -> dict:
     """`tinyattn train --cv K` on rows; returns the `--json` summary."""
     from tinyattn.errors import CLIError
 
@@ -512,7 +513,7 @@ def run_cv(args: argparse.Namespace, data: Dataset, config: TrainConfig, log) ->
     }  # fmt: skip
 
 
-def run_one(args: argparse.Namespace, data: Dataset, config: TrainConfig, log) -> dict:
+def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -> dict:
     """`tinyattn train` on rows, one split: train, write the model file, say the figures;
     returns the `--json` summary."""
     from tinyattn.errors import CLIError
