@@ -275,7 +275,8 @@ class Model:
     class_names, quantized, op_names, format_version, input_scale, logit_scale, kernels (the
     int8 set chosen), float_kernels; seq (op 0 embed), steps (T) and patch (P) of the input
     window (1 and 1 for a non-seq model), input_len (the int8 input buffer: n_features, or
-    S*P*C).
+    S*P*C); a seq model with int8 weights also int8_kernels (the INT8 tuple of the set) and
+    embed (its embed step, for run_int8_tokens).
     """
 
     def __init__(self, src, kernels="auto"):
@@ -340,8 +341,11 @@ class Model:
             self._prog8, self._x8, self._y8, self._rows8, self._pools8 = prog8
             prog8 = None
             if self.seq:  # its window goes into its int8 buffer with the load kernel
-                self._load = _kernel_module(kernels).INT8[8]
+                self.int8_kernels = _kernel_module(kernels).INT8
+                self._load = self.int8_kernels[8]
                 self._loadp = array.array("i", [0, 0])
+                self.embed = self._prog8[0]  # run_int8_tokens starts after it
+                self._tail8 = self._prog8[1:]
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
             self._outp = array.array("i", [4 * self.n_classes] * 2)
@@ -458,8 +462,24 @@ class Model:
             p[0] = nf
             p[1] = S_n * self.patch * self.n_features
             self._load(xq, x, None, None, None, p)
+        return self._run8(prog, out)
+
+    def run_int8_tokens(self, out):
+        """run_int8 of a full window (T steps) from its embed output on: the steps after the
+        embed step `embed` = (kernel, window, tokens, W_q, b_q, M, p), on the [S, E] tokens
+        the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
+        patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
+        S = self.input_len // (self.patch * self.n_features)
+        for p, i, unit in self._rows8:
+            p[i] = S * unit
+        for p, m in self._pools8:
+            p[2] = m[S - 1]
+        return self._run8(self._tail8, out)
+
+    def _run8(self, prog, out):
         # one unpacking opcode per step, not seven subscripts (x, y, c, p reuse this frame's
-        # locals: run_int8's frame, allocated per call, stays small)
+        # locals: the frame, allocated per call, stays small)
+        nc = self.n_classes
         for kernel, x, y, c, d, e, p in prog:
             kernel(x, y, c, d, e, p)
         y = self._y8

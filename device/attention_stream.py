@@ -3,7 +3,7 @@
 
     from attention import Model
     from attention_stream import Stream
-    s = Stream(Model("model.bin"), hop=10, smooth=3, threshold=0.6)
+    s = Stream(Model("model.bin"), hop=10, smooth=3, threshold=0.6)  # reuse=True
     if s.push(step):                  # C numbers (one step); True when a decision was made
         print(s.label(), s.score, s.us)
     n = s.push_block(buf, k)          # k steps of C float32 little-endian in buf (a FIFO
@@ -30,8 +30,27 @@ Decision fields (updated in place): `logits` (array('i'), real logits are logit_
 these), `cls` (its first argmax), `prob` (array('i') Q14, this decision's softmax),
 `smoothed` (first argmax of the sum of the last `smooth` decisions' `prob`), `score` (that
 class's mean Q14 probability over those decisions, 16384 = 1.0), `uncertain` (score below
-`threshold`, given as a fraction, kept as round(threshold*16384)), `us` (µs of run_int8),
+`threshold`, given as a fraction, kept as round(threshold*16384)), `us` (µs of run_int8, or
+of the patch reuse's work for the decision),
 `decisions` (count). `on_decision(stream)` is called after each decision when given.
+
+Patch reuse (a seq model whose T and `hop` are multiples of the patch size P; `reuse=False`
+turns it off): every window then starts at a patch of the ring, so a patch's embed work is done
+once, not once per window it is in. The embed (docs/quantization.md) is, for token s of a window
+and output o, requant(acc[s, o] + b_q[s, o], M[o], shift, lo, hi), acc[s, o] = sum_i
+xq[s*P*C + i] W_q[o, i]. acc depends on the patch alone: when a patch's P steps are in the ring,
+its E sums go into rows j and S + j of `_sums` [2S, E] (j its ring slot: the window whose oldest
+patch is k reads rows k..k+S-1 in one run). b_q[s] depends on the token's place, so a decision
+requantizes all S*E (cheap) and then runs the rest of the network, Model.run_int8_tokens:
+logits bit for bit those of run_int8 on the window. All of it runs on the model's own int8
+kernels (pure, native or viper), `dense` with p = rows, n_in, n_out, shift, lo, hi, bstride:
+- a patch's sums: the embed kernel on its P*C int8 with b = 0, M = 2, shift = 1 and the clamp
+  at +-(2**30 - 1): (2v + 1) >> 1 = v, the identity on the sum (v within the exporter's
+  small-int budget, as the embed's own);
+- acc + b_q: dense with 1 input and 1 output per row (W = 1, M = 2, shift = 1), S*E rows;
+- the requantization: dense with n_in = 0 (acc = b), in place, the embed's M, shift, lo, hi.
+`us` then counts the sums of the patches that arrived since the last decision (timed as they
+arrive) plus the requantization and run_int8_tokens. Tables: 8*S*E bytes of sums.
 
 Probabilities without floats (the host runs this same file under CPython, so host and board
 agree on every integer): d_c = max(logits) - logits[c], clamped to 65535; u_c = (d_c*M) >> SH,
@@ -69,6 +88,7 @@ except ImportError:  # CPython
 
 
 _K = const(255)  # thresholds per channel (k = -127..127)
+_BIG = const(0x3FFFFFFF)  # 2**30 - 1: the clamp of a sum (the largest small int, 32-bit ports)
 _KEY_MAX = const(0x7F7FFFFF)  # order key of the largest finite float32
 _INV_LN2_Q40 = 1586259972792  # round(2**40 / ln 2)
 _EXP2 = (
@@ -112,9 +132,10 @@ def logit_multiplier(logit_scale):
 class Stream:
     """Sliding-window classification of a step stream over `model` (a loaded Model with int8
     weights): `hop` steps between decisions (>= 1), `smooth` decisions averaged (>= 1),
-    `threshold` (0..1 or None) below which the smoothed decision is uncertain."""
+    `threshold` (0..1 or None) below which the smoothed decision is uncertain; `reuse`: the
+    patch reuse where the windows allow it (then `self.reuse` is True)."""
 
-    def __init__(self, model, hop, smooth=1, threshold=None, on_decision=None):
+    def __init__(self, model, hop, smooth=1, threshold=None, on_decision=None, reuse=True):
         if not model.quantized:
             raise ValueError("stream: the blob has float32 weights only; export it as int8")
         if hop < 1 or smooth < 1:
@@ -132,7 +153,11 @@ class Stream:
         self._M, self._SH = logit_multiplier(model.logit_scale)
         self._hi, self._lo = self._thresholds(model)
         self._ring = array.array("b", bytes(T * C))
-        self._xq = array.array("b", bytes(model.input_len))
+        self.reuse = reuse and model.seq and T % model.patch == 0 and hop % model.patch == 0
+        if self.reuse:
+            self._patches(model)
+        else:
+            self._xq = array.array("b", bytes(model.input_len))
         self._f32 = bytearray(4 * C)
         self._hist = array.array("i", bytes(4 * smooth * nc))  # the last `smooth` probs
         self._acc = array.array("i", bytes(4 * nc))  # their sum
@@ -148,6 +173,7 @@ class Stream:
         self._since = 0  # steps since the last decision
         self._slot = 0
         self._n_hist = 0
+        self._us_sums = 0  # µs of the patch sums since the last decision
         for i in range(len(self._hist)):
             self._hist[i] = 0
         for c in range(len(self._acc)):
@@ -157,6 +183,50 @@ class Stream:
         self.uncertain = False
         self.us = 0
         self.decisions = 0
+
+    def _patches(self, model):
+        """The patch reuse's buffers and kernel parameters (module docstring)."""
+        kernel, _, _, _, _, _, p = model.embed  # p: S, P*C, E, shift, lo, hi, E
+        S = model.steps // model.patch
+        n_in = p[1]
+        E = p[2]
+        self._P = model.patch
+        self._sum = kernel  # the embed kernel: it reads the int8 ring
+        self._dense = model.int8_kernels[0]
+        self._sums = array.array("i", bytes(8 * S * E))  # [2S, E]: patch j's, rows j, S + j
+        ring = memoryview(self._ring)
+        acc = memoryview(self._sums)
+        self._patch = [ring[j * n_in :] for j in range(S)]  # the P*C int8 of ring slot j
+        self._rows = [acc[j * E :] for j in range(S)]  # the sums from row j on
+        self._zero = array.array("i", bytes(4 * E))
+        self._two = array.array("h", [2] * E)
+        self._one = array.array("b", [1])
+        self._p_sum = array.array("i", [1, n_in, E, 1, -_BIG, _BIG, 0])
+        self._p_add = array.array("i", [S * E, 1, 1, 1, -_BIG, _BIG, 1])
+        self._p_req = array.array("i", [S, 0, E, p[3], p[4], p[5], E])
+
+    def _sum_patch(self):
+        """The sums of the patch that ends at the ring's head (slot j), into rows j, S + j."""
+        t0 = ticks_us()
+        rows = self._rows
+        S = len(rows)
+        j = (self._head // self._P or S) - 1
+        self._sum(self._patch[j], rows[j], self.model.embed[3], self._zero, self._two,
+                  self._p_sum)  # fmt: skip
+        acc = self._sums
+        E = len(self._zero)
+        a = j * E
+        for i in range(a, a + E):
+            acc[S * E + i] = acc[i]
+        self._us_sums += ticks_diff(ticks_us(), t0)
+
+    def _tokens(self):
+        """The embed output of the window (oldest patch k) from the sums: tokens[s, o] =
+        requant(acc[k + s, o] + b_q[s, o]), into the embed step's output buffer."""
+        _, _, tokens, W, b, M, _ = self.model.embed
+        dense = self._dense
+        dense(self._rows[self._head // self._P], tokens, self._one, b, self._two, self._p_add)
+        dense(tokens, tokens, W, tokens, M, self._p_req)
 
     @staticmethod
     def _thresholds(model):
@@ -256,6 +326,8 @@ class Stream:
     def _advance(self):
         """Count the step just put; decide when the window is due. True on a decision."""
         T = self.model.steps
+        if self.reuse and self._head % self._P == 0:  # a patch is complete
+            self._sum_patch()
         if self._filled < T:
             self._filled += 1
             if self._filled < T:
@@ -292,23 +364,30 @@ class Stream:
 
     def _decide(self):
         m = self.model
-        T = m.steps
-        C = m.n_features
-        ring = self._ring
-        xq = self._xq
-        start = self._head * C  # the oldest step
-        n = T * C
-        j = 0
-        for i in range(start, n):
-            xq[j] = ring[i]
-            j += 1
-        for i in range(start):
-            xq[j] = ring[i]
-            j += 1
         logits = self.logits
-        t0 = ticks_us()
-        self.cls = m.run_int8(xq, logits, T)
-        self.us = ticks_diff(ticks_us(), t0)
+        if self.reuse:
+            t0 = ticks_us()
+            self._tokens()
+            self.cls = m.run_int8_tokens(logits)
+            self.us = ticks_diff(ticks_us(), t0) + self._us_sums
+            self._us_sums = 0
+        else:
+            T = m.steps
+            C = m.n_features
+            ring = self._ring
+            xq = self._xq
+            start = self._head * C  # the oldest step
+            n = T * C
+            j = 0
+            for i in range(start, n):
+                xq[j] = ring[i]
+                j += 1
+            for i in range(start):
+                xq[j] = ring[i]
+                j += 1
+            t0 = ticks_us()
+            self.cls = m.run_int8(xq, logits, T)
+            self.us = ticks_diff(ticks_us(), t0)
         self._probabilities()
         self._smooth()
         self.decisions += 1

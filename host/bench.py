@@ -27,7 +27,9 @@
 - stream: BasicMotions' 40 TEST windows as one live stream, a decision every second (hop 10),
   smoothing k = 1, 3, 5: accuracy inside one recording / one activity / overall, latency after
   a class change, µs per decision and real-time factor of the app on a virtual board, host =
-  board decisions (tools/bench_stream.py). `--stream --write FILE` replaces only its section
+  board decisions; the patch reuse's µs per decision before/after (full recompute vs reuse,
+  pure and viper, side by side in one run on the unix port) with its logits equal to the full
+  recompute's (tools/bench_stream.py). `--stream --write FILE` replaces only its section
   (and its summary rows).
 Speed targets are met here, never in unit tests: shared machines are noisy. Nothing is
 written unless `--write FILE` is given (`make bench` passes `--write docs/benchmarks.md`, the
@@ -248,6 +250,10 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             None)  # fmt: skip
         add("stream real-time factor (viper, vboard)", first["viper"]["rtf"], ".0f", "> 1",
             first["viper"]["rtf"] > 1)  # fmt: skip
+        if "rows" in st.get("reuse", {}):
+            ok = st["reuse"]["equal"]
+            add("stream patch reuse logits = full recompute (pure, viper)",
+                "PASS" if ok else "FAIL", "s", "PASS", ok)  # fmt: skip
     return rows
 
 

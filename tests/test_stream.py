@@ -12,6 +12,11 @@ C=6, P=5) and a hand-made seq blob with T % P != 0 (tests/seq_models.seq_spec, T
   block, each decision's logits equal Model.run_int8 on the board of the same window, and
   every decision field (logits, cls, prob, smoothed, score, uncertain) equal to the host's
   (the same file under CPython);
+- patch reuse (hop a multiple of P, T a whole number of patches): every decision's logits
+  equal the full recompute's (run_int8 of the window) at hops P, 2P (= 10) and 4P, on CPython
+  and on the unix port with each kernel set under heap_lock; a hop that is not a multiple of P
+  (7) and a window that is not whole patches (T=10, P=4) fall back to the full recompute;
+  a hand-made seq blob with T % P == 0 and large per-token biases agrees with intref;
 - smoothing, threshold and probabilities as docs/stream.md says; bad arguments refused.
 """
 
@@ -34,6 +39,7 @@ from tinyattn.intmodel.intref import quantize_input, run_int8
 BM = Path(__file__).parent / "golden" / "trained" / "basicmotions.bin"
 HOP = 10
 KERNELS = ("pure", "native", "viper")
+HOPS = (10, 5, 7)  # 2P, P (patch reuse) and not a multiple of P (the full recompute)
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +106,7 @@ def test_stream_decisions_equal_run_int8_of_their_windows(mods, bm_steps):
     data = BM.read_bytes()
     m = attention.Model(data, kernels="pure")
     s = attention_stream.Stream(m, HOP, smooth=3, threshold=0.9)
+    assert s.reuse  # hop 10 = 2P: the patches' sums are reused
     T, C = m.steps, m.n_features
     ends, got, model_logits, fields = [], [], [], []
     ref = m.new_logits()
@@ -132,6 +139,42 @@ def test_stream_seq_spec_window_of_t_not_multiple_of_p(mods):
         decisions = host_decisions(data, steps, hop, smooth=2)
         ends = [d["step"] for d in decisions]
         assert ends == list(range(10, 201, hop))
+        assert np.array_equal(np.array([d["logits"] for d in decisions]),
+                              oracle_logits(data, steps, ends))  # fmt: skip
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("hop", [5, 20, 7])
+def test_stream_patch_reuse_equals_full_recompute(mods, bm_steps, hop):
+    """BasicMotions (P=5), the whole stream: reuse at hops P and 4P equals intref's run_int8 of
+    every window; hop 7 is no multiple of P: no reuse (the full recompute, run_int8 itself)."""
+    attention, attention_stream = mods
+    m = attention.Model(BM.read_bytes(), kernels="pure")
+    s = attention_stream.Stream(m, hop)
+    assert s.reuse == (hop % m.patch == 0)
+    ends, got = [], []
+    buf = bm_steps.astype("<f4").tobytes()
+    size = 4 * m.n_features
+    for i in range(len(bm_steps)):
+        if s.push_block(buf[i * size : (i + 1) * size], 1):
+            ends.append(i + 1)
+            got.append(list(s.logits))
+    assert ends == list(range(m.steps, len(bm_steps) + 1, hop))
+    assert np.array_equal(np.array(got), oracle_logits(BM.read_bytes(), bm_steps, ends))
+
+
+@pytest.mark.host
+def test_stream_patch_reuse_hand_made_blob(mods):
+    """seq_spec T=12, P=4 (3 patches, b_q of +-3000 per token): hops 4 and 8 reuse, 6 does not;
+    T=10, P=4 (half a patch of padding) never does. Every decision equals intref's."""
+    attention, attention_stream = mods
+    steps = np.random.default_rng(5).normal(0, 2, (120, 3)).astype(np.float32)
+    for T, hop, reuse in ((12, 4, True), (12, 8, True), (12, 6, False), (10, 4, False)):
+        data = blob_bytes(seq_spec(seed=7, T=T, P=4))
+        assert attention_stream.Stream(attention.Model(data, kernels="pure"), hop).reuse == reuse
+        decisions = host_decisions(data, steps, hop)
+        ends = [d["step"] for d in decisions]
+        assert ends == list(range(T, 121, hop))
         assert np.array_equal(np.array([d["logits"] for d in decisions]),
                               oracle_logits(data, steps, ends))  # fmt: skip
 
@@ -177,10 +220,11 @@ def test_stream_refuses_bad_arguments_and_values(mods):
 
 
 # argv: modules dir, blob, kernels, replay file, hop. Plays the replay file's steps a hop at a
-# time, odd blocks through push_block and even ones step by step through push, each call under
+# time (the first block T % hop steps, when not 0: each decision at a block's last step), odd
+# blocks through push_block and even ones step by step through push, each call under
 # heap_lock; after each decision (outside the lock) Model.run_int8 of the same window. Prints
 # per decision [logits, cls, prob, smoothed, score, uncertain, same as run_int8], then
-# [heap delta of one block with gc off, decisions].
+# [heap delta of one block with gc off, decisions, patch reuse on].
 STREAM_MP = """
 import sys, gc, struct, micropython
 sys.path.insert(0, sys.argv[1])
@@ -225,8 +269,9 @@ def delta(n):
 i = 0
 worst = 0
 seen = 0
+first = memoryview(buf)[:(T % hop) * size]
 while True:
-    k = f.readinto(buf)
+    k = f.readinto(first if i == 0 and len(first) else buf)
     if not k:
         break
     n = k // size
@@ -245,7 +290,7 @@ while True:
         c = m.run_int8(m.quantize(win, xq), ref, T)
         same = list(ref) == list(s.logits) and c == s.cls
         print([list(s.logits), s.cls, list(s.prob), s.smoothed, s.score, s.uncertain, same])
-print([worst, s.decisions])
+print([worst, s.decisions, s.reuse])
 """
 
 
@@ -257,16 +302,20 @@ def mpy(tmp_path_factory):
 
 
 @pytest.mark.micropython
+@pytest.mark.parametrize("hop", HOPS)
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_stream_mp_heap_locked_and_bit_exact(mpy, bm_steps, tmp_path, kernels):
+def test_stream_mp_heap_locked_and_bit_exact(mpy, bm_steps, tmp_path, kernels, hop):
     replay = tmp_path / "bm.tasr"
     replay.write_bytes(replay_bytes(bm_steps))
-    lines = run_micropython(STREAM_MP, [str(mpy), str(BM), kernels, str(replay), str(HOP)],
-                            "160k")  # fmt: skip
-    *rows, (worst, n) = literals(lines)
-    host = bm_host(3, 0.9)
+    lines = run_micropython(STREAM_MP, [str(mpy), str(BM), kernels, str(replay), str(hop)],
+                            "160k", timeout=300)  # fmt: skip
+    *rows, (worst, n, reuse) = literals(lines)
+    assert reuse == (hop % 5 == 0)  # P = 5
     assert worst == 0  # bytes allocated by a block of a hop (a decision included), gc off
-    assert n == len(host) == len(rows) == 391
+    assert n == len(rows) == len(range(100, len(bm_steps) + 1, hop))
     assert all(r[6] for r in rows), "a decision differs from Model.run_int8 of its window"
-    keys = ("logits", "cls", "prob", "smoothed", "score", "uncertain")
-    assert [r[:6] for r in rows] == [[d[k] for k in keys] for d in host]
+    if hop == HOP:  # every field equal to the host's (the same file under CPython)
+        host = bm_host(3, 0.9)
+        keys = ("logits", "cls", "prob", "smoothed", "score", "uncertain")
+        assert n == len(host) == 391
+        assert [r[:6] for r in rows] == [[d[k] for k in keys] for d in host]

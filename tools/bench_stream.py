@@ -16,11 +16,16 @@ steps, smoothed over k = 1, 3, 5 decisions. Per order and k:
   changes; "missed" counts changes with no correct decision before the next one);
 - host = board: every decision's (class, score %) of the board's lines equals the host's
   Stream (tinyattn.board.stream.host_decisions, the same file under CPython);
-- on the board (viper kernels; pure at k = 1 for scale): µs of run_int8 per decision (the
-  lines' field) and the real-time factor: stream seconds (steps / 10 Hz) over the wall
-  seconds the unpaced replay took (the ms of the last decision line).
+- on the board (viper kernels; pure at k = 1 for scale): µs of inference per decision (the
+  lines' field: with the patch reuse) and the real-time factor: stream seconds (steps /
+  10 Hz) over the wall seconds the unpaced replay took (the ms of the last decision line);
+- patch reuse before/after (bench_reuse): on the MicroPython unix port (.mpy), one process
+  per kernel set (pure, viper) and hop (10 = 2P, 5 = P) feeds the file-order stream a hop at
+  a time to two Streams side by side, the full recompute (reuse=False: run_int8 of the
+  window) and the patch reuse: the median and mean of their `us` over the same decisions, and
+  whether every decision's logits were equal.
 
-`bench_stream(blob) -> dict`; `format_table(result) -> str`.
+`bench_stream(blob) -> dict`; `bench_reuse(blob) -> dict`; `format_table(result) -> str`.
 """
 
 from __future__ import annotations
@@ -46,6 +51,44 @@ HOP = 10  # a decision every second
 SMOOTH = (1, 3, 5)
 HEAP = "160k"  # the app: the model, the Stream's tables and the replay's buffers
 ORDERS = {"file order": None, "shuffled (seed 0)": 0}
+REUSE_KERNELS = ("pure", "viper")
+REUSE_HOPS = (HOP, 5)  # 2P and P of the BasicMotions model (P = 5)
+# argv: modules dir, blob, kernels, replay file, hop. Two Streams over the same blocks of a
+# hop, the full recompute and the patch reuse; prints [reuse on, every logit equal], then per
+# decision its µs with the full recompute and with the reuse.
+REUSE_MP = """
+import array, sys
+sys.path.insert(0, sys.argv[1])
+from attention import Model
+from attention_stream import Stream
+m = Model(sys.argv[2], kernels=sys.argv[3])
+hop = int(sys.argv[5])
+full = Stream(m, hop, reuse=False)
+fast = Stream(m, hop)
+size = 4 * m.n_features
+buf = bytearray(hop * size)
+f = open(sys.argv[4], 'rb')
+f.read(16)
+us_full = array.array('i', bytes(4 * (4000 // hop + 1)))
+us_fast = array.array('i', bytes(len(us_full) * 4))
+n = 0
+same = True
+while True:
+    k = f.readinto(buf)
+    if not k:
+        break
+    made = full.push_block(buf, k // size)
+    if fast.push_block(buf, k // size) != made:
+        same = False
+    if made:
+        us_full[n] = full.us
+        us_fast[n] = fast.us
+        n += 1
+        same = same and full.logits == fast.logits
+print([fast.reuse, same])
+for i in range(n):
+    print(us_full[i], us_fast[i])
+"""
 
 
 def stream(seed: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
@@ -158,7 +201,43 @@ def bench_stream(blob: Path) -> dict[str, Any]:
                 }  # fmt: skip
     out["host_equal"] = all(r[kk]["host_equal"] for r in out["runs"] for kk in ("viper", "pure")
                             if kk in r)  # fmt: skip
+    out["reuse"] = bench_reuse(blob)
     return out
+
+
+def bench_reuse(blob: Path, kernels: tuple[str, ...] = REUSE_KERNELS,
+                hops: tuple[int, ...] = REUSE_HOPS) -> dict[str, Any]:  # fmt: skip
+    """Patch reuse before/after on the unix port (module docstring): {"rows": [{kernels, hop,
+    reuse, equal, decisions, full_us, reuse_us (medians), full_mean, reuse_mean}]}."""
+    import ast
+    import subprocess
+
+    from tinyattn.board.stream import write_replay
+    from tools.bench_device import compile_mpy, find_tool
+
+    micropython, mpy_cross = find_tool("micropython"), find_tool("mpy-cross")
+    if not (micropython and mpy_cross):
+        return {"error": "the MicroPython unix port or mpy-cross is not installed"}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        compile_mpy(Path(tmp), mpy_cross)
+        replay = write_replay(Path(tmp) / "bm.tasr", stream(None)[0])
+        for ks in kernels:
+            for hop in hops:
+                argv = [micropython, "-X", f"heapsize={HEAP}", "-c", REUSE_MP, tmp, str(blob),
+                        ks, str(replay), str(hop)]  # fmt: skip
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+                if proc.returncode != 0:
+                    out = (proc.stdout + proc.stderr)[-500:]
+                    raise RuntimeError(f"patch reuse bench ({ks}, hop {hop}): {out}")
+                head, *lines = proc.stdout.strip().splitlines()
+                reuse, equal = ast.literal_eval(head)
+                full, fast = np.array([line.split() for line in lines], int).T
+                rows.append({"kernels": ks, "hop": hop, "reuse": reuse, "equal": equal,
+                             "decisions": len(full), "full_us": float(np.median(full)),
+                             "reuse_us": float(np.median(fast)), "full_mean": float(np.mean(full)),
+                             "reuse_mean": float(np.mean(fast))})  # fmt: skip
+    return {"rows": rows, "equal": all(r["equal"] and r["reuse"] for r in rows)}
 
 
 def format_table(r: dict[str, Any]) -> str:
@@ -194,7 +273,29 @@ def format_table(r: dict[str, Any]) -> str:
                              f"{b['rtf']:>15.0f}×")  # fmt: skip
     lines.append("real-time factor: stream seconds / wall seconds (the board keeps up when > 1; "
                  "a decision's budget at hop 10 and 10 Hz is 1 s)")  # fmt: skip
+    if "reuse" in r:
+        lines += reuse_lines(r["reuse"])
     return "\n".join(lines)
+
+
+def reuse_lines(r: dict[str, Any]) -> list[str]:
+    """The patch reuse's before/after rows."""
+    if "error" in r:
+        return ["", f"Patch reuse: not measured ({r['error']})"]
+    lines = ["", "Patch reuse (hop a multiple of P = 5; MicroPython unix port, .mpy): µs per "
+             "decision of the full recompute (run_int8 of the window) and of the reuse, two",
+             "Streams fed the file-order stream side by side in one process (median over the "
+             "same decisions; mean in brackets):",
+             f"{'kernels':<8}{'hop':>4}  {'decisions':>9}  {'full µs':>15}  {'reuse µs':>15}  "
+             f"{'saved':>6}  {'logits equal':>12}"]  # fmt: skip
+    for x in r["rows"]:
+        full = f"{x['full_us']:.0f} ({x['full_mean']:.0f})"
+        fast = f"{x['reuse_us']:.0f} ({x['reuse_mean']:.0f})"
+        saved = 1 - x["reuse_us"] / x["full_us"]
+        ok = "yes" if x["equal"] and x["reuse"] else "NO"
+        lines.append(f"{x['kernels']:<8}{x['hop']:>4}  {x['decisions']:>9}  {full:>15}  "
+                     f"{fast:>15}  {saved:>6.0%}  {ok:>12}")  # fmt: skip
+    return lines
 
 
 def main() -> int:
