@@ -110,11 +110,11 @@ class Candidate:
 
 def budget(ds: TSDataset, arch: SeqAttnConfig) -> tuple[int, int]:
     """`(macs, blob bytes)` of `arch` on `ds`'s TRAIN T (shapes only: an untrained model)."""
-    from tinyattn.learn.seqtrain import SeqTrainResult
+    from tinyattn.learn.train import TrainResult
 
     T = default_max_steps(ds.lengths, arch.patch)
     model = build_seq_model(T, ds.n_channels, ds.n_classes, arch)
-    res = SeqTrainResult(model, np.zeros(ds.n_channels), np.ones(ds.n_channels), 0.0)
+    res = TrainResult(model, np.zeros(ds.n_channels), np.ones(ds.n_channels), 0.0)
     spec = quantize(npz_model(res, ds.class_names), ds.X[:, :T], np.minimum(ds.lengths, T))
     return macs(model.ops), len(blob_bytes(spec))
 

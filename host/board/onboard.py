@@ -575,8 +575,8 @@ def _model_meta(plan: Plan, model: Sequential, history: dict, metrics: dict, boa
     """docs/model-format.md meta: as `tinyattn train` writes it, plus "board"."""
     from tinyattn.learn.train import TrainResult, model_meta
 
-    result = TrainResult(model, plan.norm_mean, plan.norm_std, plan.train_idx, plan.test_idx,
-                         history, metrics, seconds, plan.config)  # fmt: skip
+    result = TrainResult(model, plan.norm_mean, plan.norm_std, seconds, plan.train_idx,
+                         plan.test_idx, history, metrics, plan.config)  # fmt: skip
     meta = model_meta(plan.data, result)
     if plan.head_only:
         base = plan.base["meta"]

@@ -194,13 +194,13 @@ def finish(plan: SeqPlan, data: Any, bm: Any, history: dict, board: dict, second
     """Load the board's weights, then evaluate, write the model file and summarize as
     `tinyattn train` does (seqcli.finish_seq); returns the `--json` summary."""
     from tinyattn.learn.seqcli import finish_seq
-    from tinyattn.learn.seqtrain import SeqTrainResult
+    from tinyattn.learn.train import TrainResult
 
     if bm.average is not None:  # only a finished run's file has none (theta = the average)
         raise CLIError("the board's final weights still carry a weight average: the run did "
                        f"not finish; run '{remedy.again('train')}' again to resume")  # fmt: skip
     plan.model.theta[...] = bm.theta.astype(np.float64)
-    result = SeqTrainResult(plan.model, plan.norm_mean, plan.norm_std, seconds)
+    result = TrainResult(plan.model, plan.norm_mean, plan.norm_std, seconds)
     recipe = (plan.arch, plan.config, plan.augment, plan.average, plan.distill)
     return finish_seq(out, data, plan.train, plan.test, plan.split, result, recipe, history,
                       board)  # fmt: skip

@@ -32,7 +32,6 @@ hands the run to host/board/onboard_seq.py (the same run, trained on a board).
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,14 +41,8 @@ import numpy as np
 from tinyattn.data.timeseries import TSDataset, load_ts, load_ts_dataset
 from tinyattn.learn.seqdefaults import seq_defaults
 from tinyattn.learn.seqmodel import SeqAttnConfig, macs
-from tinyattn.learn.seqtrain import (
-    Augment,
-    Average,
-    Distill,
-    SeqTrainResult,
-    evaluate_seq,
-    train_seq,
-)
+from tinyattn.learn.seqtrain import Augment, Average, Distill, evaluate_seq, train_seq
+from tinyattn.learn.train import TrainResult
 
 ARCH_FLAGS = {  # flag dest -> (SeqAttnConfig field, flag)
     "patch": ("patch", "--patch"),
@@ -204,7 +197,7 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
 # ----------------------------------------------------------------------------- one run
 
 
-def _accuracy(result: SeqTrainResult, ds: TSDataset) -> float:
+def _accuracy(result: TrainResult, ds: TSDataset) -> float:
     xn, n = result.normalize(ds.X, ds.lengths)
     return float(np.mean(result.model.predict(xn, n) == ds.y)) if len(ds.y) else float("nan")
 
@@ -245,7 +238,7 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
     bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
     curves: dict[str, list[float]] = {"loss": [], "train_acc": [], "test_acc": []}
 
-    def on_epoch(epoch: int, loss: float, result: SeqTrainResult) -> None:
+    def on_epoch(epoch: int, loss: float, result: TrainResult) -> None:
         curves["loss"].append(loss)
         curves["train_acc"].append(_accuracy(result, train))
         curves["test_acc"].append(_accuracy(result, test))
@@ -275,15 +268,14 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
     return s
 
 
-def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainResult, recipe,
+def finish_seq(out, data: SeqData, train, test, split: dict, result: TrainResult, recipe,
                history: dict, board: dict | None = None,
                extra: dict | None = None) -> dict[str, Any]:  # fmt: skip
     """Evaluate a trained `result` (float and int8) on the train and test parts, write the
     model file (docs/model-format.md; `board`: an on-board run's figures, meta "board") and
     return the `--json` summary. recipe: (arch, config, augment, average, distill). Shared by
     `tinyattn train` and `tinyattn train --on-board` (host/board/onboard_seq.py)."""
-    from tinyattn.errors import CLIError
-    from tinyattn.learn.model import save_model
+    from tinyattn.learn.train import write_run
 
     arch, config, augment, average, distill = recipe
     ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
@@ -295,7 +287,7 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainRes
     meta = {
         "model": "seq-attn",
         **data.meta,
-        "feature_names": [f"channel {c}" for c in range(train.n_channels)],
+        "feature_names": train.feature_names,  # one name a channel
         "class_names": list(data.train.class_names),
         "train": {
             **asdict(config),
@@ -309,14 +301,7 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainRes
         "history": history,
         "metrics": metrics,
     }
-    if board is not None:
-        meta["board"] = board
-    meta.update(extra or {})
-    try:
-        path = save_model(out, result.model, result.norm_mean, result.norm_std, meta)
-    except OSError as exc:
-        raise CLIError(f"cannot write {out} ({exc.strerror}); check --out") from None
-    summary = {
+    return write_run(out, result, meta, {
         "model": "seq-attn", "dataset": data.name, "seed": config.seed, "epochs": config.epochs,
         "test_accuracy": ev["float_accuracy"], "int8_test_accuracy": ev["int8_accuracy"],
         "int8_float_agreement": ev["int8_float_agreement"],
@@ -326,12 +311,8 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: SeqTrainRes
         "test_windows_truncated": ev["truncated"], "seconds": result.seconds,
         "params": result.model.n_params, "macs": macs(result.model.ops),
         "max_steps": result.max_steps, "arch": asdict(arch), "augment": asdict(augment),
-        "average": asdict(average), "distill": asdict(distill), "out": str(path),
-    }  # fmt: skip
-    if board is not None:
-        summary["on_board"] = board
-    summary.update(extra or {})
-    return summary
+        "average": asdict(average), "distill": asdict(distill),
+    }, board, extra)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- --cv
@@ -369,34 +350,13 @@ def cross_validate_seq(
 
 def run_cv(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
     """`tinyattn train --cv K` on the TRAIN windows; returns the `--json` summary."""
-    from tinyattn.errors import CLIError
-    from tinyattn.learn.train import _progress_bar, cv_summary
+    from tinyattn.learn.train import cv_summary, run_folds
 
     arch, config, augment, average, distill = recipe
     k, repeats = args.cv, args.repeats or 1
-    bar = _progress_bar(k * repeats, f"{repeats} x {k}-fold cv", args.quiet or args.json, "fold")
-
-    def on_fold(fold: dict[str, Any]) -> None:
-        bar.set_postfix(float=f"{fold['test_accuracy']:.3f}",
-                        int8=f"{fold['int8_test_accuracy']:.3f}", refresh=False)  # fmt: skip
-        bar.update()
-
-    t0 = time.perf_counter()
-    try:
-        folds = cross_validate_seq(data.train, k, arch, config, augment, repeats, on_fold,
-                                   average, distill)  # fmt: skip
-    except ValueError as exc:  # too few windows of a class for K folds
-        raise CLIError(f"{data.train.source}: {exc}") from None
-    finally:
-        bar.close()
-    seconds = time.perf_counter() - t0
-    for f in folds:
-        print(
-            f"seed {f['seed']} fold {f['fold']}: test float {f['test_accuracy']:.3f}, int8 "
-            f"{f['int8_test_accuracy']:.3f} ({f['n_test']} windows), train "
-            f"{f['train_accuracy']:.3f}",
-            file=log,
-        )
+    folds, seconds = run_folds(args, lambda on_fold: cross_validate_seq(
+        data.train, k, arch, config, augment, repeats, on_fold, average, distill),
+        str(data.train.source), "windows", log)  # fmt: skip
     s = cv_summary(folds)
     print(
         f"{repeats} x {k}-fold CV inside TRAIN, seq-attn on {data.name} ({len(data.train.y)} "

@@ -62,9 +62,15 @@ from tinyattn.intmodel.floatref import fit_to_model
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax
-from tinyattn.learn.model import ModelFile
 from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
-from tinyattn.learn.train import TrainConfig, learning_rate, make_optimizer, smoothed_cross_entropy
+from tinyattn.learn.train import (
+    TrainConfig,
+    TrainResult,
+    learning_rate,
+    make_optimizer,
+    npz_model,
+    smoothed_cross_entropy,
+)
 
 
 @dataclass(frozen=True)
@@ -278,24 +284,10 @@ def fit_seq(
         model.theta[...] = avg.value
 
 
-@dataclass
-class SeqTrainResult:
-    """A trained seq model, its input standardization and the training wall time."""
-
-    model: SeqModel
-    norm_mean: np.ndarray  # (C,)
-    norm_std: np.ndarray  # (C,)
-    seconds: float
-
-    @property
-    def max_steps(self) -> int:
-        return int(self.model.ops[0]["steps"])
-
-    def normalize(self, X: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Raw windows -> `(standardized [B, min(T', T), C], lengths cut to T)`; a window
-        longer than the model's T is classified on its last T steps (the long window rule)."""
-        X, n, _ = fit_to_model(X, lengths, self.max_steps)
-        return standardize_windows(X, n, self.norm_mean, self.norm_std), n
+# The one trained-result type is train.TrainResult (a seq model, its per-channel
+# standardization, the wall time; `normalize` applies the long window rule); the old name
+# stays importable.
+SeqTrainResult = TrainResult
 
 
 def train_seq(
@@ -308,11 +300,11 @@ def train_seq(
     augment: Augment | None = None,
     max_steps: int | None = None,
     dtype=np.float64,
-    on_epoch: Callable[[int, float, SeqTrainResult], None] | None = None,
+    on_epoch: Callable[[int, float, TrainResult], None] | None = None,
     average: Average | None = None,
     distill: Distill | None = None,
-    teachers: list[SeqTrainResult] | None = None,
-) -> SeqTrainResult:
+    teachers: list[TrainResult] | None = None,
+) -> TrainResult:
     """A `seq-attn` model trained on raw windows `X [N, T', C]` with `lengths [N]`, labels `y`.
 
     The per-channel standardization is fitted on these windows; the model's T is `max_steps`
@@ -345,7 +337,7 @@ def train_seq(
                          f"{soft.teachers}")  # fmt: skip
     t_teach = time.perf_counter() - t0
     model = build_seq_model(T, Xt.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
-    result = SeqTrainResult(model, mean, std, 0.0)
+    result = TrainResult(model, mean, std, 0.0)
     spent = [0.0]  # seconds inside on_epoch, not training
 
     def epoch_done(epoch: int, loss: float) -> None:
@@ -372,7 +364,7 @@ def train_teachers(
     dtype=np.float64,
     average: Average | None = None,
     count: int = 1,
-) -> list[SeqTrainResult]:
+) -> list[TrainResult]:
     """`count` teachers for distillation: `train_seq` on these windows and recipe (no
     distillation), teacher i with seed `teacher_seed(config.seed, i)`."""
     return [
@@ -382,15 +374,8 @@ def train_teachers(
     ]  # fmt: skip
 
 
-def npz_model(result: SeqTrainResult, class_names: list[str]) -> ModelFile:
-    """The trained model as `tinyattn export` reads it from a model file, without a file."""
-    meta = {"model": "seq-attn", "ops": result.model.ops, "class_names": list(class_names)}
-    params = {k: np.asarray(v, np.float64) for k, v in result.model.state_dict().items()}
-    return ModelFile.from_params(meta, params, result.norm_mean, result.norm_std)
-
-
 def evaluate_seq(
-    result: SeqTrainResult,
+    result: TrainResult,
     X_calib: np.ndarray,
     len_calib: np.ndarray,
     X: np.ndarray,

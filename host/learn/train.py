@@ -91,7 +91,8 @@ from tinyattn.data.tabular import (
     stratified_kfold,
     stratified_split,
 )
-from tinyattn.data.windows import Windows
+from tinyattn.data.timeseries import standardize_windows
+from tinyattn.data.windows import Windows, fit_to_model
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax_cross_entropy
@@ -121,19 +122,36 @@ class TrainConfig:
     model: str = "iris-attn"
 
 
+def _no_rows() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
 @dataclass
 class TrainResult:
-    """A trained model with what `docs/model-format.md` stores and the wall time."""
+    """A trained model — rows' `Sequential` or windows' `SeqModel` — with its input scaling
+    (per feature or per channel) and the training wall time; a row split also keeps what
+    `docs/model-format.md` stores of it (its rows, curves, figures and recipe)."""
 
     model: Sequential
-    norm_mean: np.ndarray  # (F,)
-    norm_std: np.ndarray  # (F,)
-    train_idx: np.ndarray
-    test_idx: np.ndarray
-    history: dict[str, list[float]]
-    metrics: dict[str, float]
+    norm_mean: np.ndarray  # (F,) or (C,)
+    norm_std: np.ndarray  # (F,) or (C,)
     seconds: float
+    train_idx: np.ndarray = field(default_factory=_no_rows)
+    test_idx: np.ndarray = field(default_factory=_no_rows)
+    history: dict[str, list[float]] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
     config: TrainConfig = field(default_factory=TrainConfig)
+
+    @property
+    def max_steps(self) -> int:
+        """The model's T (a row model: windows of one step)."""
+        return int(self.model.ops[0].get("steps", 1))
+
+    def normalize(self, X: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Raw windows -> `(standardized [B, min(T', T), C], lengths cut to T)`; a window
+        longer than the model's T is classified on its last T steps (the long window rule)."""
+        X, n, _ = fit_to_model(X, lengths, self.max_steps)
+        return standardize_windows(X, n, self.norm_mean, self.norm_std), n
 
 
 def resolve_scaling(X: np.ndarray, scaling: str) -> str:
@@ -280,13 +298,13 @@ def train_split(
         "test_accuracy": accuracy(model, X[test_idx], data.y[test_idx]),
     }
     return TrainResult(
-        model, norm_mean, norm_std, train_idx, test_idx, curves, metrics, seconds, config
+        model, norm_mean, norm_std, seconds, train_idx, test_idx, curves, metrics, config
     )
 
 
-def npz_model(data: Windows, result: TrainResult) -> ModelFile:
-    """The trained model as `tinyattn export` reads it from the model file, without a file."""
-    meta = {"ops": result.model.ops, "class_names": list(data.class_names)}
+def npz_model(result: TrainResult, class_names: list[str]) -> ModelFile:
+    """The trained model as `tinyattn export` reads it from a model file, without a file."""
+    meta = {"ops": result.model.ops, "class_names": list(class_names)}
     state = result.model.state_dict()
     return ModelFile.from_params(meta, state, result.norm_mean, result.norm_std)
 
@@ -294,7 +312,7 @@ def npz_model(data: Windows, result: TrainResult) -> ModelFile:
 def int8_predict(data: Windows, result: TrainResult, rows: np.ndarray) -> np.ndarray:
     """Class indices of the int8 path as `tinyattn export` builds it — quantized and calibrated
     on the model's own train rows (`quantize`), run by the integer reference (`run_int8`)."""
-    spec = quantize(npz_model(data, result), data.X[result.train_idx])
+    spec = quantize(npz_model(result, data.class_names), data.X[result.train_idx])
     logits_q = run_int8(spec, quantize_input(spec, data.X[rows]))  # (n, C) int64
     return np.argmax(logits_q, axis=1)
 
@@ -465,8 +483,11 @@ def _progress_bar(total: int, desc: str, quiet: bool, unit: str = "epoch"):
     )  # fmt: skip
 
 
-def run_cv(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -> dict:
-    """`tinyattn train --cv K` on rows; returns the `--json` summary."""
+def run_folds(args: argparse.Namespace, folds_of, source: str, unit: str, log):
+    """`(folds, seconds)` of `--cv K --repeats R`, rows or windows alike: `folds_of(on_fold)`
+    runs them under one progress bar (running float and int8 means), each fold is said in one
+    line; CLIError naming `source` when the folds cannot be made (too few samples of a class
+    for K folds, or an unquantizable fold)."""
     from tinyattn.errors import CLIError
 
     k, repeats = args.cv, args.repeats or 1
@@ -482,18 +503,46 @@ def run_cv(args: argparse.Namespace, data: Windows, config: TrainConfig, log) ->
 
     t0 = time.perf_counter()
     try:
-        folds = cross_validate(data, k, config, repeats=repeats, on_fold=on_fold)
-    except ValueError as exc:  # too few rows of a class for K folds, or an unquantizable fold
-        raise CLIError(f"{data.name}: {exc}") from None
+        folds = folds_of(on_fold)
+    except ValueError as exc:
+        raise CLIError(f"{source}: {exc}") from None
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
     for f in folds:
         print(
             f"seed {f['seed']} fold {f['fold']}: test float {f['test_accuracy']:.3f}, int8 "
-            f"{f['int8_test_accuracy']:.3f} ({f['n_test']} rows), train {f['train_accuracy']:.3f}",
+            f"{f['int8_test_accuracy']:.3f} ({f['n_test']} {unit}), train "
+            f"{f['train_accuracy']:.3f}",
             file=log,
         )
+    return folds, seconds
+
+
+def write_run(out, result: TrainResult, meta: dict[str, Any], summary: dict[str, Any],
+              board: dict | None = None, extra: dict | None = None) -> dict[str, Any]:  # fmt: skip
+    """The one writer of `tinyattn train`'s rows and windows (and `--on-board` windows): the
+    model file (docs/model-format.md: `meta`, "board" for an on-board run's figures, then
+    `extra`, e.g. the model search's record under "search"); returns the `--json` summary
+    with "out", "on_board" and `extra` added."""
+    from tinyattn.errors import CLIError
+
+    meta = {**meta, **({} if board is None else {"board": board}), **(extra or {})}
+    try:
+        path = save_model(out, result.model, result.norm_mean, result.norm_std, meta)
+    except OSError as exc:
+        raise CLIError(f"cannot write {out} ({exc.strerror}); check --out") from None
+    summary = {**summary, "out": str(path)}
+    if board is not None:
+        summary["on_board"] = board
+    return {**summary, **(extra or {})}
+
+
+def run_cv(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -> dict:
+    """`tinyattn train --cv K` on rows; returns the `--json` summary."""
+    k, repeats = args.cv, args.repeats or 1
+    folds, seconds = run_folds(args, lambda on_fold: cross_validate(
+        data, k, config, repeats=repeats, on_fold=on_fold), data.name, "rows", log)  # fmt: skip
     s = cv_summary(folds)
     print(
         f"{repeats} x {k}-fold CV, {config.model} on {data.name} ({len(data.y)} rows): test "
@@ -537,22 +586,19 @@ def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -
     meta = model_meta(data, result)
     if args.csv is not None:  # so parity/export can find the data again
         meta["csv"] = str(args.csv.resolve())
-    try:
-        path = save_model(args.out, result.model, result.norm_mean, result.norm_std, meta)
-    except OSError as exc:
-        raise CLIError(f"cannot write {args.out} ({exc.strerror}); check --out") from None
     m = result.metrics
     n_test, n_train = len(test_idx), len(train_idx)
+    s = write_run(args.out, result, meta, {
+        "model": config.model, "dataset": data.name, "seed": config.seed,
+        "epochs": config.epochs, "test_accuracy": m["test_accuracy"],
+        "train_accuracy": m["train_accuracy"], "n_test": n_test, "n_train": n_train,
+        "seconds": result.seconds, "params": result.model.n_params,
+    })  # fmt: skip
     print(
         f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/"
         f"{n_test}), train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
         f"{n_train}), {count(config.epochs, 'epoch')} in {result.seconds:.2f} s, "
-        f"{result.model.n_params} params -> {path}",
+        f"{result.model.n_params} params -> {s['out']}",
         file=log,
     )
-    return {
-        "model": config.model, "dataset": data.name, "seed": config.seed,
-        "epochs": config.epochs, "test_accuracy": m["test_accuracy"],
-        "train_accuracy": m["train_accuracy"], "n_test": n_test, "n_train": n_train,
-        "seconds": result.seconds, "params": result.model.n_params, "out": str(path),
-    }  # fmt: skip
+    return s
