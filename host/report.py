@@ -61,7 +61,6 @@ from tinyattn.errors import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob
 from tinyattn.intmodel.floatref import (
     dequantized,
-    fit_to_model,
     seq_float_ops,
 )
 from tinyattn.intmodel.intref import quantize_input, run_int8
@@ -649,41 +648,31 @@ class Samples:
 
 
 def report_samples(npz: ModelFile, csv: str | None, target: str | None) -> Samples:
-    """Rows: the model's dataset or CSV (`export.load_data`) and its test rows. Windows: the
-    TEST file's windows first (the test split; a `--ts` model trained without TEST: the part of
-    TRAIN it held out), then the TRAIN windows, all cut to the model's T (`export` does the
-    same), so sample `i` of `--samples` is TEST window `i`."""
-    from dataclasses import replace
-
+    """The samples export evaluates (`export.export_data`): rows, the model's dataset or CSV
+    and its test rows; windows, the test windows first (the TEST file, or the part of TRAIN a
+    `--ts` model held out), then the TRAIN windows, all cut to the model's T, so sample `i`
+    of `--samples` is test window `i`."""
     from tinyattn.data.timeseries import pad_windows
-    from tinyattn.intmodel.export import load_data, load_seq_data
+    from tinyattn.intmodel.export import export_data
 
-    meta, split = npz.meta, npz.meta.get("train", {})
-    if not npz.is_seq:
-        X, y = load_data(npz, csv, target)  # (N, 1, F) raw rows: windows of one step, (N,)
-        names = list(meta.get("feature_names") or [f"x{j}" for j in range(X.shape[-1])])
-        test_idx = np.asarray(split.get("test_idx") or [], dtype=np.int64)
-        return Samples(X, y, test_idx, None, names, [])
-    train, test = load_seq_data(npz)
+    d = export_data(npz, csv, target)
+    if d.n is None:  # rows: every row, the test rows among them
+        names = list(npz.meta.get("feature_names") or [f"x{j}" for j in range(d.X.shape[-1])])
+        return Samples(d.X, d.y, d.idx, None, names, [])
     notes = []
-    if test is None and split.get("test_idx"):
-        tr, te = (np.asarray(split[k], np.int64) for k in ("train_idx", "test_idx"))
-        train, test = (replace(train, X=train.X[i], lengths=train.lengths[i], y=train.y[i])
-                       for i in (tr, te))  # fmt: skip
-    elif test is None:
+    if not len(d.idx):
         notes.append("no TEST windows recorded in the model's meta: figures on TRAIN only")
-    parts = [p for p in (test, train) if p is not None]
-    T_all = max(p.X.shape[1] for p in parts)
-    X = np.concatenate([pad_windows(p.X, p.lengths, T_all) for p in parts])  # (N, T', C)
-    lengths = np.concatenate([p.lengths for p in parts])
-    X, lengths, cut = fit_to_model(X, lengths, int(npz.ops[0]["steps"]))
+    cut = d.split["train_windows_truncated"] + (d.split["test_windows_truncated"] or 0)
     if cut:
-        notes.append(f"{cut} windows longer than the model's T = {X.shape[1]} steps were "
-                     "classified on their last T steps (as export does)")  # fmt: skip
-    test_idx = np.arange(len(test.y) if test is not None else 0)
-    y = np.concatenate([p.y for p in parts])
+        notes.append(f"{cut} windows longer than the model's T = {d.head['max_steps']} steps "
+                     "were classified on their last T steps (as export does)")  # fmt: skip
+    parts = [(d.X[d.idx], d.n[d.idx]), (d.Xc, d.nc)]  # test windows first, then TRAIN
+    width = max(X.shape[1] for X, _ in parts)
+    X = np.concatenate([pad_windows(X, n, width) for X, n in parts])  # (N, T', C)
+    lengths = np.concatenate([n for _, n in parts])
+    y = np.concatenate([d.y[d.idx], d.yc])
     names = [f"channel {c}" for c in range(X.shape[2])]
-    return Samples(X, y, test_idx, lengths, names, notes)
+    return Samples(X, y, np.arange(len(d.idx)), lengths, names, notes)
 
 
 REPORT_SUFFIXES = {".png", ".html", ".md"}  # what a report folder holds: replaced as a whole
@@ -826,10 +815,11 @@ def write_report(
     feature_names = data.feature_names
     if samples is None:
         samples = _default_samples(y, test_idx, C)
-    n_pick = len(test_idx) if mf.is_seq and len(test_idx) else N
+    windows = lengths is not None  # the report's words: test windows, or the dataset's rows
+    n_pick = len(test_idx) if windows and len(test_idx) else N
     bad = [i for i in samples if not 0 <= i < n_pick]
     if bad:
-        what = "the TEST windows are" if mf.is_seq else "the dataset has rows"
+        what = "the TEST windows are" if windows else "the dataset has rows"
         raise CLIError(f"--samples {bad}: {what} 0..{n_pick - 1}")
 
     final = out_dir
@@ -857,7 +847,7 @@ def write_report(
                 continue
             what = "float64 model" if path_name == "float" else "int8 integer reference (blob)"
             panels = []
-            everything = "test + train windows" if mf.is_seq else "all samples"
+            everything = "test + train windows" if windows else "all samples"
             for split_name, idx in (("test split", test_idx), (everything, np.arange(N))):
                 if len(idx):
                     acc = float(np.mean(pred[idx] == y[idx]))
@@ -867,7 +857,7 @@ def write_report(
             plot_confusion(mpl, panels, class_names, f"{name}: confusion matrices, {what}", path)
             figures.append((f"Confusion matrices, {what}", path))
 
-        if mf.is_seq:
+        if mf.is_seq:  # attention over time (tokens of steps) vs over the row's features
             attention_files = _seq_attention_figures(
                 mpl, mf, X, lengths, y, samples, pred_float, pred_q, work, figures
             )

@@ -313,12 +313,13 @@ def _seq_layer_rows(k: int, op) -> list[dict[str, Any]]:
 
 @dataclass
 class ExportData:
-    """What export calibrates on (`Xc`, `nc`) and evaluates on (`X`, `n`, `y`, test rows
-    `idx`), with the report's data fields (`head` after "dataset", `split` after
+    """What export calibrates on (`Xc`, `nc`, labels `yc`) and evaluates on (`X`, `n`, `y`,
+    test rows `idx`), with the report's data fields (`head` after "dataset", `split` after
     "test_samples"). Lengths are None for rows: every one of their one steps is valid."""
 
     Xc: np.ndarray
     nc: np.ndarray | None
+    yc: np.ndarray
     X: np.ndarray
     n: np.ndarray | None
     y: np.ndarray
@@ -335,7 +336,7 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     if not model.is_seq:
         X, y = load_data(model, csv, target)
         train_idx, test_idx = _split(model, len(y))
-        return ExportData(X[train_idx], None, X, None, y, test_idx, {}, {})
+        return ExportData(X[train_idx], None, y[train_idx], X, None, y, test_idx, {}, {})
     train, test = load_seq_data(model)
     T = int(model.ops[0]["steps"])
     ev = test if test is not None else train
@@ -361,7 +362,7 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
         "train_windows_truncated": cut_train,
         "test_windows_truncated": cut if len(idx) else None,
     }
-    return ExportData(Xc, nc, X, n, ev.y, idx, head, split)
+    return ExportData(Xc, nc, train.y[calib], X, n, ev.y, idx, head, split)
 
 
 def export_model(

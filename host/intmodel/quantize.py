@@ -534,14 +534,14 @@ def _float32_tensors(model: ModelFile, i: int, groups: str) -> dict[str, np.ndar
 
 def float32_spec(model: ModelFile) -> QuantModelSpec:
     """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0."""
-    ops: list[Op] = []
-    if model.is_seq:  # embed (bias + pos per token), res_attention, res_ff, masked_pool, dense
-        ops = [
-            _float32_op(op.kind, op.iparams, {r: v.astype(F32) for r, v in op.tensors.items()})
-            for op in seq_float_ops(model)
-        ]
+    # a seq model's ops are its blob ops already (embed: bias + pos per token, res_attention,
+    # res_ff, masked_pool, dense); a row model's op list maps op by op below
+    ops = [
+        _float32_op(op.kind, op.iparams, {r: v.astype(F32) for r, v in op.tensors.items()})
+        for op in (seq_float_ops(model) if model.is_seq else [])
+    ]
     shape: tuple[int, ...] = (len(model.norm_mean),)
-    for i, op in enumerate([] if model.is_seq else model.ops):
+    for i, op in enumerate([] if ops else model.ops):
         kind = op["op"]
         if kind == "dense":
             t = _float32_tensors(model, i, "")
