@@ -97,6 +97,20 @@ def host_reference(data: bytes, X: np.ndarray):
     return xq, run_int8(blob, xq), run_float(blob, X)
 
 
+def assert_parity(rows: list, data: bytes, X: np.ndarray) -> None:
+    """Device PARITY rows [xq, int8 logits, argmax, float logits, float argmax] (int8 entries
+    None for a float32 blob) against host_reference: int8 every integer, float within 1e-4."""
+    xq, lq, lf = host_reference(data, X)
+    assert len(rows) == len(X)
+    for n, (dxq, dlq, dpred, dlf, dpf) in enumerate(rows):
+        if xq is not None:
+            assert dxq == xq[n].tolist(), n
+            assert dlq == lq[n].tolist(), n  # every integer
+            assert dpred == int(lq[n].argmax()), n
+        assert max(abs(a - b) for a, b in zip(dlf, lf[n].tolist(), strict=True)) <= 1e-4, n
+        assert dpf == int(lf[n].argmax()), n
+
+
 def write_rows(path: Path, X: np.ndarray) -> Path:
     """Feature rows, one per line, space separated (repr keeps every float64 digit)."""
     path.write_text("".join(" ".join(repr(float(v)) for v in row) + "\n" for row in X))

@@ -21,6 +21,7 @@ from device_support import (
     KERNEL_MODULES,
     MPY_HEAP,
     PY_HEAP,
+    assert_parity,
     corruptions,
     device_tree,
     host_reference,
@@ -73,6 +74,7 @@ for path in sys.argv[2:]:
         print(repr([isinstance(e, attention.BlobError), str(e)]))
 """
 
+
 @pytest.fixture(scope="module")
 def blobs(tmp_path_factory):
     return reference_blobs(tmp_path_factory.mktemp("ref"))
@@ -100,25 +102,13 @@ def parity_runs(forms, blobs, iris_rows):
     return runs
 
 
-def _assert_parity(rows, data, X):
-    xq, lq, lf = host_reference(data, X)
-    assert len(rows) == len(X)
-    for n, (dxq, dlq, dpred, dlf, dpf) in enumerate(rows):
-        if xq is not None:
-            assert dxq == xq[n].tolist(), n
-            assert dlq == lq[n].tolist(), n  # every integer
-            assert dpred == int(lq[n].argmax()), n
-        assert max(abs(a - b) for a, b in zip(dlf, lf[n].tolist(), strict=True)) <= 1e-4, n
-        assert dpf == int(lf[n].argmax()), n
-
-
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("form", ["mpy", "py"])
 def test_device_mp_all_iris_samples_match_host_references(parity_runs, blobs, form, kernels):
     head, *rows = parity_runs[form, kernels]
     float_set = "pure" if kernels == "pure" else "native"
     assert head == [kernels, float_set]
-    _assert_parity(rows, blobs[0].read_bytes(), iris_X())
+    assert_parity(rows, blobs[0].read_bytes(), iris_X())
 
 
 def test_device_mp_forms_and_kernel_sets_agree_exactly(parity_runs):
@@ -136,7 +126,7 @@ def test_device_mp_float32_blob_matches_floatref(forms, blobs, iris_rows, form):
     head, *rows = literals(run_micropython(PARITY, [mods, str(blobs[1]), "auto", str(iris_rows)],
                                            heap))  # fmt: skip
     assert head[0] is None  # no int8 path in a float32 blob
-    _assert_parity(rows, blobs[1].read_bytes(), iris_X())
+    assert_parity(rows, blobs[1].read_bytes(), iris_X())
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
@@ -147,7 +137,7 @@ def test_device_mp_odd_architecture_matches_host_references(forms, tmp_path, ker
     mods = forms["mpy"][0]  # a bigger model than the reference one: not held to 64 KiB
     lines = run_micropython(PARITY, [mods, str(blob), kernels, str(write_rows(tmp_path / "x", X))],
                             PY_HEAP)  # fmt: skip
-    _assert_parity(literals(lines)[1:], data, X)
+    assert_parity(literals(lines)[1:], data, X)
 
 
 @pytest.mark.parametrize("kernels", KERNELS)

@@ -26,6 +26,7 @@ from device_support import (
     HEAP_MARGIN,
     MPY_HEAP,
     _cli,
+    assert_parity,
     host_reference,
     iris_X,
     literals,
@@ -92,18 +93,6 @@ def iris_myattn(tmp_path_factory):
     return q8, f32, write_rows(out / "iris.txt", iris_X())
 
 
-def _assert_parity(rows, data, X):
-    xq, lq, lf = host_reference(data, X)
-    assert len(rows) == len(X)
-    for n, (dxq, dlq, dpred, dlf, dpf) in enumerate(rows):
-        if xq is not None:
-            assert dxq == xq[n].tolist(), n
-            assert dlq == lq[n].tolist(), n  # every integer
-            assert dpred == int(lq[n].argmax()), n
-        assert max(abs(a - b) for a, b in zip(dlf, lf[n].tolist(), strict=True)) <= 1e-4, n
-        assert dpf == int(lf[n].argmax()), n
-
-
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_device_mp_myattn_tutorial_sizes_match_host_references(mpy, tutorial, kernels):
     blob, rows, X = tutorial
@@ -111,7 +100,7 @@ def test_device_mp_myattn_tutorial_sizes_match_host_references(mpy, tutorial, ke
         run_micropython(PARITY, [mpy, str(blob), kernels, str(rows)], TUTORIAL_HEAP)
     )
     assert head == kernels
-    _assert_parity(results, blob.read_bytes(), X)
+    assert_parity(results, blob.read_bytes(), X)
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
@@ -119,14 +108,14 @@ def test_device_mp_iris_myattn_all_samples_match_host_references(mpy, iris_myatt
     q8, _, rows = iris_myattn
     head, *results = literals(run_micropython(PARITY, [mpy, str(q8), kernels, str(rows)]))
     assert head == kernels
-    _assert_parity(results, q8.read_bytes(), iris_X())
+    assert_parity(results, q8.read_bytes(), iris_X())
 
 
 def test_device_mp_iris_myattn_float32_blob_matches_floatref(mpy, iris_myattn):
     _, f32, rows = iris_myattn
     head, *results = literals(run_micropython(PARITY, [mpy, str(f32), "auto", str(rows)]))
     assert head is None  # no int8 path in a float32 blob
-    _assert_parity(results, f32.read_bytes(), iris_X())
+    assert_parity(results, f32.read_bytes(), iris_X())
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
