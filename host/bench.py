@@ -530,7 +530,8 @@ def main(args: argparse.Namespace) -> int:
 
         print("== link: compact batches at 115200, 921600 baud and unpaced ...", flush=True)
         iris = load_samples(args.model, None, None, None)
-        result["link_uart"] = bench_uart(args.blob, iris.rows)
+        rows = iris.X.reshape(len(iris.X), -1)  # (N, F): Iris rows, windows of one step
+        result["link_uart"] = bench_uart(args.blob, rows)
         sections.append(("Link (compact batches, UART-paced virtual board)",
                          uart_table(result["link_uart"])))  # fmt: skip
         print(sections[-1][1], flush=True)

@@ -184,6 +184,7 @@ def plan_head_only(base_path: Path, data: Windows, config: Any) -> Plan:
         base = load_model(base_path)
     except ValueError as exc:
         raise CLIError(f"{exc}; --head-only adapts a trained model (--base FILE)") from None
+    # head-only retrains the last dense of a row model (windows train in onboard_seq.py)
     if base.is_seq or base.model.ops[-1].get("op") != "dense":
         raise CLIError(f"{base_path}: --head-only needs a model whose last op is a dense")
     names = base.class_names

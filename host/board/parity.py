@@ -50,32 +50,16 @@ MAX_BENCH = 10000  # the server's limit on bench iterations (docs/protocol.md)
 ENCODINGS = ("b64", "json")  # batch payloads: base64 float32 arrays (default), JSON numbers
 
 
-def load_windows(meta: dict) -> Windows:
-    """The TEST windows of a seq model's data (`model.ts_data_meta`): the vendored dataset's
-    TEST split, or the `ts_test` file (`ts_train` when the model was trained without one)."""
-    from tinyattn.data.timeseries import load_ts, load_ts_dataset
-
-    name = str(meta.get("dataset", ""))
-    if meta.get("ts_train"):
-        ds = load_ts(meta.get("ts_test") or meta["ts_train"], name=name)
-    else:
-        ds = load_ts_dataset(name, "test")
-    return ds
-
-
-def is_seq_meta(meta: dict) -> bool:
-    """A seq-attn model's meta (docs/model-format.md): its first op embeds patches."""
-    ops = meta.get("ops") or [{}]
-    return meta.get("model") == "seq-attn" or ops[0].get("op") == "patch_embed"
-
-
 def load_samples(
     model_path: Path | None, dataset: str | None, csv: Path | None, target: str | None
-):
-    """The samples (`Windows`) of the dataset the model was trained on: its rows (windows of
-    one step), or for a sequence model its TEST windows."""
+) -> Windows:
+    """The samples (`Windows`) of `--csv`, `--dataset` (an archive problem: its TEST windows)
+    or else the model's own data as export evaluates it (`export.export_data`: its rows, or
+    its TEST windows — a `--ts` model trained without one: its TRAIN file — not cut to T)."""
     from tinyattn.data.tabular import load_csv, load_dataset
     from tinyattn.data.timeseries import TS_DATASETS, load_ts_dataset
+    from tinyattn.intmodel.export import export_data
+    from tinyattn.learn.model import load_model
 
     if csv is not None:
         return load_csv(csv, target=target)
@@ -84,12 +68,8 @@ def load_samples(
             return load_ts_dataset(dataset, "test")
         return load_dataset(dataset)
     if model_path is not None and model_path.is_file():
-        meta = _model_meta(model_path)
-        if is_seq_meta(meta):
-            return load_windows(meta)
-        if meta.get("csv"):
-            return load_csv(meta["csv"], target=meta.get("target"))
-        return load_dataset(meta.get("dataset", "iris"))
+        _model_meta(model_path)  # not a model file: the one-line error and its remedy
+        return export_data(load_model(model_path), None, None).samples
     return load_dataset("iris")
 
 
@@ -142,7 +122,7 @@ def check_samples(
     (`lengths`)."""
     from tinyattn.data.tabular import MAX_ABS_FEATURE
 
-    if is_seq_blob(blob):
+    if is_seq_blob(blob):  # windows: checked at their valid steps, named by window and step
         if X.ndim != 3 or X.shape[2] != blob.n_features:
             raise CLIError(
                 f"{source} has windows of shape {X.shape[1:]}, the model takes windows of "

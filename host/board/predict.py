@@ -224,7 +224,7 @@ def read_windows(path: Path, blob) -> Samples:
     from tinyattn.board.parity import check_samples, fit_windows, is_seq_blob
     from tinyattn.data.timeseries import load_ts
 
-    if not is_seq_blob(blob):
+    if not is_seq_blob(blob):  # the file kind must match the model's: refused in one line
         raise CLIError(f"{path}: .ts windows need a sequence model; this blob takes rows: --csv")
     try:
         ds = load_ts(path, labels_required=False)
@@ -335,7 +335,7 @@ def load_samples(args: argparse.Namespace, blob, path: str) -> Samples:
     if args.ts is not None:
         s = read_windows(args.ts, blob)
     else:
-        if is_seq_blob(blob):
+        if is_seq_blob(blob):  # the file kind must match the model's: refused in one line
             raise CLIError(f"{args.blob} is a sequence model: give its windows with --ts FILE.ts")
         names, target, why = model_columns(blob, args.blob, args.model)
         r = read_rows(args.csv, blob.n_features, args.target, names, target, why)

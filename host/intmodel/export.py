@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn.data.windows import Windows
 from tinyattn.errors import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob, write_blob
 from tinyattn.intmodel.floatref import fit_to_model, forward_model, run_float
@@ -70,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_data(model: ModelFile, csv: str | None = None, target: str | None = None):
-    """`(X [N, 1, F] raw float64 rows, windows of one step; y [N])`: `csv` if given, else the
+def load_data(model: ModelFile, csv: str | None = None, target: str | None = None) -> Windows:
+    """The rows (windows of one step, `X [N, 1, F]` raw float64): `csv` if given, else the
     CSV the model was trained on (`meta["csv"]`, `meta["target"]`, written by `tinyattn train
     --csv`), else the vendored dataset named in the meta."""
     from tinyattn.data.tabular import DATASETS, load_csv, load_dataset
@@ -100,7 +101,7 @@ def load_data(model: ModelFile, csv: str | None = None, target: str | None = Non
             f"{trained} has {model.class_names} and {len(model.norm_mean)}; pass the data it was "
             "trained on, or re-train on this data"
         )
-    return ds.X, ds.y
+    return ds
 
 
 def load_seq_data(model: ModelFile):
@@ -314,8 +315,9 @@ def _seq_layer_rows(k: int, op) -> list[dict[str, Any]]:
 @dataclass
 class ExportData:
     """What export calibrates on (`Xc`, `nc`, labels `yc`) and evaluates on (`X`, `n`, `y`,
-    test rows `idx`), with the report's data fields (`head` after "dataset", `split` after
-    "test_samples"). Lengths are None for rows: every one of their one steps is valid."""
+    test rows `idx`; `samples`: the same as read, windows not cut to T: what parity sends),
+    with the report's data fields (`head` after "dataset", `split` after "test_samples").
+    Lengths are None for rows: every one of their one steps is valid."""
 
     Xc: np.ndarray
     nc: np.ndarray | None
@@ -326,6 +328,7 @@ class ExportData:
     idx: np.ndarray
     head: dict[str, Any]
     split: dict[str, Any]
+    samples: Windows
 
 
 def export_data(model: ModelFile, csv: str | None, target: str | None) -> ExportData:
@@ -333,10 +336,11 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     train rows, all rows evaluated), a window model's `.ts` files cut to its T (calibrated on
     TRAIN, evaluated on TEST or the part of TRAIN held out). The fork is the data source: a
     row model's meta names rows, a window model's meta names `.ts` files."""
-    if not model.is_seq:
-        X, y = load_data(model, csv, target)
+    if not model.is_seq:  # the data source: rows of a CSV or dataset, not .ts files
+        ds = load_data(model, csv, target)
+        X, y = ds.X, ds.y
         train_idx, test_idx = _split(model, len(y))
-        return ExportData(X[train_idx], None, y[train_idx], X, None, y, test_idx, {}, {})
+        return ExportData(X[train_idx], None, y[train_idx], X, None, y, test_idx, {}, {}, ds)
     train, test = load_seq_data(model)
     T = int(model.ops[0]["steps"])
     ev = test if test is not None else train
@@ -362,7 +366,7 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
         "train_windows_truncated": cut_train,
         "test_windows_truncated": cut if len(idx) else None,
     }
-    return ExportData(Xc, nc, train.y[calib], X, n, ev.y, idx, head, split)
+    return ExportData(Xc, nc, train.y[calib], X, n, ev.y, idx, head, split, ev)
 
 
 def export_model(

@@ -209,7 +209,7 @@ def quantize(
 ) -> QuantModelSpec:
     """The int8 `QuantModelSpec` of `model`, calibrated on raw features `X_calib_raw [N, F]`
     (a seq model: the TRAIN windows `[N, T', C]` and their `lengths [N]`)."""
-    if model.is_seq:
+    if model.is_seq:  # windows: token ops calibrated at valid steps, masked pooling
         return quantize_seq(model, X_calib_raw, lengths)
     absmax = calibrate(model, X_calib_raw)
     ops_in = model.ops

@@ -93,7 +93,7 @@ def is_seq_ops(ops: list[dict[str, Any]]) -> bool:
 def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
     """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list; a
     `SeqModel` (host/learn/seqmodel.py) when op 0 is `patch_embed`."""
-    if is_seq_ops(ops):
+    if is_seq_ops(ops):  # windows: patches, positions and masks (SeqModel), not dense layers
         return build_seq_from_ops(ops, seed)
     rng = np.random.default_rng(seed)
     return Sequential([layer_from_op(op, rng) for op in ops], [dict(op) for op in ops])
