@@ -345,6 +345,7 @@ IMPORT_HELPERS = {  # (file, function) that call __import__ with module names fr
     ("attention.py", "_call"),
     ("attention.py", "_kernel_module"),
     ("attention.py", "__init__"),
+    ("attention_source.py", "open_imu"),  # a micropython-lib IMU driver, checked against IMUS
 }
 
 
