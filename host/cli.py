@@ -42,9 +42,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "monitor": (
         "tinyattn.board.monitor", "watch the app's live decisions on a board (flash --app)"
     ),
-    "monitor": (
-        "tinyattn.board.monitor", "watch the app's live decisions on a board (flash --app)"
-    ),
     "record": ("tinyattn.board.record", "record labelled .ts windows from the board's sensor"),
     "demo": ("tinyattn.demo", "train, export, flash and run parity in one go"),
     "bench": ("tinyattn.bench", "benchmarks: training, device speed, heap, blob, link"),
