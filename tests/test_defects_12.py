@@ -105,6 +105,7 @@ def stub_benches(monkeypatch):
     import tools.bench_device
     import tools.bench_link
     import tools.bench_seq
+    import tools.bench_stream
     import tools.bench_train
     import tools.bench_train_device
 
@@ -139,6 +140,9 @@ def stub_benches(monkeypatch):
     monkeypatch.setattr(tinyattn.bench, "bench_link", stub("link", link))
     monkeypatch.setattr(tools.bench_link, "bench_link", stub("uart", {"rows": [], "heap": "x"}))
     monkeypatch.setattr(tools.bench_link, "format_table", lambda r: "uart table")
+    stream = {"host_equal": True, "runs": [{"acc_recording": 1.0, "viper": {"rtf": 100.0}}]}
+    monkeypatch.setattr(tools.bench_stream, "bench_stream", stub("stream", stream))
+    monkeypatch.setattr(tools.bench_stream, "format_table", lambda r: "stream table")
 
     class Samples:
         X = np.zeros((2, 4))
@@ -159,7 +163,8 @@ def test_defects_12_bench_all_writes_nothing_without_write(
     assert cli.main(argv) == 0
     assert list((tmp_path / "docs").iterdir()) == []
     assert sorted(stub_benches) == [
-        "accuracy", "accuracy_seq", "device", "link", "train", "train_device", "train_seq", "uart"
+        "accuracy", "accuracy_seq", "device", "link", "stream", "train", "train_device",
+        "train_seq", "uart",
     ]
     assert "written" not in capsys.readouterr().out
     doc = tmp_path / "bench.md"
@@ -185,7 +190,8 @@ def test_defects_12_bench_on_a_truncated_blob_is_the_readers_error(
     assert cli.main(["bench", flag, "--blob", str(blob)]) == 2
     out = capsys.readouterr()
     line = _one_error_line(out.err, "bench")
-    assert line == f"tinyattn bench: error: {reader.value}"
+    problem = str(reader.value).rsplit("; ", 1)[0]  # the reader's words, the CLI's remedy:
+    assert line == f"tinyattn bench: error: {problem}; re-run 'tinyattn export --out {blob}'"
     assert stub_benches == [] and "ok" not in out.out
 
 
