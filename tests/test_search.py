@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tinyattn.data.windows import Windows
 from tinyattn.learn import search as S
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import Augment, Average
@@ -24,7 +25,7 @@ from tinyattn.learn.train import TrainConfig
 pytestmark = pytest.mark.host
 
 
-def _data(seed: int = 0) -> S.SearchData:
+def _data(seed: int = 0) -> Windows:
     """30 windows of 3 classes (frequencies), 8…12 steps of 2 channels."""
     rng = np.random.default_rng(seed)
     N, T, C = 30, 12, 2
@@ -33,7 +34,7 @@ def _data(seed: int = 0) -> S.SearchData:
     X = np.sin(t * (0.4 + 0.5 * y[:, None, None]) + rng.normal(0, 0.3, (N, T, C)))
     lengths = rng.integers(8, T + 1, N)
     X[np.arange(T)[None, :] >= lengths[:, None]] = 0.0
-    return S.SearchData(X, lengths, y, 3, ["a", "b", "c"])
+    return Windows("s", X, lengths, y, ["a", "b", "c"])
 
 
 def _start() -> S.Candidate:
@@ -84,7 +85,7 @@ def test_search_never_trains_a_candidate_over_budget(tmp_path, monkeypatch):
     assert over and all("score" not in r for r in over)
     assert all(S.cost(data, c.arch)["macs"] <= small["macs"] for c in trained)
     assert len(trained) == 3 * sum(1 for r in rows if not r["over"])
-    assert not any((tmp_path / data.key() / r["key"]).exists() for r in over)
+    assert not any((tmp_path / S.data_key(data) / r["key"]).exists() for r in over)
 
 
 def _folds(cache_dir) -> dict[str, dict]:

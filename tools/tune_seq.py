@@ -67,18 +67,15 @@ import numpy as np
 
 from tinyattn.data.tabular import stratified_kfold
 from tinyattn.data.timeseries import TSDataset, load_ts_dataset
-from tinyattn.intmodel.blob import blob_bytes
-from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax
 from tinyattn.learn.seqdefaults import SeqDefaults, seq_defaults
-from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
+from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import (
     Augment,
     Average,
     Distill,
     WeightAverager,
     evaluate_seq,
-    npz_model,
     teacher_probs,
     train_seq,
     train_teachers,
@@ -110,13 +107,10 @@ class Candidate:
 
 def budget(ds: TSDataset, arch: SeqAttnConfig) -> tuple[int, int]:
     """`(macs, blob bytes)` of `arch` on `ds`'s TRAIN T (shapes only: an untrained model)."""
-    from tinyattn.learn.train import TrainResult
+    from tinyattn.learn.search import cost
 
-    T = default_max_steps(ds.lengths, arch.patch)
-    model = build_seq_model(T, ds.n_channels, ds.n_classes, arch)
-    res = TrainResult(model, np.zeros(ds.n_channels), np.ones(ds.n_channels), 0.0)
-    spec = quantize(npz_model(res, ds.class_names), ds.X[:, :T], np.minimum(ds.lengths, T))
-    return macs(model.ops), len(blob_bytes(spec))
+    c = cost(ds, arch)
+    return c["macs"], c["bytes"]
 
 
 def cv_score(

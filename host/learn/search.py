@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.atomic import atomic_open
+from tinyattn.data.windows import Windows
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
 from tinyattn.learn.seqtrain import Augment, Average, Distill
 from tinyattn.learn.train import TrainConfig
@@ -149,36 +150,27 @@ class Candidate:
                 f"shift{g.shift} scale{g.scale:g} noise{g.noise:g} | {avg}")  # fmt: skip
 
 
-@dataclass
-class SearchData:
-    """The TRAIN windows the search may see."""
-
-    X: np.ndarray  # (N, T', C) raw, zero past each length
-    lengths: np.ndarray  # (N,)
-    y: np.ndarray  # (N,)
-    n_classes: int
-    class_names: list[str]
-
-    def key(self) -> str:
-        h = hashlib.sha256()
-        for a in (self.X.astype(np.float64), self.lengths.astype(np.int64),
-                  self.y.astype(np.int64)):  # fmt: skip
-            h.update(np.ascontiguousarray(a).tobytes())
-        h.update(json.dumps(self.class_names).encode())
-        return h.hexdigest()[:16]
+def data_key(data: Windows) -> str:
+    """The cache's name for the TRAIN windows a search sees (their values, lengths, labels)."""
+    h = hashlib.sha256()
+    for a in (data.X.astype(np.float64), data.lengths.astype(np.int64),
+              data.y.astype(np.int64)):  # fmt: skip
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(json.dumps(list(data.class_names)).encode())
+    return h.hexdigest()[:16]
 
 
-def cost(data: SearchData, arch: SeqAttnConfig) -> dict[str, int]:
+def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (an untrained model
     quantized on a few windows: the blob's size does not depend on the weights' values)."""
     from tinyattn.intmodel.blob import blob_bytes
     from tinyattn.intmodel.quantize import quantize
-    from tinyattn.learn.seqtrain import SeqTrainResult, npz_model
+    from tinyattn.learn.train import TrainResult, npz_model
 
     C = data.X.shape[2]
     T = default_max_steps(data.lengths, arch.patch)
     model = build_seq_model(T, C, data.n_classes, arch)
-    res = SeqTrainResult(model, np.zeros(C), np.ones(C), 0.0)
+    res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
     few = slice(0, min(4, len(data.X)))
     X = data.X[few, :T]
     spec = quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
@@ -191,7 +183,7 @@ def cost(data: SearchData, arch: SeqAttnConfig) -> dict[str, int]:
 # -- one task: a candidate on one fold -------------------------------------------------------
 
 
-def fold_task(data: SearchData, cand: Candidate, repeat: int, fold: int, k: int) -> dict:
+def fold_task(data: Windows, cand: Candidate, repeat: int, fold: int, k: int) -> dict:
     """Held-out int8/float accuracy and float log-loss of `cand` trained on fold `fold` of
     repeat `repeat` (stratified k-fold, split seed and model seed `repeat`). A pure function:
     BLAS on one thread, so any worker gives the same numbers."""
@@ -221,8 +213,8 @@ def fold_task(data: SearchData, cand: Candidate, repeat: int, fold: int, k: int)
 class Cache:
     """One JSON file a finished task: `<root>/<data key>/<candidate key>/r<R>f<F>k<K>.json`."""
 
-    def __init__(self, root: Path, data: SearchData):
-        self.dir = Path(root) / data.key()
+    def __init__(self, root: Path, data: Windows):
+        self.dir = Path(root) / data_key(data)
 
     def path(self, cand: Candidate, repeat: int, fold: int, k: int) -> Path:
         return self.dir / cand.key() / f"r{repeat}f{fold}k{k}.json"
@@ -312,7 +304,7 @@ def one_se_pick(rows: list[dict]) -> dict:
 # -- the stages ------------------------------------------------------------------------------
 
 
-def arch_grid(data: SearchData, base: SeqAttnConfig) -> list[SeqAttnConfig]:
+def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     """Patch (so that a window is 8…40 tokens), embedding 8…24, heads, blocks, ff = 2E."""
     longest = int(np.max(data.lengths))
     patches = sorted({max(1, -(-longest // tokens)) for tokens in (8, 16, 32)} | {base.patch})
@@ -326,7 +318,7 @@ def arch_grid(data: SearchData, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
-def stage_candidates(stage: str, data: SearchData, base: Candidate) -> list[Candidate]:
+def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candidate]:
     """The candidates of a stage around `base` (base first: the stage's starting point)."""
     t, g = base.train, base.augment
     if stage == "arch":
@@ -365,7 +357,7 @@ class SearchResult:
 
 
 def search(
-    data: SearchData,
+    data: Windows,
     start: Candidate,
     budget: Budget | None = None,
     k: int = 5,
@@ -423,17 +415,17 @@ def search(
                 cache.put(r["cand"], rep, f, k, result)
                 folds[r["key"]][(rep, f)] = result
                 bar.update(1)
-                done = [summarize(list(v.values())) for v in folds.values()
-                        if len(v) == repeats * k]  # fmt: skip
-                if done:
-                    bar.set_postfix(best=f"{max(d['int8'] for d in done):.3f}")
+                if len(folds[r["key"]]) == repeats * k:  # this candidate is complete
+                    r["score"] = summarize(list(folds[r["key"]].values()))
+                    best = max(x["score"]["int8"] for x in todo if x.get("score"))
+                    bar.set_postfix(best=f"{best:.3f}")
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
         finally:
             bar.close()
-        for r in todo:
-            if len(folds[r["key"]]) == repeats * k:
+        for r in todo:  # candidates whose folds all came from the cache
+            if "score" not in r and len(folds[r["key"]]) == repeats * k:
                 r["score"] = summarize(list(folds[r["key"]].values()))
         if not any(r.get("score") for r in todo):
             complete = False

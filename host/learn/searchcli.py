@@ -104,8 +104,6 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     from tinyattn.learn import seqcli
 
     train, _, _ = seqcli._split(data, recipe[1])
-    sdata = S.SearchData(train.X, train.lengths, train.y, train.n_classes,
-                         list(data.train.class_names))  # fmt: skip
     budget = S.board_budget(args.board, args.max_ms,
                             S.Budget(args.max_bytes, args.max_macs, args.max_heap))  # fmt: skip
     engine = S.Engine(jobs=args.jobs, scheduler=args.scheduler)
@@ -121,7 +119,7 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
           f"{budget.max_heap} B heap, {args.jobs if args.scheduler is None else 'dask'} "
           f"worker(s); cache {CACHE}/", file=log)  # fmt: skip
     try:
-        res = S.search(sdata, start, budget, k=args.search_folds, repeats=args.search_repeats,
+        res = S.search(train, start, budget, k=args.search_folds, repeats=args.search_repeats,
                        stages=tuple(args.search_stages.split(",")), engine=engine, cache_dir=CACHE,
                        time_limit=None if args.time_limit is None else 60 * args.time_limit,
                        progress=not (args.quiet or args.json))  # fmt: skip
