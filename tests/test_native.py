@@ -70,6 +70,20 @@ def test_native_generation_is_deterministic_and_idempotent(tmp_path):
     assert [p.name for p in a] == ["attention_native.py", "attention_train_native.py"]
 
 
+def test_native_generation_from_threads_of_one_process(tmp_path):
+    """Boards flashed side by side (a fleet) generate into one directory from threads of one
+    process: every thread gets the files, none trips over another's temporary file (CI failed
+    on a temp name made of the process id alone)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for round_ in range(5):
+        out = tmp_path / str(round_)
+        with ThreadPoolExecutor(8) as pool:
+            runs = list(pool.map(lambda _: write_native(DEVICE_DIR, out), range(8)))
+        assert all(run == runs[0] for run in runs)
+        assert sorted(p.name for p in out.iterdir()) == [p.name for p in runs[0]]
+
+
 def test_native_source_refuses_what_it_cannot_decorate():
     with pytest.raises(ValueError, match="decorated already"):
         native_source("import math\n\n@f\ndef k():\n    pass\n", "n", "p")

@@ -260,7 +260,7 @@ def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Pa
     with _COMPILE_LOCK:  # boards flashed side by side share out_dir
         for src in sources:
             dst = out_dir / (src.stem + ".mpy")
-            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
+            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             march = [f"-march={arch}"] if arch else []
             res = subprocess.run(
                 [exe, *march, "-s", src.name, "-o", str(tmp), str(src)],

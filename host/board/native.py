@@ -19,9 +19,10 @@ them into DIR for copying by hand.
 from __future__ import annotations
 
 import ast
-import os
 import sys
 from pathlib import Path
+
+from tinyattn.atomic import write_atomic
 
 NATIVE = {
     "attention_native": ("attention_kernels", None),
@@ -97,9 +98,7 @@ def write_native(device: Path, out_dir: Path, names: list[str] | None = None) ->
         text = native_source((device / f"{pure}.py").read_text(), name, pure, kernels)
         dst = out_dir / f"{name}.py"
         if not dst.is_file() or dst.read_text() != text:
-            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            tmp.replace(dst)
+            write_atomic(dst, text)  # a unique temp name: threads of one process write too
         paths.append(dst)
     return paths
 
