@@ -170,3 +170,28 @@ def test_search_heap_estimate_is_an_upper_bound_of_the_measured_fit():
     BasicMotions' default model measured 29,184 B (blob 6,172 B, S 20, P 5, C 6, E 16, F 32)."""
     est = S.model_heap(6172, 20, 5, 6, 16, 32)
     assert 29_184 <= est <= 29_184 + 1300 + S.HEAP_MARGIN
+
+
+def test_search_trains_teachers_only_in_the_distill_stage_which_starts_from_the_start(
+        tmp_path, monkeypatch):  # fmt: skip
+    """A start with distillation (JapaneseVowels' defaults): the stages before `distill` score
+    their candidates without teachers (5 trainings a fold saved), and the `distill` stage's
+    first candidate, the one the one-SE rule keeps when nothing beats it, is the start's own."""
+    from tinyattn.learn.seqtrain import Distill
+
+    trained = []
+    real = S.fold_task
+    monkeypatch.setattr(S, "fold_task", lambda *t: trained.append(t[1]) or real(*t))
+    own = Distill(teachers=2, temperature=2.0, alpha=0.5)
+    start = replace(_start(), distill=own)
+    res = S.search(_data(), start, S.Budget(), k=2, repeats=1, stages=("average", "distill"),
+                   cache_dir=tmp_path, progress=False)  # fmt: skip
+    stage = {st["stage"]: st for st in res.stages}
+    assert [r["start"] for r in stage["distill"]["rows"]] == [True, False, False]
+    cands = S.stage_candidates("distill", _data(), start)
+    assert [c.distill for c in cands] == [own, Distill(), S.TEACHERS]
+    n_avg = 2 * len(stage["average"]["rows"])  # k = 2 folds a candidate
+    assert len(trained) == n_avg + 2 * 2  # distill: own and TEACHERS; none came from the cache
+    assert not any(c.distill.active for c in trained[:n_avg])
+    assert {c.distill for c in trained[n_avg:]} == {own, S.TEACHERS}
+    assert res.pick.distill in (own, Distill(), S.TEACHERS)

@@ -12,9 +12,11 @@ defaults (host/learn/seqdefaults.py), and leaves its record in the model file:
 - **The budget.** A candidate whose blob bytes, MACs or heap (loaded model + buffers, the
   estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
-  embed, heads, blocks, ff), `recipe` (epochs, lr, weight decay, label smoothing), `augment`
-  (time shift, scaling, jitter), `average` (none, EMA, SWA). The first stage starts from the
-  dataset's tuned defaults when it has them, else from `generic_defaults`.
+  embed, heads, blocks, ff), `recipe` (lr, weight decay, label smoothing; epochs), `augment`
+  (time shift, scaling, jitter, time stretch), `average` (none, EMA, SWA), `distill` (none, or
+  an ensemble of 4 teachers). The first stage starts from the dataset's tuned defaults when it
+  has them, else from `generic_defaults`; the stages before `distill` train without teachers
+  (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
 - **One standard error.** In a stage, the best mean int8 accuracy m has a standard error s
   over its k·repeats folds; every candidate scoring at least m − s is as good as the folds can
   tell, and the simplest of them is picked (the stage's starting point if it is among them,
@@ -145,9 +147,13 @@ class Candidate:
     def label(self) -> str:
         a, t, g, w = self.arch, self.train, self.augment, self.average
         avg = f"swa{w.swa:g}" if w.swa else f"ema{w.ema:g}" if w.ema else "last"
+        d = self.distill
+        teach = f" | teachers{d.teachers} T{d.temperature:g} a{d.alpha:g}" if d.active else ""
+        stretch = f" stretch{g.stretch:g}" if g.stretch else ""
         return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim} | "
                 f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} | "
-                f"shift{g.shift} scale{g.scale:g} noise{g.noise:g} | {avg}")  # fmt: skip
+                f"shift{g.shift} scale{g.scale:g} noise{g.noise:g}{stretch} | "
+                f"{avg}{teach}")  # fmt: skip
 
 
 def data_key(data: Windows) -> str:
@@ -305,12 +311,13 @@ def one_se_pick(rows: list[dict]) -> dict:
 
 
 def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
-    """Patch (so that a window is 8…40 tokens), embedding 8…24, heads, blocks, ff = 2E."""
+    """Patch (so that a window is 8…32 tokens), embedding 8…24 with 2 or 4 heads, 1 or 2
+    blocks, ff = 2E."""
     longest = int(np.max(data.lengths))
     patches = sorted({max(1, -(-longest // tokens)) for tokens in (8, 16, 32)} | {base.patch})
     out = [base]
     for P in patches:
-        for E, H in ((8, 2), (16, 2), (16, 4), (24, 4)):
+        for E, H in ((8, 2), (16, 4), (24, 4)):
             for L in (1, 2):
                 a = SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=2 * E)
                 if a not in out:
@@ -318,28 +325,37 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
+# The distillation the `distill` stage tries beside none and the start's (JapaneseVowels' tuned
+# round 4: 4 teachers of the same architecture and recipe, temperature 2, alpha 0.9).
+TEACHERS = Distill(teachers=4, temperature=2.0, alpha=0.9)
+
+
 def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candidate]:
     """The candidates of a stage around `base` (base first: the stage's starting point)."""
     t, g = base.train, base.augment
     if stage == "arch":
         return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
-    if stage == "recipe":
-        grid = [t] + [replace(t, epochs=e, lr=lr, weight_decay=wd, label_smoothing=ls)
-                      for e in (100, 200) for lr in (3e-3, 1e-2) for wd in (0.01, 0.1)
-                      for ls in (0.0, 0.1)]  # fmt: skip
+    if stage == "recipe":  # the rate, decay and smoothing at the base's epochs; then epochs
+        grid = [t] + [replace(t, lr=lr, weight_decay=wd, label_smoothing=ls)
+                      for lr in (3e-3, 1e-2) for wd in (0.01, 0.1) for ls in (0.0, 0.1)]
+        grid += [replace(t, epochs=e) for e in (100, 200)]  # fmt: skip
         return [replace(base, train=r) for r in dict.fromkeys(grid)]
     if stage == "augment":
         longest = int(np.max(data.lengths))
         grid = [g] + [Augment(shift=s, scale=sc, noise=nz) for s in (0, longest // 4)
-                      for sc in (0.0, 0.1) for nz in (0.0, 0.05)]  # fmt: skip
-        return [replace(base, augment=a) for a in dict.fromkeys(grid)]
+                      for sc in (0.0, 0.1) for nz in (0.0, 0.05)]
+        grid += [replace(g, stretch=0.2)]  # time scaling of the start's augmentation
+        return [replace(base, augment=a) for a in dict.fromkeys(grid)]  # fmt: skip
     if stage == "average":
         grid = [base.average, Average(), Average(ema=0.97), Average(swa=0.5)]
         return [replace(base, average=a) for a in dict.fromkeys(grid)]
+    if stage == "distill":
+        grid = [base.distill, Distill(), TEACHERS]
+        return [replace(base, distill=d) for d in dict.fromkeys(grid)]
     raise ValueError(f"unknown stage {stage!r}")
 
 
-STAGES = ("arch", "recipe", "augment", "average")
+STAGES = ("arch", "recipe", "augment", "average", "distill")
 
 
 @dataclass
@@ -352,6 +368,7 @@ class SearchResult:
     def record(self) -> dict[str, Any]:
         """What the model file keeps (`meta["search"]`) and `--json` prints."""
         return {"pick": self.pick.as_dict(), "pick_label": self.pick.label(),
+                "pick_key": self.pick.key(),
                 "stages": self.stages, "complete": self.complete,
                 "seconds": round(self.seconds, 1)}  # fmt: skip
 
@@ -378,8 +395,11 @@ def search(
     t0 = time.monotonic()
     costs: dict[SeqAttnConfig, dict[str, int]] = {}
     pick, record, complete = start, [], True
+    if "distill" in stages:  # the stages before it train without teachers (5 times cheaper)
+        pick = replace(start, distill=Distill())
     for stage in stages:
-        cands = stage_candidates(stage, data, pick)
+        cands = stage_candidates(stage, data, pick if stage != "distill" else
+                                 replace(pick, distill=start.distill))  # fmt: skip
         rows = []
         for i, c in enumerate(cands):
             cst = costs.setdefault(c.arch, cost(data, c.arch))

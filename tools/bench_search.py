@@ -1,0 +1,167 @@
+"""Host (CPython): the model search on the development problems (part of `make bench-accuracy`).
+
+For each development problem (../shared/data/README.md: BasicMotions, JapaneseVowels, Coffee,
+Trace, PickupGestureWiimoteZ, ACSF1), in one run:
+
+- **ours**: `tinyattn train --dataset NAME --search --json` exactly as a user runs it (the
+  default budget 32 KiB blob / 150k MACs / 48 KiB heap, the default folds and stages, `--jobs`
+  workers), in a fresh working directory so no cached fold is reused and the minutes are the
+  search's own; the pick is trained on all of TRAIN and TEST read once. Reported: TEST float and
+  int8 accuracy, blob bytes, MACs, the pick's CV int8 ± SE, search minutes.
+- **peers** on the same split, measured in the same run (tools/bench_seq.py's: MiniRocket 10k
+  kernels + ridge, 1-NN DTW, logistic regression), skipped with the reason when the `peers`
+  extra is absent.
+- **parallel speed-up**: one stage (`augment`) of one problem searched with `--jobs 1` and with
+  `--jobs 2`, each in a fresh cache, wall time side by side (the same pick: the search is
+  deterministic whatever the number of workers).
+
+    nice .venv/bin/python -m tools.bench_search [--dataset NAME ...] [--no-peers] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tinyattn.data.timeseries import load_ts_dataset
+from tools.bench_seq import PEERS
+
+DATASETS = ("basicmotions", "japanesevowels", "coffee", "trace", "pickupgesturewiimotez",
+            "acsf1")  # fmt: skip
+SPEEDUP = ("trace", "augment")  # the problem and stage of the --jobs 1 vs 2 measurement
+
+
+def _train_search(name: str, flags: list[str], work: Path) -> tuple[dict[str, Any], float]:
+    """`tinyattn train --dataset NAME --search --json FLAGS` run in `work` (its own cache):
+    `(the --json summary, wall seconds)`; RuntimeError with its stderr when it fails."""
+    cmd = [sys.executable, "-m", "tinyattn.cli", "train", "--dataset", name, "--search",
+           "--json", "--quiet", "--out", str(work / "model.npz"), *flags]  # fmt: skip
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
+    return json.loads(res.stdout.strip().splitlines()[-1]), wall
+
+
+def ours(name: str, jobs: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        s, wall = _train_search(name, ["--jobs", str(jobs)], Path(tmp))
+    rec = s["search"]
+    pick = next(r for st in rec["stages"] for r in st["rows"] if r["key"] == rec["pick_key"])
+    return {
+        "float": s["test_accuracy"], "int8": s["int8_test_accuracy"],
+        "bytes": pick["cost"]["bytes"], "macs": s["macs"], "heap": pick["cost"]["heap"],
+        "cv_int8": rec["cv"]["int8"], "cv_se": rec["cv"]["int8_se"],
+        "cv_folds": rec["cv"]["folds"],
+        "pick": rec["pick_label"], "complete": rec["complete"], "minutes": wall / 60,
+    }  # fmt: skip
+
+
+def speedup(name: str, stage: str) -> dict[str, Any]:
+    """Wall seconds of one stage with --jobs 1 and --jobs 2 (fresh caches), and both picks."""
+    out: dict[str, Any] = {"dataset": name, "stage": stage}
+    for jobs in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+            s, wall = _train_search(name, ["--jobs", str(jobs), "--search-stages", stage],
+                                    Path(tmp))  # fmt: skip
+        out[f"jobs{jobs}"] = {"seconds": wall, "pick": s["search"]["pick_label"]}
+    out["speedup"] = out["jobs1"]["seconds"] / out["jobs2"]["seconds"]
+    return out
+
+
+def bench_search(datasets=DATASETS, peers: bool = True, jobs: int = 2,
+                 progress=None) -> dict[str, Any]:  # fmt: skip
+    """`{"jobs", "problems": {name: {"n_test", "ours", "peers"}}, "speedup"}`."""
+    out: dict[str, Any] = {"jobs": jobs, "cores": len(os.sched_getaffinity(0)), "problems": {}}
+    for name in datasets:
+        if progress:
+            progress(f"{name}: tinyattn train --search --jobs {jobs}")
+        train, test = load_ts_dataset(name, "train"), load_ts_dataset(name, "test")
+        entry: dict[str, Any] = {"n_test": len(test.y), "ours": ours(name, jobs), "peers": {}}
+        for peer, (fn, modules) in PEERS.items() if peers else ():
+            missing = [m for m in modules if importlib.util.find_spec(m) is None]
+            if missing:
+                entry["peers"][peer] = {"skipped": f"{', '.join(missing)} not installed; "
+                                        "make install-peers"}  # fmt: skip
+                continue
+            if progress:
+                progress(f"{name}: {peer}")
+            entry["peers"][peer] = fn(train, test)
+        out["problems"][name] = entry
+    if progress:
+        progress(f"speed-up: {SPEEDUP[0]} stage {SPEEDUP[1]}, --jobs 1 then --jobs 2")
+    out["speedup"] = speedup(*SPEEDUP)
+    return out
+
+
+def _peer(e: dict[str, Any], name: str) -> float | None:
+    p = e["peers"].get(name)
+    return None if p is None or "skipped" in p else p["float"]
+
+
+def format_table(result: dict[str, Any]) -> str:
+    names = list(PEERS)
+    head = (f"{'problem':<22}{'int8':>7}{'float':>7}{'CV int8':>14}{'blob B':>8}{'MACs':>8}"
+            f"{'min':>6}" + "".join(f"{n[:12]:>13}" for n in names))  # fmt: skip
+    lines = [
+        f"tinyattn train --search, default budget (32 KiB blob, 150k MACs, 48 KiB heap), "
+        f"--jobs {result['jobs']} on {result['cores']} cores, fresh cache; TEST read once. "
+        "Peers on the same split, same run.",
+        head,
+    ]
+    gaps, below = [], []
+    for name, e in result["problems"].items():
+        o = e["ours"]
+        cv = f"{o['cv_int8']:.3f}±{o['cv_se']:.3f}"
+        cells = "".join("{:>13}".format("skipped" if _peer(e, n) is None else
+                                        f"{_peer(e, n):.3f}") for n in names)  # fmt: skip
+        lines.append(f"{name:<22}{o['int8']:7.3f}{o['float']:7.3f}{cv:>14}{o['bytes']:8d}"
+                     f"{o['macs']:8d}{o['minutes']:6.1f}" + cells)  # fmt: skip
+        mr, dtw = _peer(e, names[0]), _peer(e, names[1])
+        if mr is not None:
+            gaps.append(mr - o["int8"])
+        if dtw is not None and o["int8"] < dtw:
+            below.append(f"{name} ({o['int8']:.3f} < {dtw:.3f})")
+    for name, e in result["problems"].items():
+        o = e["ours"]
+        incomplete = "" if o["complete"] else " (time limit: incomplete)"
+        lines.append(f"  {name}: pick {o['pick']}{incomplete}")
+    if gaps:
+        lines.append(f"mean gap to {names[0]}: {100 * sum(gaps) / len(gaps):.1f} points (int8)")
+    lines.append("int8 below 1-NN DTW: " + (", ".join(below) if below else "none"))
+    worst = max(abs(e["ours"]["float"] - e["ours"]["int8"]) for e in result["problems"].values())
+    lines.append(f"largest |float - int8|: {100 * worst:.1f} points")
+    s = result["speedup"]
+    lines.append(f"--jobs 1 vs --jobs 2 ({s['dataset']}, stage {s['stage']}): "
+                 f"{s['jobs1']['seconds']:.0f} s vs {s['jobs2']['seconds']:.0f} s, speed-up "
+                 f"{s['speedup']:.2f}x, same pick: "
+                 f"{s['jobs1']['pick'] == s['jobs2']['pick']}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the model search on the development problems, "
+                                     "next to peers on the same split")  # fmt: skip
+    parser.add_argument("--dataset", choices=DATASETS, action="append", help="default: all six")
+    parser.add_argument("--jobs", type=int, default=2, help="workers of each search (default 2)")
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = bench_search(args.dataset or DATASETS, not args.no_peers, args.jobs,
+                          progress=lambda what: print(f"  {what} ...", file=sys.stderr,
+                                                      flush=True))  # fmt: skip
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
