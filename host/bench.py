@@ -31,6 +31,11 @@
   pure and viper, side by side in one run on the unix port) with its logits equal to the full
   recompute's (tools/bench_stream.py). `--stream --write FILE` replaces only its section
   (and its summary rows).
+- search (not part of `--all`: ~40 min): `tinyattn train --search` with the default budget on
+  each development problem, as a user runs it, in a fresh cache: TEST float/int8, blob bytes,
+  MACs, CV estimate, minutes, next to MiniRocket, 1-NN DTW and logistic regression on the same
+  split in the same run; then `--jobs 1` vs `--jobs 2` on one stage (tools/bench_search.py).
+  `make bench-accuracy` runs it with `--accuracy`; `--write FILE` replaces only its section.
 Speed targets are met here, never in unit tests: shared machines are noisy. Nothing is
 written unless `--write FILE` is given (`make bench` passes `--write docs/benchmarks.md`, the
 tracked table with the machine it ran on). `--device` and `--link` read the blob with the host
@@ -74,6 +79,7 @@ TRAIN_TITLE = "Training (NumPy vs PyTorch, same run)"
 ACCURACY_TITLE = "Accuracy (repeated stratified CV, the same folds for every method)"
 SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same split)"
 STREAM_TITLE = "Stream (BasicMotions TEST as one live stream, the app on a virtual board)"
+SEARCH_TITLE = "Model search on the development problems (peers on the same split, same run)"
 
 
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
@@ -271,6 +277,7 @@ EXTRAS = {
     TRAIN_TITLE: "PyTorch (make install-oracle)",
     ACCURACY_TITLE: "the scikit-learn peers (make install-peers)",
     SEQ_TITLE: "the sktime peers (make install-peers)",
+    SEARCH_TITLE: "the sktime peers (make install-peers)",
 }
 
 
@@ -285,6 +292,9 @@ def skipped_sections(result: dict[str, Any]) -> set[str]:
     seq = result.get("accuracy_seq", {}).values()
     if any("skipped" in p for e in seq for p in e.get("peers", {}).values()):
         out.add(SEQ_TITLE)
+    found = result.get("search", {}).get("problems", {}).values()
+    if any("skipped" in p for e in found for p in e["peers"].values()):
+        out.add(SEARCH_TITLE)
     return out
 
 
@@ -350,6 +360,9 @@ def write_doc(
     machine's paths and never with fewer measured figures than the committed file
     (keep_measured); returns what was kept."""
     sections, merged, notes = keep_measured(path, result, sections, rows)
+    measured = {title for title, _ in sections}  # a section this run did not measure stays
+    sections += [(t, b) for t, b in read_doc(path)[0].items()
+                 if t != "Summary" and t not in measured]  # fmt: skip
     table = format_table(merged)
     m = result["machine"]
     text = [
@@ -439,6 +452,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="BasicMotions TEST as one live stream: host vs the app on a board",
     )
+    parser.add_argument(
+        "--search", action="store_true",
+        help="the model search on the six development problems, next to the sktime peers, "
+        "and its --jobs 1 vs 2 speed-up (~40 min on 2 cores; not part of --all)",
+    )  # fmt: skip
     parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
     parser.add_argument("--json", action="store_true", help="print all figures as JSON last")
 
@@ -456,9 +474,10 @@ def check_blob(path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    chosen = {k for k in ("train", "device", "link", "accuracy", "stream") if getattr(args, k)}
+    chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "search")
+              if getattr(args, k)}  # fmt: skip
     if args.all or not chosen:
-        chosen = {"train", "device", "link", "accuracy", "stream"}
+        chosen = {"train", "device", "link", "accuracy", "stream"} | (chosen & {"search"})
         print("== every benchmark: about 9 minutes on a 2-core machine", flush=True)
     needs_blob = chosen & {"device", "link"}
     if needs_blob:
@@ -519,6 +538,15 @@ def main(args: argparse.Namespace) -> int:
             result["stream"] = bench_stream(seq_blob(Path(tmp) / "basicmotions.bin"))
         sections.append((STREAM_TITLE, stream_table(result["stream"])))
         print(sections[-1][1], flush=True)
+    if "search" in chosen:
+        from tools.bench_search import bench_search
+        from tools.bench_search import format_table as search_table
+
+        print("\n== search: tinyattn train --search on the development problems, vs peers "
+              "(~40 min) ...", flush=True)  # fmt: skip
+        result["search"] = bench_search(progress=lambda what: print(f"  {what}", flush=True))
+        sections.append((SEARCH_TITLE, search_table(result["search"])))
+        print(sections[-1][1], flush=True)
     if needs_blob:
         result["blob_bytes"] = args.blob.stat().st_size
     if "link" in chosen:
@@ -537,7 +565,7 @@ def main(args: argparse.Namespace) -> int:
         print(sections[-1][1], flush=True)
     rows = summary_rows(result)
     print("\n== summary\n" + format_table(rows))
-    if args.write and chosen <= {"accuracy", "stream"} and not args.all:
+    if args.write and chosen <= {"accuracy", "stream", "search"} and not args.all:
         m = result["machine"]
         run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
         committed, notes = read_doc(args.write)[0], []

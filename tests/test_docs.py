@@ -184,3 +184,26 @@ def test_docs_bench_accuracy_write_keeps_measured_sections(tmp_cwd, tmp_path, mo
     assert cli.main(["bench", "--accuracy", "--write", str(doc)]) == 0
     text = doc.read_text()
     assert "iris LDA 0.9800" in text and "MiniRocket 1.0000" in text and "skipped" not in text
+
+
+def test_docs_bench_search_section_kept_by_runs_that_do_not_measure_it(tmp_cwd, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    """The search section (`make bench-accuracy`, ~40 min) is not part of `make bench`: a full
+    write keeps the committed one as it is, and a search run without the peers keeps it too."""
+    import tools.bench_search as bs
+
+    doc = tmp_cwd / "docs" / "benchmarks.md"
+    doc.parent.mkdir()
+    doc.write_text(f"# Benchmarks\n\n## {bench.SEARCH_TITLE}\n```\ntrace 1.000 measured\n```\n")
+    full = _result(torch=True, peers=True)
+    bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
+    text = doc.read_text()
+    assert f"## {bench.SEARCH_TITLE}\n```\ntrace 1.000 measured\n```" in text, text
+    assert "PyTorch 0.766" in text  # the full run's own sections are written
+    no_peers = {"problems": {"trace": {"peers": {"1-NN DTW": {"skipped": "sktime"}}}}}
+    monkeypatch.setattr(bs, "bench_search", lambda progress=None: no_peers)
+    monkeypatch.setattr(bs, "format_table", lambda r: "trace 0.5 1-NN DTW skipped")
+    monkeypatch.setattr(bench, "summary_rows", lambda r: [("x", "1", "", "—")])
+    assert cli.main(["bench", "--search", "--write", str(doc)]) == 0
+    text = doc.read_text()
+    assert "trace 1.000 measured" in text and "skipped" not in text

@@ -79,7 +79,7 @@ def test_native_generation_from_threads_of_one_process(tmp_path):
     for round_ in range(5):
         out = tmp_path / str(round_)
         with ThreadPoolExecutor(8) as pool:
-            runs = list(pool.map(lambda _: write_native(DEVICE_DIR, out), range(8)))
+            runs = list(pool.map(lambda _, out=out: write_native(DEVICE_DIR, out), range(8)))
         assert all(run == runs[0] for run in runs)
         assert sorted(p.name for p in out.iterdir()) == [p.name for p in runs[0]]
 

@@ -3,7 +3,7 @@
 """`Average(swa=f)` leaves the model with the mean of its last `f·epochs` epoch-end weights,
 `Average(ema=d)` with their exponential moving average (decay `d` per epoch); `Average()` is
 off and changes nothing (bitwise). The in-loop average equals the one recomputed from the
-epoch-end weights (what tools/tune_seq.py scores) to float64 rounding, the averaged model
+epoch-end weights (what the tuning rounds scored) to float64 rounding, the averaged model
 exports through the existing int8 ops, and the PyTorch twin of the loop (tools/bench_train.py)
 averages the same way (same final weights, as `make bench-train` checks).
 
@@ -89,7 +89,7 @@ def test_seqtrain_ema_is_the_moving_average_of_epoch_end_weights():
 
 
 def test_seqtrain_weight_averager_replays_the_in_loop_average():
-    """tools/tune_seq.py scores every averaging of one run from its epoch-end weights."""
+    """The tuning rounds scored every averaging of one run from its epoch-end weights."""
     snaps = _snapshots()
     for average in (Average(swa=0.5), Average(ema=0.97)):
         avg = WeightAverager(average, CONFIG.epochs)
@@ -242,7 +242,7 @@ def test_seqtrain_distill_targets_once_equal_the_minibatch_ones():
 
 def test_seqtrain_distill_trains_its_teachers_as_train_teachers():
     """`train_seq(distill=...)` trains `teachers` models with seeds `teacher_seed(seed, i)`;
-    handing it those teachers ready-made (tools/tune_seq.py shares them) gives the same
+    handing it those teachers ready-made (the tuning rounds shared them) gives the same
     student, and the student differs from the undistilled run."""
     X, n, y = _windows()
     config = replace(CONFIG, epochs=4, seed=3)

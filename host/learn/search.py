@@ -1,8 +1,9 @@
 """Host (CPython): the model search — what the team did by hand, for any windows (DESIGN §13).
 
 `tinyattn train --search` chooses a `seq-attn` model for a user's TRAIN windows inside a
-board's budget, as tools/tune_seq.py's rounds chose the BasicMotions and JapaneseVowels
-defaults (host/learn/seqdefaults.py), and leaves its record in the model file:
+board's budget, as the team's tuning rounds (tools/tune_seq.py, which this replaces) chose
+the BasicMotions and JapaneseVowels defaults (host/learn/seqdefaults.py), and leaves its
+record in the model file:
 
 - **TRAIN only.** A candidate (architecture, recipe, augmentation, weight averaging) is scored
   by repeated stratified k-fold over the TRAIN windows: split seed r and model seed r for

@@ -1,8 +1,11 @@
 """Host (CPython): the `seq-attn` defaults per dataset — architecture, training recipe and
 augmentation — and how they were chosen (issue 11).
 
-All by cross-validation on the TRAIN file only (the TEST file was not read while choosing):
-`python -m tools.tune_seq --dataset NAME --stage STAGE` runs repeated stratified 5-fold CV on the
+All by cross-validation on the TRAIN file only (the TEST file was not read while choosing).
+The rounds below ran `tools/tune_seq.py`, since replaced by the product's model search,
+`tinyattn train --search` (host/learn/search.py: one search implementation; the script is in
+git history up to a83c0bd), which starts from these defaults. `tune_seq --dataset NAME
+--stage STAGE` ran repeated stratified 5-fold CV on the
 TRAIN windows (BasicMotions 3 x 5-fold: 40 windows, 8 held out a fold; JapaneseVowels 2 x 5-fold:
 270 windows), each fold standardized, trained and int8-calibrated on its own training windows;
 figures below are mean held-out accuracy int8 / float. Candidates over budget (blob > 32 KiB or
