@@ -772,6 +772,8 @@ def _seq_attention_figures(
     """`attention_<i>.png` for each chosen TEST window `i` (`plot_seq_attention`)."""
     names = mf.class_names
     idx = np.asarray(samples, dtype=np.int64)
+    if lengths is None:  # windows of one step (rows searched as windows): every step valid
+        lengths = np.full(len(X), X.shape[1], np.int64)
     maps = seq_attention_maps(mf.model, mf.normalize(X[idx], lengths[idx]), lengths[idx])
     files = []
     for j, i in enumerate(samples):

@@ -1,8 +1,9 @@
 # Host (CPython) and a virtual board: `tinyattn train --search`, end to end.
-"""The search as a user runs it, on a small .ts pair: its record in `--json`, in the model
-file and in `tinyattn report`; the board preset (the pick's MACs × µs per MAC within
-`--max-ms`, its loaded heap measured under MicroPython within the preset); the pick exports,
-flashes and passes parity on a virtual board, int8 exact; the refusals in one line.
+"""The search as a user runs it, on a small .ts pair (and on a CSV's rows, windows of one
+step): its record in `--json`, in the model file and in `tinyattn report`; the board preset
+(the pick's MACs × µs per MAC within `--max-ms`, its loaded heap measured under MicroPython
+within the preset); the pick exports, flashes and passes parity on a virtual board, int8
+exact; the refusals in one line.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def test_search_cli_records_the_search_in_json_model_file_and_report(ts_pair, ca
 def test_search_cli_refuses_in_one_line(ts_pair, capsys):
     tr, _ = ts_pair
     for argv, words in [
-        (["--search"], "--search chooses a seq-attn model for windows"),
+        (["--search", "--model", "iris-attn"], "not --model iris-attn; leave out --model"),
+        (["--search", "--scaling", "feature"], "--scaling: the searched seq-attn model"),
         (["--ts", str(tr), "--max-ms", "5"], "--max-ms goes with --search"),
         (["--ts", str(tr), "--search", "--cv", "3"], "leave out --cv and --on-board"),
         (["--ts", str(tr), "--search", "--max-ms", "5"], "--max-ms needs --board"),
@@ -115,3 +117,49 @@ def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tm
     summary = json.loads((tmp_path / "p.json").read_text())["summary"]
     assert code == 0 and summary["passed"]
     assert summary["int8_exact"] == summary["samples"] == 24
+
+
+@pytest.mark.serial
+@pytest.mark.usefixtures("tmp_cwd")
+def test_search_cli_on_csv_rows_exports_passes_parity_and_predicts_by_header(
+        capsys, tmp_path, vboard_factory):  # fmt: skip
+    """`train --csv FILE --search`: the rows are windows of one step, the pick a seq-attn
+    model of T = 1 whose file names the CSV and its target; it exports (from the CSV the meta
+    names), flashes and passes parity on a virtual board with every int8 logit exact, and
+    `predict --csv` on the board matches the columns by header, as for a row model."""
+    from tinyattn.data.tabular import load_dataset
+
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    iris = load_dataset("iris")
+    names = list(iris.feature_names)
+    lines = [",".join(names + ["species"])]
+    lines += [",".join([*map(repr, row), iris.class_names[c]]) for row, c in
+              zip(iris.rows.tolist(), iris.y.tolist(), strict=True)]  # fmt: skip
+    (tmp_path / "mine.csv").write_text("\n".join(lines) + "\n")
+    s, _ = _train(capsys, "--csv", "mine.csv", "--target", "species", "--search", *FAST,
+                  "--out", "m.npz")  # fmt: skip
+    meta = load_model(tmp_path / "m.npz").meta
+    assert meta["model"] == "seq-attn" and meta["input"] == "rows"
+    assert meta["csv"] == str(tmp_path / "mine.csv") and meta["target"] == "species"
+    assert meta["feature_names"] == names and s["max_steps"] == 1
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    vb = vboard_factory()
+    assert cli.main(["flash", "--port", vb.port, "--blob", "m.bin", "--quiet"]) == 0
+    code = cli.main(["parity", "--port", vb.port, "--blob", "m.bin", "--model", "m.npz",
+                     "--report", "p.json", "--quiet"])  # fmt: skip
+    capsys.readouterr()
+    summary = json.loads((tmp_path / "p.json").read_text())["summary"]
+    assert code == 0 and summary["passed"]
+    assert summary["int8_exact"] == summary["samples"] == 150
+    # the columns in another order, the label first: matched by name on the board
+    order = [4, 2, 0, 3, 1]
+    cells = [line.split(",") for line in lines]
+    (tmp_path / "shuffled.csv").write_text("\n".join(",".join(c[i] for i in order)
+                                                     for c in cells) + "\n")  # fmt: skip
+    assert cli.main(["predict", "--csv", "mine.csv", "--blob", "m.bin", "--model", "m.npz"]) == 0
+    host = capsys.readouterr().out
+    assert cli.main(["predict", "--csv", "shuffled.csv", "--blob", "m.bin", "--model", "m.npz",
+                     "--port", vb.port]) == 0  # fmt: skip
+    board = capsys.readouterr().out
+    assert board.splitlines()[-150:] == host.splitlines()[-150:]

@@ -259,7 +259,7 @@ def test_train_cli_cv_repeats_json_has_per_fold_float_and_int8(tmp_path):
 # Issue-10 gates: mean accuracy over 10 repeats x stratified 5-fold CV (split seeds 0-9, the
 # project's own `stratified_kfold`), all defaults; each fold trains, and calibrates its int8
 # path, on its own training rows only. The defaults were chosen by nested CV (inner folds on
-# training rows only; tools/tune_train.py), never on these test folds.
+# training rows only; the since-replaced tools/tune_train.py), never on these test folds.
 
 
 def repeated_cv(*args: str) -> dict:

@@ -94,6 +94,12 @@ def is_seq_blob(blob: Any) -> bool:
     return bool(blob.ops) and blob.ops[0].kind == "embed"
 
 
+def takes_rows(blob: Any) -> bool:
+    """Rows of features suit a row blob, and a sequence blob of one step (T = 1: a row is a
+    window of one step, as `train --search` makes for rows)."""
+    return not is_seq_blob(blob) or blob.ops[0].iparams["T"] == 1
+
+
 def fit_windows(
     blob: Any, X: np.ndarray, lengths: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -809,7 +815,7 @@ def main(args: argparse.Namespace) -> int:
     source = str(args.csv or data.name)
     blob = read_blob_file(args.blob)
     windows = is_seq_blob(blob)  # a model takes what it was trained on: rows or windows
-    if windows == data.is_rows:
+    if not (takes_rows(blob) if data.is_rows else windows):
         what = "windows ([N, T, C])" if windows else "rows of features"
         raise CLIError(
             f"{args.blob} is a {'sequence' if windows else 'tabular'} model and takes "

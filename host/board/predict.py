@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyattn.board.link import LinkError, as_sent
+from tinyattn.data.windows import as_windows
 from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
 
@@ -330,19 +331,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_samples(args: argparse.Namespace, blob, path: str) -> Samples:
     """The samples of --csv or --ts for `blob`, checked (parity.check_samples) and rounded to
     float32 as sent; what a positional reading of --csv means is said on stderr."""
-    from tinyattn.board.parity import check_samples, is_seq_blob
+    from tinyattn.board.parity import check_samples, is_seq_blob, takes_rows
 
     if args.ts is not None:
         s = read_windows(args.ts, blob)
     else:
-        if is_seq_blob(blob):  # the file kind must match the model's: refused in one line
+        if not takes_rows(blob):  # the file kind must match the model's: refused in one line
             raise CLIError(f"{args.blob} is a sequence model: give its windows with --ts FILE.ts")
         names, target, why = model_columns(blob, args.blob, args.model)
         r = read_rows(args.csv, blob.n_features, args.target, names, target, why)
-        check_samples(blob, r.X, r.names, str(args.csv))
+        X = as_windows(r.X) if is_seq_blob(blob) else r.X  # a sequence blob of one step
+        check_samples(blob, X, r.names, str(args.csv))
         if r.note:
             print(r.note, file=sys.stderr)
-        s = Samples(r.X, columns=r.columns)
+        s = Samples(X, columns=r.columns)
     if path == "int8" and not blob.quantized:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
     s.X = as_sent(s.X)

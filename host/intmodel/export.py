@@ -336,7 +336,7 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     train rows, all rows evaluated), a window model's `.ts` files cut to its T (calibrated on
     TRAIN, evaluated on TEST or the part of TRAIN held out). The fork is the data source: a
     row model's meta names rows, a window model's meta names `.ts` files."""
-    if not model.is_seq:  # the data source: rows of a CSV or dataset, not .ts files
+    if model.takes_rows:  # the data source: rows of a CSV or dataset, not .ts files
         ds = load_data(model, csv, target)
         X, y = ds.X, ds.y
         train_idx, test_idx = _split(model, len(y))

@@ -176,6 +176,12 @@ class ModelFile:
     def is_seq(self) -> bool:
         return is_seq_ops(self.model.ops)
 
+    @property
+    def takes_rows(self) -> bool:
+        """Trained on rows of named features (a CSV, Iris, Wine): a row model, or a seq-attn
+        model searched on rows as windows of one step (meta `input: "rows"`)."""
+        return not self.is_seq or self.meta.get("input") == "rows"
+
     def normalize(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
         """Raw windows `[B, T', C]` -> the model's input, per channel `(X - norm_mean) /
         norm_std`, 0 past each window's `lengths`; rows `[B, F]` are windows of one step."""

@@ -71,9 +71,12 @@ def check_arguments(args: argparse.Namespace, flow: str) -> None:
         if given:
             raise CLIError(f"--{given[0].replace('_', '-')} goes with --search")
         return
-    if flow != "seq":
-        raise CLIError("--search chooses a seq-attn model for windows: give --ts TRAIN.ts (or a "
-                       "windows dataset); rows of a CSV are not searched yet")  # fmt: skip
+    if flow != "seq" and args.model not in (None, "seq-attn"):
+        raise CLIError(f"--search chooses a seq-attn model (rows as windows of one step), not "
+                       f"--model {args.model}; leave out --model")  # fmt: skip
+    if flow != "seq" and args.scaling is not None:
+        raise CLIError("--scaling: the searched seq-attn model standardizes each feature on "
+                       "the training rows; leave it out")  # fmt: skip
     if args.cv is not None or args.on_board:
         raise CLIError("--search runs its own cross-validation on TRAIN and trains on the host;"
                        " leave out --cv and --on-board")  # fmt: skip

@@ -27,6 +27,10 @@ Refused in one line: an iris model on windows, `seq-attn` on rows (Iris, Wine, a
 TRAIN windows of one class (whatever `@classLabel` declares; as a CSV of one class), a TEST file
 whose classes or channels differ from TRAIN's (traincli.check_flow and here). `--on-board`
 hands the run to host/board/onboard_seq.py (the same run, trained on a board).
+
+`--search` on rows (`--csv FILE`, Iris, Wine) runs here too: the rows are windows of one step
+(`rows_data`), the search picks a seq-attn model for them (T = P = 1) and the model file
+names the rows (`csv`, `target`) as a row model's does.
 """
 
 from __future__ import annotations
@@ -155,6 +159,16 @@ def load_windows(args: argparse.Namespace) -> SeqData:
             "file of the same problem"
         )
     return SeqData(train.name, train, test, meta)
+
+
+def rows_data(rows: TSDataset, csv: Path | None) -> SeqData:
+    """A CSV's (or tabular dataset's) rows as the windows of one step a seq-attn model takes
+    (`tinyattn train --search --csv`); the meta names the rows, as a row model's does, so
+    export, parity and predict find them again."""
+    meta = {"dataset": rows.name, "target": rows.target, "input": "rows"}
+    if csv is not None:
+        meta["csv"] = str(Path(csv).resolve())
+    return SeqData(rows.name, rows, None, meta)
 
 
 def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:

@@ -25,11 +25,13 @@ the init, batch size and 100 epochs (800 steps, ~0.2 s) and changes the optimiza
   that has died shrink by `exp(-wd * sum(lr_t))` (here exp(-4)); with lr 0.03, or 300 epochs,
   at this decay they collapse to ~1e-6..1e-11 next to a non-zero bias — a useless unit with a
   degenerate per-channel int8 scale.
-How they were chosen (issue 2): `python -m tools.tune_train --flat` runs 5 x repeated
+How they were chosen (issue 2; `tools/tune_train.py`, in git history up to 95d3e7f, since replaced
+by the product's one search, `tinyattn train --search`, which takes rows too): `tune_train
+--flat` ran 5 x repeated
 stratified 5-fold CV on the 120-row train split of seed 0 over epochs {100, 200, 300} x lr {1e-3,
 3e-3, 1e-2, 3e-2} x weight decay {0, 0.1, 0.3, 1, 3} x {cosine, constant} and picks, among the
 configurations without a collapsed weight row (above), the lowest mean fold log-loss: this one.
-Issue 10 added two defaults, chosen by nested CV (`python -m tools.tune_train`: outer 2 x 5-fold,
+Issue 10 added two defaults, chosen by nested CV (`tune_train`: outer 2 x 5-fold,
 seeds 0-1; inner 2 x 5-fold on each outer fold's training rows only; 16 candidates, label
 smoothing {0, 0.1, 0.2, 0.3} x scaling {feature, center, shared, none}; ranked by inner int8
 accuracy among candidates keeping int8/float argmax agreement >= 149/150):

@@ -181,6 +181,10 @@ def main(args: argparse.Namespace) -> int:
             return onboard_seq.main(args)
         flow, data = seqcli, seqcli.load_windows(args)
         recipe = seqcli.seq_setup(args, data.train)
+    elif args.search:  # rows searched as windows of one step: the seq-attn path, T = P = 1
+        rows = train.load_rows(args)
+        flow, data = seqcli, seqcli.rows_data(rows, args.csv)
+        recipe = seqcli.seq_setup(args, rows)
     else:
         recipe = train.config_from_args(args, model=args.model or "iris-attn")
         onboard.check_arguments(args)
