@@ -5,9 +5,11 @@ Trace, PickupGestureWiimoteZ, ACSF1), in one run:
 
 - **ours**: `tinyattn train --dataset NAME --search --json` exactly as a user runs it (the
   default budget 32 KiB blob / 150k MACs / 48 KiB heap, the default folds and stages, `--jobs`
-  workers), in a fresh working directory so no cached fold is reused and the minutes are the
-  search's own; the pick is trained on all of TRAIN and TEST read once. Reported: TEST float and
-  int8 accuracy, blob bytes, MACs, the pick's CV int8 ± SE, search minutes.
+  workers), in a fresh working directory (build/bench-search/NAME, emptied first) so no cached
+  fold is reused and the minutes are the search's own; the pick is trained on all of TRAIN and
+  TEST read once. Reported: TEST float and int8 accuracy, blob bytes, MACs, the pick's CV
+  int8 ± SE, search minutes (the final training included). Then the pick is exported,
+  flashed to a virtual board and checked by `tinyattn parity` (int8 exact, every TEST window).
 - **peers** on the same split, measured in the same run (tools/bench_seq.py's: MiniRocket 10k
   kernels + ridge, 1-NN DTW, logistic regression), skipped with the reason when the `peers`
   extra is absent.
@@ -24,6 +26,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,24 +40,48 @@ from tools.bench_seq import PEERS
 DATASETS = ("basicmotions", "japanesevowels", "coffee", "trace", "pickupgesturewiimotez",
             "acsf1")  # fmt: skip
 SPEEDUP = ("trace", "augment")  # the problem and stage of the --jobs 1 vs 2 measurement
+OUT_DIR = Path("build") / "bench-search"  # per problem: its search cache, model file and blob
 
 
-def _train_search(name: str, flags: list[str], work: Path) -> tuple[dict[str, Any], float]:
-    """`tinyattn train --dataset NAME --search --json FLAGS` run in `work` (its own cache):
-    `(the --json summary, wall seconds)`; RuntimeError with its stderr when it fails."""
-    cmd = [sys.executable, "-m", "tinyattn.cli", "train", "--dataset", name, "--search",
-           "--json", "--quiet", "--out", str(work / "model.npz"), *flags]  # fmt: skip
+def _tinyattn(work: Path, *argv: str) -> tuple[str, float]:
+    """`tinyattn ARGV` run in `work`: `(its stdout, wall seconds)`; RuntimeError with its
+    stderr when it fails."""
+    cmd = [sys.executable, "-m", "tinyattn.cli", *argv]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
-    return json.loads(res.stdout.strip().splitlines()[-1]), wall
+    return res.stdout, wall
 
 
-def ours(name: str, jobs: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-        s, wall = _train_search(name, ["--jobs", str(jobs)], Path(tmp))
+def _train_search(name: str, flags: list[str], work: Path) -> tuple[dict[str, Any], float]:
+    """`tinyattn train --dataset NAME --search --json FLAGS` run in `work` (its own cache):
+    `(the --json summary, wall seconds)`."""
+    out, wall = _tinyattn(work, "train", "--dataset", name, "--search", "--json", "--quiet",
+                          "--out", "model.npz", *flags)  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1]), wall
+
+
+def parity(work: Path) -> dict[str, Any]:
+    """The pick in `work` exported, flashed to a virtual board (started in `work`) and
+    checked by parity on its TEST windows: `{passed, samples, int8_exact}`."""
+    _tinyattn(work, "export", "--model", "model.npz", "--out", "model.bin")
+    _tinyattn(work, "flash", "--blob", "model.bin", "--quiet")
+    _tinyattn(work, "parity", "--blob", "model.bin", "--model", "model.npz", "--report",
+              "parity.json", "--quiet")  # fmt: skip
+    s = json.loads((work / "parity.json").read_text())["summary"]
+    return {k: s[k] for k in ("passed", "samples", "int8_exact")}
+
+
+def ours(name: str, jobs: int, out_dir: Path) -> dict[str, Any]:
+    """The search of `name` in a fresh `out_dir/name` (its cache, the pick's model file and
+    blob stay there), then the pick on a virtual board."""
+    work = out_dir / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    s, wall = _train_search(name, ["--jobs", str(jobs)], work)
+    board = parity(work)
     rec = s["search"]
     pick = next(r for st in rec["stages"] for r in st["rows"] if r["key"] == rec["pick_key"])
     return {
@@ -63,6 +90,7 @@ def ours(name: str, jobs: int) -> dict[str, Any]:
         "cv_int8": rec["cv"]["int8"], "cv_se": rec["cv"]["int8_se"],
         "cv_folds": rec["cv"]["folds"],
         "pick": rec["pick_label"], "complete": rec["complete"], "minutes": wall / 60,
+        "parity": board,
     }  # fmt: skip
 
 
@@ -78,15 +106,16 @@ def speedup(name: str, stage: str) -> dict[str, Any]:
     return out
 
 
-def bench_search(datasets=DATASETS, peers: bool = True, jobs: int = 2,
-                 progress=None) -> dict[str, Any]:  # fmt: skip
+def bench_search(datasets=DATASETS, peers: bool = True, jobs: int = 2, progress=None,
+                 out_dir: Path = OUT_DIR) -> dict[str, Any]:  # fmt: skip
     """`{"jobs", "problems": {name: {"n_test", "ours", "peers"}}, "speedup"}`."""
     out: dict[str, Any] = {"jobs": jobs, "cores": len(os.sched_getaffinity(0)), "problems": {}}
     for name in datasets:
         if progress:
             progress(f"{name}: tinyattn train --search --jobs {jobs}")
         train, test = load_ts_dataset(name, "train"), load_ts_dataset(name, "test")
-        entry: dict[str, Any] = {"n_test": len(test.y), "ours": ours(name, jobs), "peers": {}}
+        entry: dict[str, Any] = {"n_test": len(test.y), "ours": ours(name, jobs, out_dir),
+                                 "peers": {}}
         for peer, (fn, modules) in PEERS.items() if peers else ():
             missing = [m for m in modules if importlib.util.find_spec(m) is None]
             if missing:
@@ -132,9 +161,11 @@ def format_table(result: dict[str, Any]) -> str:
         if dtw is not None and o["int8"] < dtw:
             below.append(f"{name} ({o['int8']:.3f} < {dtw:.3f})")
     for name, e in result["problems"].items():
-        o = e["ours"]
+        o, b = e["ours"], e["ours"]["parity"]
         incomplete = "" if o["complete"] else " (time limit: incomplete)"
-        lines.append(f"  {name}: pick {o['pick']}{incomplete}")
+        verdict = "PASS" if b["passed"] else "FAIL"
+        lines.append(f"  {name}: pick {o['pick']}{incomplete}; virtual board parity {verdict}, "
+                     f"int8 exact {b['int8_exact']}/{b['samples']}")  # fmt: skip
     if gaps:
         lines.append(f"mean gap to {names[0]}: {100 * sum(gaps) / len(gaps):.1f} points (int8)")
     lines.append("int8 below 1-NN DTW: " + (", ".join(below) if below else "none"))
