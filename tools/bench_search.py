@@ -9,7 +9,9 @@ Trace, PickupGestureWiimoteZ, ACSF1), in one run:
   fold is reused and the minutes are the search's own; the pick is trained on all of TRAIN and
   TEST read once. Reported: TEST float and int8 accuracy, blob bytes, MACs, the pick's CV
   int8 ± SE, search minutes (the final training included). Then the pick is exported,
-  flashed to a virtual board and checked by `tinyattn parity` (int8 exact, every TEST window).
+  flashed to a virtual board with the RP2040 preset's free heap (229 KB: the budget's 48 KiB
+  model beside the runtime and the server) and checked by `tinyattn parity` (int8 exact,
+  every TEST window).
 - **peers** on the same split, measured in the same run (tools/bench_seq.py's: MiniRocket 10k
   kernels + ridge, 1-NN DTW, logistic regression), skipped with the reason when the `peers`
   extra is absent.
@@ -41,6 +43,7 @@ DATASETS = ("basicmotions", "japanesevowels", "coffee", "trace", "pickupgesturew
             "acsf1")  # fmt: skip
 SPEEDUP = ("trace", "augment")  # the problem and stage of the --jobs 1 vs 2 measurement
 OUT_DIR = Path("build") / "bench-search"  # per problem: its search cache, model file and blob
+BOARD_HEAP = "229k"  # the RP2040 preset's free heap at the REPL (docs/search.md)
 
 
 def _tinyattn(work: Path, *argv: str) -> tuple[str, float]:
@@ -64,12 +67,24 @@ def _train_search(name: str, flags: list[str], work: Path) -> tuple[dict[str, An
 
 
 def parity(work: Path) -> dict[str, Any]:
-    """The pick in `work` exported, flashed to a virtual board (started in `work`) and
-    checked by parity on its TEST windows: `{passed, samples, int8_exact}`."""
+    """The pick in `work` exported, flashed to a virtual board with the RP2040 preset's free
+    heap (BOARD_HEAP; the default budget's 48 KiB model beside the runtime and the server)
+    and checked by parity on its TEST windows: `{passed, samples, int8_exact}`."""
     _tinyattn(work, "export", "--model", "model.npz", "--out", "model.bin")
-    _tinyattn(work, "flash", "--blob", "model.bin", "--quiet")
-    _tinyattn(work, "parity", "--blob", "model.bin", "--model", "model.npz", "--report",
-              "parity.json", "--quiet")  # fmt: skip
+    board = subprocess.Popen(
+        [sys.executable, "-m", "tinyattn.cli", "board", "--heap", BOARD_HEAP, "--fs",
+         "board", "--print-port-only"], cwd=work, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        port = board.stdout.readline().strip()
+        if not port:
+            raise RuntimeError(f"the virtual board in {work} did not start")
+        _tinyattn(work, "flash", "--port", port, "--blob", "model.bin", "--quiet")
+        _tinyattn(work, "parity", "--port", port, "--blob", "model.bin", "--model",
+                  "model.npz", "--report", "parity.json", "--quiet")  # fmt: skip
+    finally:
+        board.terminate()
+        board.wait(timeout=30)
     s = json.loads((work / "parity.json").read_text())["summary"]
     return {k: s[k] for k in ("passed", "samples", "int8_exact")}
 
