@@ -167,7 +167,7 @@ def _op_info(model, req):
         "ops": list(model.op_names),
         "free_heap": free,
         "alloc_heap": alloc,
-        "max_line": MAX_LINE,
+        "max_line": _link.max_line(),
         "max_batch": MAX_BATCH,
         "max_batch_b64": MAX_BATCH_B64,
         "encodings": ["json", "b64"],
@@ -315,7 +315,8 @@ def handle_line(model, line, payload=None):
 def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
     """Serve until an `exit` request (or Ctrl-C). Prints a banner line first. `loaded`: a
     list holding the line buffer the host's start command allocated first (an array('f') of
-    MAX_LINE bytes, in one piece at the bottom of the heap while it is whole), then the Model
+    line_size() bytes for the model, in one piece at the bottom of the heap while it is
+    whole), then the Model
     of model_path, or the exception loading it raised, loaded before this module was imported
     (docs/protocol.md: the load is the heap's peak, 13 KB less without this module's
     bytecode); taken out of the list, so the REPL's global holds no model once the server
@@ -342,7 +343,8 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
         # the line buffer after the model unless the start command allocated it first: loading
         # is the heap's peak (the reader modules and the parsed tensors at once), 4 KB less then
         # is what lets a Wine model load in 100 KiB from .py sources
-        reader = LineReader(stdin, MAX_LINE, _link.shared_line())
+        values = getattr(model, "steps", 1) * model.n_features  # one sample, whole
+        reader = LineReader(stdin, MAX_LINE, _link.shared_line(size=_link.line_size(values)))
     except MemoryError:
         model = None
         gc.collect()

@@ -36,7 +36,16 @@ except ImportError:  # CPython
 
 PROTOCOL = 1
 RUNTIME_VERSION = "0.1.0"  # device/package.json "version"
-MAX_LINE = 4096  # bytes; longer request lines are rejected (the host splits batches to fit)
+MAX_LINE = 4096  # bytes: the least request line; longer ones are rejected (the host splits
+# batches to fit), unless the model's window needs a longer line (line_size)
+
+
+def line_size(values):
+    """Bytes of the line buffer for a model whose one sample is `values` float32 values (a
+    window's T·C, a row's F): MAX_LINE, or that sample whole as base64 (ceil(16·values/3)
+    characters) plus 400 bytes of the request's other fields, rounded up to 4."""
+    need = (16 * values + 2) // 3 + 400
+    return max(MAX_LINE, (need + 3) // 4 * 4)
 
 
 class RequestError(Exception):
@@ -86,7 +95,7 @@ def unframe(line):
 
 
 _OOM_LINE = "\x01"  # marker: the request line could not be decoded for lack of heap
-_LONG_LINE = "\x02"  # marker: the request line was longer than MAX_LINE
+_LONG_LINE = "\x02"  # marker: the request line was longer than the line buffer
 # compact payloads (docs/protocol.md): a base64 field of at least _CUT characters stays in the
 # line buffer (a Payload) and the rest of the line becomes the request's JSON text
 _PAYLOAD_TAGS = (b'"f32":"', b'"xq":"', b'"b64":"')
@@ -117,22 +126,32 @@ def line_buffer(size):
 _shared = {"line": None}  # the runtime's line buffer: one, kept across sessions
 
 
-def shared_line(buf=None, make=True):
-    """The runtime's line buffer as line_buffer() gives it (floats, bytes): adopted from `buf`
-    (the array('f') of MAX_LINE bytes a start command allocated first, in one piece while the
-    heap was whole) if there is none yet, else allocated now when `make` (None otherwise)."""
+def shared_line(buf=None, make=True, size=MAX_LINE):
+    """The runtime's line buffer as line_buffer() gives it (floats, bytes), at least `size`
+    bytes: adopted from `buf` (the array('f') a start command allocated first, in one piece
+    while the heap was whole, of line_size() bytes for its model) if there is none yet or the
+    one kept is shorter, else allocated now when `make` (None otherwise)."""
     line = _shared["line"]
-    if line is None and buf is not None:
+    if buf is not None and (line is None or len(line[1]) < 4 * len(buf)):
         try:
             import uctypes
 
-            line = (buf, uctypes.bytearray_at(uctypes.addressof(buf), MAX_LINE))
+            line = (buf, uctypes.bytearray_at(uctypes.addressof(buf), 4 * len(buf)))
         except ImportError:
             pass
-    if line is None and make:
-        line = line_buffer(MAX_LINE)
+    if make and (line is None or len(line[1]) < size):
+        line = None
+        _shared["line"] = None
+        gc.collect()  # the shorter buffer goes before the longer one is taken
+        line = line_buffer(size)
     _shared["line"] = line
     return line
+
+
+def max_line():
+    """Bytes of the longest request line the server takes: its line buffer's."""
+    line = _shared["line"]
+    return MAX_LINE if line is None else len(line[1])
 
 
 class Payload:
@@ -325,8 +344,8 @@ def handle_line(route, model, line, payload=None):
     ""), which the request gets back as that Payload."""
     rid = None
     try:
-        if line == _LONG_LINE or len(line) > MAX_LINE:
-            raise RequestError("request line longer than %d bytes" % MAX_LINE)
+        if line == _LONG_LINE or len(line) > max_line():
+            raise RequestError("request line longer than %d bytes" % max_line())
         if line.startswith(_OOM_LINE):
             rid = _salvage_id(line[1:])
             raise RequestError("out of memory reading the request; send smaller batches")

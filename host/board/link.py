@@ -26,8 +26,8 @@ CRC_TAG = ',"crc":'
 # The raw-REPL command that starts the server (docs/protocol.md, Getting there). With the
 # runtime precompiled (server.mpy: importing it needs no compile heap) every start first drops
 # what an earlier session left imported (server*, and the training modules) with the REPL's
-# `server` name, so the heap is as after a reset; then the server's line buffer (MAX_LINE
-# bytes as an array('f'), allocated whole from a range) comes first, in one piece at the
+# `server` name, so the heap is as after a reset; then the server's line buffer (`line_words`
+# float32 words as an array('f'), allocated whole from a range) comes first, in one piece at the
 # bottom of the heap, then the model loads before server is imported, so the load (the heap's
 # peak) does not share the heap with the server's bytecode; `_m` hands both over in a list
 # server.run empties. With .py sources the import (compiling server.py, the bigger transient)
@@ -39,7 +39,7 @@ START_CODE = (  # terse (a noisy link damages fewer bytes); the path once, so a 
     "import gc,sys,os,array\n_p={path!r};_m=[];server=server_train=None\n"
     "if 'server.mpy' in os.listdir():\n"
     " for k in [k for k in sys.modules if k[:6]=='server' or 'train' in k]:del sys.modules[k]\n"
-    " gc.collect();_m.append(array.array('f',range(1024)))\n"
+    " gc.collect();_m.append(array.array('f',range({words})))\n"
     " from attention import Model\n"
     " try:_m.append(Model(_p))\n"
     " except Exception as e:_m.append(e)\n"
@@ -67,6 +67,16 @@ BUSY_WAIT = 1.0  # seconds a busy port is tried again before "port is busy" (a k
 # Seconds a silent board is waited for before a command gives up, the same for `flash` (the
 # first mpremote command) and `parity` (the raw REPL prompt): their --timeout default.
 DEFAULT_CONNECT_TIMEOUT = 10.0
+MAX_LINE = 4096  # bytes: the server's least request line (device/server_link.py MAX_LINE)
+
+
+def line_words(values: int) -> int:
+    """Float32 words of the server's line buffer for a model whose one sample is `values`
+    values (a window's T·C, a row's F): device/server_link.py `line_size(values) / 4` — at
+    least MAX_LINE bytes, else the sample whole as base64 plus 400 bytes, so a long window
+    (ACSF1: 1,460 values, 7.8 KB as base64) fits one request line."""
+    need = (16 * values + 2) // 3 + 400
+    return max(MAX_LINE, (need + 3) // 4 * 4) // 4
 
 
 class LinkError(Exception):
@@ -180,6 +190,7 @@ class BoardLink:
         self.serial: serial.Serial | None = None
         self._buf = b""
         self._next_id = 1
+        self.line_values = 0  # one sample's values of the model served (start_server)
         self.stats = {
             "garbage_lines": 0,  # lines that were not replies (noise, boot messages)
             "damaged_replies": 0,  # replies that failed their CRC: resent at once
@@ -306,14 +317,19 @@ class BoardLink:
 
     # -- server -----------------------------------------------------------------------------
     def start_server(
-        self, model_path: str = "model.bin", timeout: float = 15.0, attempts: int = 3
-    ) -> dict:
-        """Enter the raw REPL, start device/server.py, and return its banner.
+        self, model_path: str = "model.bin", timeout: float = 15.0, attempts: int = 3,
+        values: int | None = None,
+    ) -> dict:  # fmt: skip
+        """Enter the raw REPL, start device/server.py, and return its banner. `values`: one
+        sample's values of the blob (a window's T·C, a row's F; None: as the last start) sizes
+        the server's line buffer (`line_words`).
 
         A start that goes wrong on the way (the command or the banner damaged on a noisy link,
         a reset meanwhile) is tried again, up to `attempts` times in all. No raw REPL prompt
         (LinkTimeout) and a server that cannot load the model fail at once.
         """
+        if values is not None:
+            self.line_values = int(values)
         for attempt in range(attempts):
             self.enter_raw_repl()
             self.stats["server_starts"] += 1
@@ -329,7 +345,8 @@ class BoardLink:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self, model_path: str, timeout: float) -> dict:
-        code = START_CODE.format(path=model_path) if model_path else TRAIN_START_CODE
+        words = line_words(self.line_values)
+        code = START_CODE.format(path=model_path, words=words) if model_path else TRAIN_START_CODE
         self._write(code.encode() + b"\x04")
         self.read_until(b"OK", timeout=min(timeout, 5.0))  # the raw REPL took the code
         deadline = time.monotonic() + timeout

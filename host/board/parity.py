@@ -100,6 +100,12 @@ def takes_rows(blob: Any) -> bool:
     return not is_seq_blob(blob) or blob.ops[0].iparams["T"] == 1
 
 
+def sample_values(blob: Any) -> int:
+    """Values of one whole sample of `blob`: a window's T·C, a row's F (sizes the server's
+    request line, link.line_words)."""
+    return (blob.ops[0].iparams["T"] if is_seq_blob(blob) else 1) * blob.n_features
+
+
 def fit_windows(
     blob: Any, X: np.ndarray, lengths: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -264,7 +270,7 @@ def start_server(link: BoardLink, blob: Any, blob_path: Path, model_path: str = 
     """link.start_server; a board whose heap is too small for the blob: LinkError naming the
     heap the blob needs (flash.heap_needed, an estimate) and the heap the board has free."""
     try:
-        return link.start_server(model_path)
+        return link.start_server(model_path, values=sample_values(blob))
     except HeapTooSmall as exc:
         raise LinkError(heap_message(link, blob, blob_path, exc)) from None
 
