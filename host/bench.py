@@ -564,7 +564,8 @@ def main(args: argparse.Namespace) -> int:
                          uart_table(result["link_uart"])))  # fmt: skip
         print(sections[-1][1], flush=True)
     rows = summary_rows(result)
-    print("\n== summary\n" + format_table(rows))
+    if rows:  # a search-only run has its table above and no summary row
+        print("\n== summary\n" + format_table(rows))
     if args.write and chosen <= {"accuracy", "stream", "search"} and not args.all:
         m = result["machine"]
         run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"

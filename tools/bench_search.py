@@ -160,7 +160,8 @@ def _peer(e: dict[str, Any], name: str) -> float | None:
 def format_table(result: dict[str, Any]) -> str:
     names = list(PEERS)
     head = (f"{'problem':<22}{'int8':>7}{'float':>7}{'CV int8':>14}{'blob B':>8}{'MACs':>8}"
-            f"{'min':>6}" + "".join(f"{n[:12]:>13}" for n in names))  # fmt: skip
+            f"{'min':>6}" + "".join(f"{n.split(' (')[0].split(' +')[0]:>13}"
+                                    for n in names))  # fmt: skip
     lines = [
         f"tinyattn train --search, default budget (32 KiB blob, 150k MACs, 48 KiB heap), "
         f"--jobs {result['jobs']} on {result['cores']} cores, fresh cache; TEST read once. "
