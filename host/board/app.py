@@ -128,16 +128,10 @@ def app_config(args: argparse.Namespace) -> tuple[dict, Path | None]:
 def replay_steps(path: Path, n_features: int) -> np.ndarray:
     """Steps [N, C] float32 of a .ts file (its windows' valid steps back to back) or a replay
     file; CLIError when unreadable or C differs from the model's."""
-    from tinyattn.board.stream import read_replay
+    from tinyattn.board.stream import read_steps
 
     try:
-        if path.suffix.lower() == ".ts":
-            from tinyattn.data.timeseries import load_ts
-
-            d = load_ts(path, labels_required=False)
-            steps = np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)])
-        else:
-            steps, _ = read_replay(path)
+        steps, _ = read_steps(path)
     except (OSError, ValueError) as exc:
         raise CLIError(f"--source replay:{path}: {exc}") from None
     if steps.shape[1] != n_features:

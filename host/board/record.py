@@ -245,16 +245,10 @@ def board_source(args: argparse.Namespace) -> tuple[str | None, Path | None, lis
 def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float | None]:
     """The replay file to copy for --source replay:PATH (a .ts file's windows back to back),
     and the rate to play it at (a .tasr keeps its own unless --rate; a .ts file 10 Hz)."""
-    from tinyattn.board.stream import read_replay, write_replay
-    from tinyattn.data.timeseries import load_ts
+    from tinyattn.board.stream import read_steps, write_replay
 
-    own = 0.0
     try:
-        if path.suffix.lower() == ".ts":
-            d = load_ts(path, labels_required=False)
-            steps = np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)])
-        else:
-            steps, own = read_replay(path)
+        steps, own = read_steps(path)
         local = write_replay(tmp / BOARD_REPLAY, steps, 0.0)
     except (OSError, ValueError) as exc:  # TSFormatError is a ValueError
         raise CLIError(f"--source replay:{path}: {exc}") from None

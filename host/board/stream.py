@@ -60,6 +60,18 @@ def read_replay(path: str | Path) -> tuple[np.ndarray, float]:
     return np.frombuffer(data, "<f4", offset=REPLAY_HEADER.size).reshape(n, C), rate
 
 
+def read_steps(path: str | Path) -> tuple[np.ndarray, float]:
+    """(steps [N, C], rate) of a replay source: a .ts file's windows, their valid steps back to
+    back (rate 0.0: it has none of its own), or a replay file (read_replay); ValueError
+    (TSFormatError is one) or OSError naming what is wrong."""
+    if Path(path).suffix.lower() == ".ts":
+        from tinyattn.data.timeseries import load_ts
+
+        d = load_ts(path, labels_required=False)
+        return np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)]), 0.0
+    return read_replay(path)
+
+
 def device_modules():
     """(attention, attention_stream): the device modules imported under CPython."""
     path = str(device_dir())
