@@ -327,9 +327,10 @@ def keep_measured(
     rows: list[tuple[str, str, str, str]],
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, str]], list[str]]:  # fmt: skip
     """Sections and summary rows to write to `path` so that a run never degrades it: a
-    section this run measured only in part (skipped_sections) keeps the committed one, and a
-    summary row this run has no figure for ("—") keeps the committed row; returns them and one
-    note per section kept."""
+    section this run measured only in part (skipped_sections) keeps the committed one, a
+    committed section this run did not measure stays (the search's), and a summary row this
+    run has no figure for ("—") keeps the committed row; returns them and one note per
+    section kept."""
     committed, date = read_doc(path)
     when = f" of {date}" if date else ""
     keep, notes = skipped_sections(result), []
@@ -342,6 +343,8 @@ def keep_measured(
                 body += f"\n{mark}later runs lacked {EXTRAS[title]})"
             notes.append(f"kept the committed '{title}': this run lacked {EXTRAS[title]}")
         out.append((title, body))
+    measured = {title for title, _ in sections}  # a section this run did not measure stays
+    out += [(t, b) for t, b in committed.items() if t != "Summary" and t not in measured]
     old_rows = {}
     for line in committed.get("Summary", "").splitlines()[1:]:
         cells = re.split(r"\s{2,}", line.strip())
@@ -360,9 +363,6 @@ def write_doc(
     machine's paths and never with fewer measured figures than the committed file
     (keep_measured); returns what was kept."""
     sections, merged, notes = keep_measured(path, result, sections, rows)
-    measured = {title for title, _ in sections}  # a section this run did not measure stays
-    sections += [(t, b) for t, b in read_doc(path)[0].items()
-                 if t != "Summary" and t not in measured]  # fmt: skip
     table = format_table(merged)
     m = result["machine"]
     text = [
