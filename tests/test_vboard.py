@@ -487,12 +487,23 @@ def test_board_cli_sigterm_stops_board_without_orphans(tmp_path, mpremote) -> No
         assert r.stdout.strip() == "cli board", r.stderr
         children = _descendants(proc.pid)
         assert children, "the board CLI should run an interpreter process"
+        created = os.stat(port).st_ctime_ns
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:
         proc.kill()
     assert all(_gone(pid) for pid in children)
-    assert not os.path.exists(port)  # the pty is closed
+    assert not _same_pty_open(port, created)
+
+
+def _same_pty_open(port: str, created: int) -> bool:
+    """Whether the pty `port` named, made at `created` (its node's ctime), is still open.
+    Tests run side by side, and the kernel hands a closed pty's number to the next one opened,
+    so the path alone does not say: a reused number is a new node, with a new ctime."""
+    try:
+        return os.stat(port).st_ctime_ns == created
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.serial
