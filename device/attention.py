@@ -114,7 +114,8 @@ class Op:
 
 
 class Blob:
-    """A parsed blob: header fields, class_names, mean / std (array('f')), ops ([Op])."""
+    """A parsed blob: header fields, class_names, mean / std (array('f')), ops ([Op]); floor
+    (array('f')) when the input has the log view, else None."""
 
     def __init__(self, version, quantized, F, C, s_in, s_logit, names, mean, std, ops):
         self.version = version
@@ -126,6 +127,7 @@ class Blob:
         self.class_names = names
         self.mean = mean
         self.std = std
+        self.floor = None
         self.ops = ops
         self.bufs = None  # the programs' buffers, when read_blob allocated them (buffers=)
 
@@ -314,8 +316,7 @@ class Model:
         self.seq = blob.ops[0].code == 7  # op 0 embed: input windows of n <= T steps
         self.kernels = kernels if blob.quantized else None
         self.float_kernels = float_set
-        self._mean = blob.mean
-        self._std = blob.std
+        self._norm = (blob.mean, blob.std, blob.floor)  # floor None: no log view
         self._prog8 = None
         loaded = [name for name in _READER if name in sys.modules]
         try:
@@ -395,13 +396,16 @@ class Model:
             xq = _zeros("b", self.input_len)
         elif len(xq) < nf:
             raise ValueError("quantize: xq holds %d int8, the window needs %d" % (len(xq), nf))
-        mean = self._mean
-        std = self._std
+        mean, std, floor = self._norm
         s_in = self.input_scale
         C = self.n_features
         c = 0
         for i in range(nf):
-            t = (features[first + i] - mean[c]) / std[c] / s_in + 0.5
+            f = features[first + i]
+            if floor is not None and f - f == 0:  # the log view of a finite feature
+                f -= floor[c]
+                f = math.log(1.0 + f) if f > 0 else 0.0
+            t = (f - mean[c]) / std[c] / s_in + 0.5
             c += 1
             if c == C:
                 c = 0
@@ -502,12 +506,15 @@ class Model:
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
         x = self._xf
-        mean = self._mean
-        std = self._std
+        mean, std, floor = self._norm
         C = self.n_features
         c = 0
         for i in range(nf):
-            x[i] = (features[first + i] - mean[c]) / std[c]
+            f = features[first + i]
+            if floor is not None and f - f == 0:  # the log view of a finite feature
+                f -= floor[c]
+                f = math.log(1.0 + f) if f > 0 else 0.0
+            x[i] = (f - mean[c]) / std[c]
             c += 1
             if c == C:
                 c = 0

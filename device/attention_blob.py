@@ -110,7 +110,7 @@ def read_records(api, mv, source):
             )
     if n < _MIN_FILE:
         raise fail("truncated: %d bytes, a blob has at least %d" % (n, _MIN_FILE))
-    (_, _, flags, size, F, C, n_ops, n_tensors, s_in, s_logit, names_len, reserved) = (
+    (_, _, flags, size, F, C, n_ops, n_tensors, s_in, s_logit, names_len, view) = (
         struct.unpack("<4sHHIHHHHffHH", mv[0:32])
     )
     if n < size:
@@ -131,8 +131,8 @@ def read_records(api, mv, source):
     if flags != _FLAG_QUANTIZED and flags != _FLAG_FLOAT32:
         raise fail("unknown flags 0x%04x (exactly one of bit 0, bit 1 must be set)" % flags)
     quantized = flags == _FLAG_QUANTIZED
-    if reserved:
-        raise fail("reserved header field is %d, must be 0" % reserved)
+    if view != 0 and view != 1:
+        raise fail("unknown input view %d (0 raw, 1 log)" % view)
     if F < 1 or C < 1:
         raise fail("n_features %d and n_classes %d must be >= 1" % (F, C))
     if not 1 <= n_ops <= 64:
@@ -194,6 +194,12 @@ def read_records(api, mv, source):
     for i in range(F):
         if not std[i] > 0:
             raise fail("norm std has a value <= 0 (must be > 0)")
+    floor = None
+    if view == 1:
+        floor = _array("f", take(4 * F, "log floor"))
+        for i in range(F):
+            if not _finite(floor[i]):
+                raise fail("log floor contains NaN or infinity")
 
     ops = []
     for k in range(n_ops):
@@ -224,4 +230,5 @@ def read_records(api, mv, source):
         ops.append((op, refs))
 
     blob = api.Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, None)
+    blob.floor = floor
     return blob, ops, n_tensors, pos, end, (OPS, DTYPES)

@@ -65,6 +65,7 @@ Impulse's continuous mode (a moving average over decisions); docs/quantization.m
 """
 
 import array
+import math
 import struct
 
 try:
@@ -237,8 +238,7 @@ class Stream:
         xq = array.array("b", bytes(C))  # exactly C: quantize pads nothing
         hi = array.array("h", bytes(2 * _K * C))
         lo = array.array("H", bytes(2 * _K * C))
-        mean = getattr(model, "_mean", None)
-        std = getattr(model, "_std", None)
+        mean, std, floor = getattr(model, "_norm", (None, None, None))
 
         def q(c, key):
             step[c] = _float(key)
@@ -257,6 +257,8 @@ class Stream:
                     guess = prev + 1
                     if mean is not None:
                         g = mean[c] + (k - 0.5) * model.input_scale * std[c]
+                        if floor is not None:  # the log view's inverse, as a guess
+                            g = floor[c] + math.exp(g) - 1.0 if 0 < g < 80 else floor[c]
                         if -3e38 < g < 3e38:
                             guess = max(_key(g), prev + 1)
                     # bracket (a, b]: q(a) < k <= q(b), galloping from the guess

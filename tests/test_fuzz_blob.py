@@ -86,10 +86,10 @@ def fields(data: bytes) -> list[tuple[str, int, str]]:
     blob, found by walking the layout of docs/blob-format.md."""
     out = [("file_size", 8, "<I"), ("flags", 6, "<H"), ("n_features", 12, "<H"),
            ("n_classes", 14, "<H"), ("n_ops", 16, "<H"), ("n_tensors", 18, "<H"),
-           ("names_len", 28, "<H"), ("reserved", 30, "<H")]  # fmt: skip
+           ("names_len", 28, "<H"), ("input_view", 30, "<H")]  # fmt: skip
     F, _, n_ops, n_tensors = struct.unpack_from("<4H", data, 12)
-    names_len = struct.unpack_from("<H", data, 28)[0]
-    pos = 32 + names_len + (-names_len) % 4 + 8 * F
+    names_len, view = struct.unpack_from("<2H", data, 28)
+    pos = 32 + names_len + (-names_len) % 4 + (12 if view == 1 else 8) * F  # norm, log floor
     for k in range(n_ops):
         _, nt, ni, nf = data[pos : pos + 4]
         out += [(f"op{k}.opcode", pos, "B"), (f"op{k}.n_tensors", pos + 1, "B"),
@@ -286,7 +286,8 @@ PROBLEMS = [
     ("bad magic", "bad magic"), ("unsupported format version", "unsupported version"),
     ("CRC mismatch", "CRC mismatch"), ("truncated", "truncated"),
     ("file size mismatch", "file size mismatch"), ("is not a multiple of 4", "size not aligned"),
-    ("unknown flags", "unknown flags"), ("reserved", "reserved field/opcode"),
+    ("unknown flags", "unknown flags"), ("unknown input view", "unknown input view"),
+    ("log floor", "log floor"), ("reserved", "reserved field/opcode"),
     ("non-zero padding", "non-zero padding"), ("unknown opcode", "unknown opcode"),
     ("unknown dtype", "unknown dtype"), ("the section ends", "section overrun"),
     ("overlap", "tensors overlap"), ("outside the data section", "data outside section"),

@@ -163,6 +163,9 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
     from tinyattn.learn.seqmodel import build_seq_model, default_max_steps
 
     check_recipe(data.name, augment, distill)
+    if arch.log_view:
+        raise CLIError("--on-board: the board trains on the values as they are, not their log "
+                       "view; train with --log-view on the host, then export and flash")
     train, test, split = _split(data, config)
     lengths = np.asarray(train.lengths, np.int64)
     mean, std = fit_channel_standardizer(train.X, lengths)

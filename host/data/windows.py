@@ -6,7 +6,9 @@ every stage from the readers on takes the same pair.
 
 - `valid_lengths`: the lengths checked against a model's T.
 - `fit_to_model`: the long window rule (a window longer than T is classified on its last T).
-- `normalize_windows`: per-channel `(x - mean) / std` at valid steps, 0 past them.
+- `log_view` / `fit_log_floor`: the log view of the input (docs/quantization.md "Input view").
+- `normalize_windows`: per-channel `(x - mean) / std` at valid steps, 0 past them (after the
+  log view when the model has one).
 - `Windows`: what every reader gives (`data.tabular`'s CSV rows as windows of one step,
   `data.timeseries`' `.ts` cases) and train, quantize, export, parity, predict, report and
   on-board training take.
@@ -14,6 +16,7 @@ every stage from the readers on takes the same pair.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,9 +119,43 @@ def fit_to_model(
     return out, np.minimum(n, max_steps), int(long.size)
 
 
-def normalize_windows(X, lengths, mean, std, dtype=np.float64) -> np.ndarray:
-    """Per-channel `(X - mean[c]) / std[c]` at the valid steps of `X [B, T', C]`, 0 elsewhere."""
+_LOG = np.frompyfunc(math.log, 1, 1)  # libm's log, as CPython's math and the MicroPython port
+
+
+def log_view(X: np.ndarray, floor: np.ndarray | None) -> np.ndarray:
+    """The log view of raw values `X [..., C]` (docs/quantization.md "Input view"): per channel
+    `v = x - floor[c]`, `log(1 + v)` where `v > 0`, else 0; a non-finite x (NaN, ±inf) passes
+    unchanged. `floor` is float32 (as the blob holds it), the arithmetic float64 in this order
+    with libm's `log`, as the device computes it. `floor` None: the values as they are."""
+    if floor is None:
+        return X
     X = np.asarray(X, dtype=np.float64)
+    finite = np.isfinite(X)
+    with np.errstate(over="ignore"):  # a finite x far above the floor: v, 1 + v may be inf
+        d = np.where(finite, X, 0.0) - np.asarray(floor, np.float32).astype(np.float64)
+        w = np.where(d > 0.0, 1.0 + d, 1.0)  # log(1) = 0 at or below the floor
+    return np.where(finite, _LOG(w).astype(np.float64), X)
+
+
+def fit_log_floor(X: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The log view's `floor [C]`, float32: each channel's smallest value at the valid steps of
+    training windows `X [N, T, C]` (NaN ignored; 0 for a channel without values)."""
+    valid = np.arange(X.shape[1])[None, :] < np.asarray(lengths)[:, None]  # (N, T)
+    v = np.where(np.isnan(X[valid]), np.inf, X[valid])  # (valid steps, C)
+    low = v.min(axis=0) if len(v) else np.zeros(X.shape[2])
+    return np.where(np.isfinite(low), low, 0.0).astype(np.float32)
+
+
+def model_log_floor(ops: list[dict]) -> np.ndarray | None:
+    """The log view's floor a model's op list carries (op 0's `log_floor`), None without."""
+    floor = ops[0].get("log_floor") if ops else None
+    return None if floor is None else np.asarray(floor, np.float32)
+
+
+def normalize_windows(X, lengths, mean, std, dtype=np.float64, log_floor=None) -> np.ndarray:
+    """Per-channel `(X - mean[c]) / std[c]` at the valid steps of `X [B, T', C]`, 0 elsewhere;
+    `log_floor` given: of the log view of `X` (`log_view`)."""
+    X = log_view(np.asarray(X, dtype=np.float64), log_floor)
     if X.ndim != 3 or X.shape[2] != len(mean):
         raise ValueError(f"windows of shape {X.shape}, expected [B, T, {len(mean)}]")
     n = valid_lengths(X, lengths, X.shape[1])

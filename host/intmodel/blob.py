@@ -50,6 +50,7 @@ MAX_NAME_LEN = 32
 MAX_NDIM = 4
 MAX_FILE = 16 * 1024 * 1024
 MIN_FILE = HEADER.size + CRC_SIZE
+INPUT_VIEW_RAW, INPUT_VIEW_LOG = 0, 1  # the header's input_view: raw values, or their log view
 
 INT8_MIN, INT8_MAX = -128, 127
 LOGIT_MIN, LOGIT_MAX = -32768, 32767  # the last op's int8-path output (int16 range)
@@ -284,6 +285,7 @@ class QuantModelSpec:
     input_scale: float  # s_in of the quantized input (1.0 in a float32 blob)
     logit_scale: float  # real logit = logit_q * logit_scale (1.0 in a float32 blob)
     ops: list[Op]
+    log_floor: np.ndarray | None = None  # (F,) float32: the input's log view; None: raw input
 
     @property
     def n_features(self) -> int:
@@ -373,6 +375,8 @@ def blob_bytes(spec: QuantModelSpec) -> bytes:
     head += names + bytes(_pad(len(names)))
     head += np.asarray(spec.norm_mean, dtype=F32).tobytes()
     head += np.asarray(spec.norm_std, dtype=F32).tobytes()
+    if spec.log_floor is not None:
+        head += np.asarray(spec.log_floor, dtype=F32).tobytes()
     for op, refs in zip(spec.ops, op_refs, strict=True):
         iparams, fparams = _op_iparams(op), _op_fparams(op)
         rec = OP_HEAD.pack(op.opcode, len(refs), len(iparams), len(fparams))
@@ -411,7 +415,7 @@ def blob_bytes(spec: QuantModelSpec) -> bytes:
         spec.input_scale,
         spec.logit_scale,
         len(names),
-        0,
+        INPUT_VIEW_RAW if spec.log_floor is None else INPUT_VIEW_LOG,
     )
     body = header + head + table + data
     out = body + struct.pack("<I", zlib.crc32(body))
@@ -512,7 +516,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
     def fail(problem: str, remedy: str = REMEDY) -> BlobError:
         return BlobError(f"{source}: {problem}; {remedy}")
 
-    head, class_names, norm_mean, norm_std, raw_ops, pos, end = _read_records(data, fail)
+    head, class_names, (norm_mean, norm_std, floor), raw_ops, pos, end = _read_records(data, fail)
     table, arrays, data_start = _read_tensors(data, pos, end, head.n_tensors, fail)
     ops = _check_ops(raw_ops, table, arrays, head, fail)
     return Blob(
@@ -523,6 +527,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
         input_scale=float(head.input_scale),
         logit_scale=float(head.logit_scale),
         ops=ops,
+        log_floor=floor,
         version=FORMAT_VERSION,
         flags=head.flags,
         file_size=head.file_size,
@@ -538,8 +543,8 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
 def _read_records(data: bytes, fail: Callable[..., BlobError]):
     """Magic, version, size, CRC, header fields, class names, normalization, op records.
 
-    Returns (header, class names, norm mean, norm std, [RawOp], tensor table offset, end of
-    the data section)."""
+    Returns (header, class names, (norm mean, norm std, log floor or None), [RawOp], tensor
+    table offset, end of the data section)."""
     n = len(data)
     if n >= 4 and data[:4] != MAGIC:
         raise fail(f"bad magic {data[:4]!r}, expected {MAGIC!r} (not a tinyattn blob)")
@@ -566,7 +571,7 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
             f"computed 0x{crc:08x}"
         )
     # From here on the bytes are what the writer wrote: errors are inconsistent structure.
-    (_, _, flags, _, F, C, n_ops, n_tensors, input_scale, logit_scale, names_len, reserved) = (
+    (_, _, flags, _, F, C, n_ops, n_tensors, input_scale, logit_scale, names_len, view) = (
         HEADER.unpack_from(data, 0)
     )
     if file_size > MAX_FILE or file_size % ALIGN:
@@ -574,8 +579,8 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
     if flags not in (FLAG_QUANTIZED, FLAG_FLOAT32):
         raise fail(f"unknown flags 0x{flags:04x} (exactly one of bit 0, bit 1 must be set)")
     quantized = flags == FLAG_QUANTIZED
-    if reserved:
-        raise fail(f"reserved header field is {reserved}, must be 0")
+    if view not in (INPUT_VIEW_RAW, INPUT_VIEW_LOG):
+        raise fail(f"unknown input view {view} (0 raw, 1 log)")
     if F < 1 or C < 1:
         raise fail(f"n_features {F} and n_classes {C} must be >= 1")
     if not 1 <= n_ops <= MAX_OPS:
@@ -607,6 +612,11 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
         raise fail("norm mean/std contain NaN or infinity")
     if not np.all(norm_std > 0):
         raise fail("norm std has a value <= 0 (must be > 0)")
+    log_floor = None
+    if view == INPUT_VIEW_LOG:
+        log_floor = np.frombuffer(r.take(4 * F, "log floor"), dtype=F32).copy()
+        if not np.all(np.isfinite(log_floor)):
+            raise fail("log floor contains NaN or infinity")
 
     raw_ops: list[RawOp] = []
     for k in range(n_ops):
@@ -632,7 +642,7 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
             if t >= n_tensors:
                 raise fail(f"op {k} ({layout.name}) refers to tensor {t}, only {n_tensors}")
         raw_ops.append((opcode, refs, ip, fp))
-    return head, class_names, norm_mean, norm_std, raw_ops, r.pos, end
+    return head, class_names, (norm_mean, norm_std, log_floor), raw_ops, r.pos, end
 
 
 # -- phase 2: tensor table, data section (device: attention_tensors.read_tensors) -------------

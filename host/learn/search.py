@@ -13,10 +13,11 @@ record in the model file:
 - **The budget.** A candidate whose blob bytes, MACs or heap (loaded model + buffers, the
   estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
-  embed, heads, blocks, ff), `recipe` (lr, weight decay, label smoothing; epochs), `augment`
-  (time shift, scaling, jitter, time stretch), `average` (none, EMA, SWA), `distill` (none, or
-  an ensemble of 4 teachers). The first stage starts from the dataset's tuned defaults when it
-  has them, else from `generic_defaults`; the stages before `distill` train without teachers
+  embed, heads, blocks, ff), `view` (the values, or their log view), `recipe` (lr, weight
+  decay, label smoothing; epochs), `augment` (time shift, scaling, jitter, time stretch),
+  `average` (none, EMA, SWA), `distill` (none, or an ensemble of 4 teachers). The first
+  stage starts from the dataset's tuned defaults when it has them, else from
+  `generic_defaults`; the stages before `distill` train without teachers
   (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
 - **One standard error.** In a stage, the best mean int8 accuracy m has a standard error s
   over its k·repeats folds; every candidate scoring at least m − s is as good as the folds can
@@ -151,7 +152,8 @@ class Candidate:
         d = self.distill
         teach = f" | teachers{d.teachers} T{d.temperature:g} a{d.alpha:g}" if d.active else ""
         stretch = f" stretch{g.stretch:g}" if g.stretch else ""
-        return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim} | "
+        view = " log" if a.log_view else ""
+        return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim}{view} | "
                 f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} | "
                 f"shift{g.shift} scale{g.scale:g} noise{g.noise:g}{stretch} | "
                 f"{avg}{teach}")  # fmt: skip
@@ -177,6 +179,8 @@ def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     C = data.X.shape[2]
     T = default_max_steps(data.lengths, arch.patch)
     model = build_seq_model(T, C, data.n_classes, arch)
+    if arch.log_view:  # the floor's bytes: its values do not change the size
+        model.ops[0]["log_floor"] = [0.0] * C
     res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
     few = slice(0, min(4, len(data.X)))
     X = data.X[few, :T]
@@ -320,7 +324,8 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     for P in patches:
         for E, H in ((8, 2), (16, 4), (24, 4)):
             for L in (1, 2):
-                a = SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=2 * E)
+                a = SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=2 * E,
+                                  log_view=base.log_view)  # fmt: skip
                 if a not in out:
                     out.append(a)
     return out
@@ -336,6 +341,9 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     t, g = base.train, base.augment
     if stage == "arch":
         return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
+    if stage == "view":  # the values as they are, or their log view (heavy-tailed levels)
+        grid = [base.arch, replace(base.arch, log_view=not base.arch.log_view)]
+        return [replace(base, arch=a) for a in grid]
     if stage == "recipe":  # the rate, decay and smoothing at the base's epochs; then epochs
         grid = [t] + [replace(t, lr=lr, weight_decay=wd, label_smoothing=ls)
                       for lr in (3e-3, 1e-2) for wd in (0.01, 0.1) for ls in (0.0, 0.1)]
@@ -356,7 +364,7 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     raise ValueError(f"unknown stage {stage!r}")
 
 
-STAGES = ("arch", "recipe", "augment", "average", "distill")
+STAGES = ("arch", "view", "recipe", "augment", "average", "distill")
 
 
 @dataclass

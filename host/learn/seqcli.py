@@ -77,6 +77,11 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
     ts.add_argument("--blocks", type=int, metavar="L", help=f"attention + ff blocks ({where})")
     ts.add_argument("--ff", type=int, metavar="F", help=f"feed-forward hidden units ({where})")
     ts.add_argument(
+        "--log-view", action="store_true", default=None,
+        help="feed the model log(1 + x - floor) of each channel, floor its smallest TRAIN "
+        "value (for heavy-tailed levels such as power draw; docs/quantization.md)",
+    )  # fmt: skip
+    ts.add_argument(
         "--shift", type=int, metavar="STEPS",
         help="augmentation: rotate each training window by up to ±STEPS steps (0: off; "
         f"{where}: basicmotions 50, others 0)",
@@ -188,6 +193,8 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
     given = {field: getattr(args, dest) for dest, (field, _) in ARCH_FLAGS.items()
              if getattr(args, dest) is not None}  # fmt: skip
     arch = replace(d.arch, **given)
+    if getattr(args, "log_view", None):
+        arch = replace(arch, log_view=True)
     for field, flag in ARCH_FLAGS.values():
         v = getattr(arch, field)
         if v < 1:

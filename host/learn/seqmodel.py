@@ -67,6 +67,7 @@ class SeqAttnConfig:
     blocks: int = 2  # L residual attention + feed-forward blocks
     ff_dim: int = 32  # F = 2E hidden units of the feed-forward
     bias: bool = True  # every Dense and the attention projections have biases
+    log_view: bool = False  # the input's log view (docs/quantization.md), floor fitted on TRAIN
 
 
 def default_max_steps(train_lengths: np.ndarray, patch: int) -> int:

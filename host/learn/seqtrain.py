@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windows
+from tinyattn.data.windows import fit_log_floor, log_view
 from tinyattn.intmodel.floatref import fit_to_model
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
@@ -321,10 +322,11 @@ def train_seq(
     arch = arch if arch is not None else SeqAttnConfig()
     config = config if config is not None else TrainConfig()
     lengths = np.asarray(lengths, np.int64)
-    mean, std = fit_channel_standardizer(X, lengths)
+    floor = fit_log_floor(X, lengths) if arch.log_view else None
+    mean, std = fit_channel_standardizer(log_view(X, floor), lengths)
     T = max_steps if max_steps is not None else default_max_steps(lengths, arch.patch)
     Xt, n, _ = fit_to_model(X, lengths, T)
-    x = standardize_windows(Xt, n, mean, std).astype(dtype)  # (N, T', C), 0 at padding
+    x = standardize_windows(Xt, n, mean, std, floor).astype(dtype)  # (N, T', C), 0 at padding
     if x.shape[1] < T:  # every window shorter than T: pad the array (not the model) to T
         x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
     t0 = time.perf_counter()
@@ -337,6 +339,8 @@ def train_seq(
                          f"{soft.teachers}")  # fmt: skip
     t_teach = time.perf_counter() - t0
     model = build_seq_model(T, Xt.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
+    if floor is not None:
+        model.ops[0]["log_floor"] = [float(v) for v in floor]
     result = TrainResult(model, mean, std, 0.0)
     spent = [0.0]  # seconds inside on_epoch, not training
 
