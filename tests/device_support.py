@@ -19,6 +19,7 @@ Device scripts exchange data as text: feature rows one per line, results as Pyth
 from __future__ import annotations
 
 import ast
+import json
 import struct
 import subprocess
 import sys
@@ -311,3 +312,18 @@ m = attention.Model(sys.argv[2], kernels=sys.argv[3])
 gc.collect()
 print(gc.mem_alloc() - a)
 """
+
+
+def flash_and_parity(vb, capsys, tmp_path: Path, samples: int):
+    """Flash m.bin to the virtual board `vb` and run parity against m.npz: passed, every int8
+    logit of the `samples` samples exact; returns `vb`."""
+    from tinyattn import cli
+
+    assert cli.main(["flash", "--port", vb.port, "--blob", "m.bin", "--quiet"]) == 0
+    code = cli.main(["parity", "--port", vb.port, "--blob", "m.bin", "--model", "m.npz",
+                     "--report", "p.json", "--quiet"])  # fmt: skip
+    capsys.readouterr()
+    summary = json.loads((tmp_path / "p.json").read_text())["summary"]
+    assert code == 0 and summary["passed"]
+    assert summary["int8_exact"] == summary["samples"] == samples
+    return vb

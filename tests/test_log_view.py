@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 import pytest
-from device_support import DEVICE_DIR, find, run_micropython
+from device_support import DEVICE_DIR, find, flash_and_parity, run_micropython
 
 from tinyattn import cli
 from tinyattn.data.timeseries import write_ts
@@ -188,7 +188,7 @@ def test_train_log_view_exports_flashes_and_passes_parity(tmp_path, capsys, vboa
         pytest.skip("MicroPython unix port not installed ('make install')")
     X, n, y = _windows()
     write_ts(tmp_path / "P_TRAIN.ts", X, n, y, ["a", "b", "c"], "P")
-    write_ts(tmp_path / "P_TEST.ts", X[::-1] * 1.1, n[::-1], y[::-1], ["a", "b", "c"], "P")
+    write_ts(tmp_path / "P_TEST.ts", X[::-1] * 1.1 - 0.05, n[::-1], y[::-1], ["a", "b", "c"], "P")
     code = cli.main(["train", "--ts", "P_TRAIN.ts", "--test", "P_TEST.ts", "--log-view",
                      "--patch", "4", "--embed", "8", "--heads", "2", "--epochs", "6",
                      "--out", "m.npz", "--quiet"])  # fmt: skip
@@ -196,11 +196,4 @@ def test_train_log_view_exports_flashes_and_passes_parity(tmp_path, capsys, vboa
     assert "log_floor" in load_model(tmp_path / "m.npz").ops[0]
     assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
     assert read_blob((tmp_path / "m.bin").read_bytes()).log_floor is not None
-    vb = vboard_factory()
-    assert cli.main(["flash", "--port", vb.port, "--blob", "m.bin", "--quiet"]) == 0
-    code = cli.main(["parity", "--port", vb.port, "--blob", "m.bin", "--model", "m.npz",
-                     "--report", "p.json", "--quiet"])  # fmt: skip
-    capsys.readouterr()
-    summary = json.loads((tmp_path / "p.json").read_text())["summary"]
-    assert code == 0 and summary["passed"]
-    assert summary["int8_exact"] == summary["samples"] == N
+    flash_and_parity(vboard_factory(), capsys, tmp_path, N)

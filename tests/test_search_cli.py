@@ -12,7 +12,14 @@ import json
 
 import numpy as np
 import pytest
-from device_support import HEAP, KERNEL_MODULES, compile_mpy, find, run_micropython
+from device_support import (
+    HEAP,
+    KERNEL_MODULES,
+    compile_mpy,
+    find,
+    flash_and_parity,
+    run_micropython,
+)
 
 from tinyattn import cli
 from tinyattn.data.timeseries import write_ts
@@ -40,19 +47,6 @@ def _train(capsys, *argv):
     out = capsys.readouterr()
     assert code == 0, out.err
     return json.loads(out.out.strip().splitlines()[-1]), out.err
-
-
-def _flash_and_parity(vb, capsys, tmp_path, samples: int):
-    """Flash m.bin to the virtual board `vb` and run parity against m.npz: passed, every int8
-    logit of the `samples` samples exact; returns `vb`."""
-    assert cli.main(["flash", "--port", vb.port, "--blob", "m.bin", "--quiet"]) == 0
-    code = cli.main(["parity", "--port", vb.port, "--blob", "m.bin", "--model", "m.npz",
-                     "--report", "p.json", "--quiet"])  # fmt: skip
-    capsys.readouterr()
-    summary = json.loads((tmp_path / "p.json").read_text())["summary"]
-    assert code == 0 and summary["passed"]
-    assert summary["int8_exact"] == summary["samples"] == samples
-    return vb
 
 
 @pytest.mark.host
@@ -122,7 +116,7 @@ def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tm
     used = int(run_micropython(HEAP, [str(mpy), str(tmp_path / "m.bin"), "viper",
                                       *KERNEL_MODULES["viper"]], "256k")[0])  # fmt: skip
     assert 0 < used <= preset.max_heap
-    _flash_and_parity(vboard_factory(), capsys, tmp_path, 24)
+    flash_and_parity(vboard_factory(), capsys, tmp_path, 24)
 
 
 @pytest.mark.serial
@@ -150,7 +144,7 @@ def test_search_cli_on_csv_rows_exports_passes_parity_and_predicts_by_header(
     assert meta["csv"] == str(tmp_path / "mine.csv") and meta["target"] == "species"
     assert meta["feature_names"] == names and s["max_steps"] == 1
     assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
-    vb = _flash_and_parity(vboard_factory(), capsys, tmp_path, 150)
+    vb = flash_and_parity(vboard_factory(), capsys, tmp_path, 150)
     # the columns in another order, the label first: matched by name on the board
     order = [4, 2, 0, 3, 1]
     cells = [line.split(",") for line in lines]

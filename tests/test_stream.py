@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,9 @@ def oracle_logits(blob: bytes, steps: np.ndarray, ends: list[int]) -> np.ndarray
 def test_stream_quantizer_equals_model_quantize(mods):
     attention, attention_stream = mods
     rng = np.random.default_rng(1)
-    for data in (BM.read_bytes(), blob_bytes(seq_spec(seed=4))):
+    spec = seq_spec(seed=4)
+    logged = replace(spec, log_floor=np.linspace(-2, 1, len(spec.norm_mean)).astype(np.float32))
+    for data in (BM.read_bytes(), blob_bytes(spec), blob_bytes(logged)):  # raw, log view
         m = attention.Model(data, kernels="pure")
         s = attention_stream.Stream(m, HOP)
         C = m.n_features
