@@ -335,8 +335,8 @@ def run_float(
         return forward_seq(blob.ops, x, n, params=lambda op: weights[id(op)])
     mean = np.asarray(blob.norm_mean, dtype=np.float32)
     std = np.asarray(blob.norm_std, dtype=np.float32)
-    x = (log_view(np.asarray(X_raw, dtype=np.float32), blob.log_floor).astype(np.float32)
-         - mean) / std  # (B, 1, F) or (B, F)  # fmt: skip
+    raw = log_view(np.asarray(X_raw, dtype=np.float32), blob.log_floor).astype(np.float32)
+    x = (raw - mean) / std  # (B, 1, F) or (B, F)
     B = x.shape[0]
     x = x.reshape(B, -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense ops)
     for op in blob.ops:
