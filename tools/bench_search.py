@@ -70,21 +70,13 @@ def parity(work: Path) -> dict[str, Any]:
     """The pick in `work` exported, flashed to a virtual board with the RP2040 preset's free
     heap (BOARD_HEAP; the default budget's 48 KiB model beside the runtime and the server)
     and checked by parity on its TEST windows: `{passed, samples, int8_exact}`."""
+    from tools.vboard import VirtualBoard
+
     _tinyattn(work, "export", "--model", "model.npz", "--out", "model.bin")
-    board = subprocess.Popen(
-        [sys.executable, "-m", "tinyattn.cli", "board", "--heap", BOARD_HEAP, "--fs",
-         "board", "--print-port-only"], cwd=work, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        port = board.stdout.readline().strip()
-        if not port:
-            raise RuntimeError(f"the virtual board in {work} did not start")
-        _tinyattn(work, "flash", "--port", port, "--blob", "model.bin", "--quiet")
-        _tinyattn(work, "parity", "--port", port, "--blob", "model.bin", "--model",
+    with VirtualBoard(work / "board", heap=BOARD_HEAP) as vb:  # VirtualBoardError: RuntimeError
+        _tinyattn(work, "flash", "--port", vb.port, "--blob", "model.bin", "--quiet")
+        _tinyattn(work, "parity", "--port", vb.port, "--blob", "model.bin", "--model",
                   "model.npz", "--report", "parity.json", "--quiet")  # fmt: skip
-    finally:
-        board.terminate()
-        board.wait(timeout=30)
     s = json.loads((work / "parity.json").read_text())["summary"]
     return {k: s[k] for k in ("passed", "samples", "int8_exact")}
 
