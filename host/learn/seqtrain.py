@@ -323,10 +323,11 @@ def train_seq(
     config = config if config is not None else TrainConfig()
     lengths = np.asarray(lengths, np.int64)
     floor = fit_log_floor(X, lengths) if arch.log_view else None
-    mean, std = fit_channel_standardizer(log_view(X, floor), lengths)
+    Xv = log_view(X, floor)  # the model's view of the windows (X itself without a floor)
+    mean, std = fit_channel_standardizer(Xv, lengths)
     T = max_steps if max_steps is not None else default_max_steps(lengths, arch.patch)
-    Xt, n, _ = fit_to_model(X, lengths, T)
-    x = standardize_windows(Xt, n, mean, std, floor).astype(dtype)  # (N, T', C), 0 at padding
+    Xt, n, _ = fit_to_model(Xv, lengths, T)
+    x = standardize_windows(Xt, n, mean, std).astype(dtype)  # (N, T', C), 0 at padding
     if x.shape[1] < T:  # every window shorter than T: pad the array (not the model) to T
         x = np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
     t0 = time.perf_counter()
