@@ -117,7 +117,7 @@ class Blob:
     """A parsed blob: header fields, class_names, mean / std (array('f')), ops ([Op]); floor
     (array('f')) when the input has the log view, else None."""
 
-    def __init__(self, version, quantized, F, C, s_in, s_logit, names, mean, std, ops):
+    def __init__(self, version, quantized, F, C, s_in, s_logit, names, mean, std, floor, ops):
         self.version = version
         self.quantized = quantized
         self.n_features = F
@@ -127,7 +127,7 @@ class Blob:
         self.class_names = names
         self.mean = mean
         self.std = std
-        self.floor = None
+        self.floor = floor
         self.ops = ops
         self.bufs = None  # the programs' buffers, when read_blob allocated them (buffers=)
 

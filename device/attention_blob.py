@@ -229,6 +229,6 @@ def read_records(api, mv, source):
                 raise fail("op %d (%s) refers to tensor %d, only %d" % (k, name, t, n_tensors))
         ops.append((op, refs))
 
-    blob = api.Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, None)
-    blob.floor = floor
+    blob = api.Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, floor,
+                    None)  # fmt: skip
     return blob, ops, n_tensors, pos, end, (OPS, DTYPES)
