@@ -144,6 +144,7 @@ def build(blob, kernels, float_kernels, bufs=None):
                 if int8:
                     p += [ip["M_sm"], ip["shift_sm"], ip["M_ctx"], ip["shift_ctx"]]
                     p += list(op.t["lut"])  # EXP_HI[16], EXP_LO[16]
+                    p.append(ip["dmax_sm"])  # the largest diff whose index is computed
                 steps.append((attn, q, k, v, ctx, scores, array.array("i", p)))
                 steps.append(dense_step(dense, op, "o", ctx, y, S, -128, 127, int8))
             elif op.code == 5:  # avgpool
@@ -163,6 +164,7 @@ def build(blob, kernels, float_kernels, bufs=None):
                 if int8:
                     p += [ip["M_sm"], ip["shift_sm"], ip["M_ap"], ip["shift_ap"]]
                     p += list(op.t["lut"])  # EXP_HI[16], EXP_LO[16]
+                    p.append(ip["dmax_sm"])  # the largest diff whose index is computed
                 steps.append((myattn, x, msc, qa, None, None, array.array("i", p)))
                 steps.append(dense_step(dense, op, "c", qa, y, 1, -128, 127, int8))
             # 3 reshape: nothing to do, a flat row-major buffer is already [S, E].

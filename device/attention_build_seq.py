@@ -120,6 +120,7 @@ def build(blob, kernels, float_kernels, bufs):
                 if int8:
                     p += [ip["M_sm"], ip["shift_sm"], ip["M_ctx"], ip["shift_ctx"]]
                     p += list(op.t["lut"])  # EXP_HI[16], EXP_LO[16]
+                    p.append(ip["dmax_sm"])  # the largest diff whose index is computed
                 new.append(((attn, q, k, v, ctx, scores, array.array("i", p)), 1))
                 new.append((dense_step(dense, op, "o", ctx, y, S, -128, 127, int8), 1))
                 p = [S * E] + ([ip["M_x"], ip["M_a"], ip["shift_add"]] if int8 else [])

@@ -17,14 +17,15 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
          embedding folded into b[s, o])
   relu   (y, -, -, -, -, p)  p = n: y = max(y, 0) in place
   attn   (q, k, v, ctx, sc, p)  p = S, E, H, D, M_sm, shift_sm, M_ctx, shift_ctx,
-         EXP_HI[16], EXP_LO[16]; q, k, v, ctx [S*E]; sc [2S] scratch (scores, then e, p):
-         one query row of scores at a time, never an S x S matrix
+         EXP_HI[16], EXP_LO[16], dmax_sm; q, k, v, ctx [S*E]; sc [2S] scratch (scores, then
+         e, p): one query row of scores at a time, never an S x S matrix; dmax_sm: the
+         largest max - score whose softmax index is computed (larger: e = 0)
   pool   (x, y, -, -, -, p)  p = S, E, M, shift: y[e] = requant(sum_s x[s,e], M, shift)
   myquery (x, qa, qk, -, -, p)  p = n, q, dup, M_q, shift_q: MyAttn's query
          qa[c] = requant(sum_{s<n} x[s*q + c], M_q, shift_q) for c < q (n = 1: the input's
          first q values; n = S tokens: the mean token); dup: also qk[c] = qk[q + c] = qa[c]
   myattn (x, sc, qa, -, -, p)  p = v1, v2, vo, q, M_sm, shift_sm, M_ap, shift_ap,
-         EXP_HI[16], EXP_LO[16]; scores in sc[0:v1] -> Q14 weights in sc[v1:2*v1];
+         EXP_HI[16], EXP_LO[16], dmax_sm; scores in sc[0:v1] -> Q14 weights in sc[v1:2*v1];
          qa[q + d] = requant(sum_j w[j] x[vo + j*v2 + d], M_ap, shift_ap) (V inside x at vo)
   add    (x, y, -, -, -, p)  p = n, M_x, M_y, shift: the residual add of two int8 tensors at
          two scales, in place: y[i] = clamp((x[i] M_x + y[i] M_y + 2**(shift-1)) >> shift,
@@ -93,9 +94,11 @@ def softmax_q14(sc, n, p):
     """Integer softmax of the scores sc[0:n] into sc[n:2n], probabilities in Q14
     (docs/quantization.md): idx = requant(max - score) in steps of 1/32 (M_sm = p[4],
     shift_sm = p[5]); e = 2**14 exp(-idx/32) from EXP_HI (p[8:24]) and EXP_LO (p[24:40]), 0 past
-    the table; p = round(e * 2**14 / sum e). Shared by attn and myattn."""
+    the table, and 0 without computing idx for a diff past dmax_sm (p[40]: idx >= 256 there);
+    p = round(e * 2**14 / sum e). Shared by attn and myattn."""
     m_sm = p[4]
     sh_sm = p[5]
+    dmax = p[40]
     r_sm = 1 << (sh_sm - 1)
     mx = sc[0]
     for j in range(1, n):
@@ -103,10 +106,12 @@ def softmax_q14(sc, n, p):
             mx = sc[j]
     total = 0
     for j in range(n):
-        idx = ((mx - sc[j]) * m_sm + r_sm) >> sh_sm
+        d = mx - sc[j]
         e = 0
-        if idx < 256:
-            e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+        if d <= dmax:
+            idx = (d * m_sm + r_sm) >> sh_sm
+            if idx < 256:
+                e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
         sc[n + j] = e
         total += e
     half = total >> 1

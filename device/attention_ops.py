@@ -242,7 +242,7 @@ def _check_budget(k, op, fail):
         _dense_budget(k, op, "q", ip["shift_q"], fail)
         _dense_budget(k, op, "k", ip["shift_k"], fail)
         _dense_budget(k, op, "v", ip["shift_v"], fail)
-        _site(k, op, "M_sm", 2 * (ip["E"] // ip["H"]) * 16384, ip["M_sm"], ip["shift_sm"], fail)
+        _softmax_site(k, op, 2 * (ip["E"] // ip["H"]) * 16384, fail)  # diff = max - score
         _site(k, op, "M_ctx", 128 * (16384 + ip["S"]), ip["M_ctx"], ip["shift_ctx"], fail)
         _dense_budget(k, op, "o", ip["shift_o"], fail)
         if code == 8:  # the residual add x·M_x + a·M_a
@@ -255,9 +255,22 @@ def _check_budget(k, op, fail):
         n = ip["v1"] if ip["mode"] == 1 else 1
         _site(k, op, "M_q", 128 * n, ip["M_q"], ip["shift_q"], fail)
         _dense_budget(k, op, "a", ip["shift_a"], fail)
-        _site(k, op, "M_sm", 255, ip["M_sm"], ip["shift_sm"], fail)
+        _softmax_site(k, op, 255, fail)  # diff of two int8 scores
         _site(k, op, "M_ap", 128 * (16384 + ip["v1"]), ip["M_ap"], ip["shift_ap"], fail)
         _dense_budget(k, op, "c", ip["shift_c"], fail)
+
+
+def _softmax_site(k, op, bound, fail):
+    """The softmax index computes diff·M_sm for diff <= dmax_sm only: `bound` (the largest diff
+    there is) or one below ceil(511·2**(shift_sm-1) / M_sm), the first diff whose idx >= 256
+    (e = 0 from there on, computed or not). Kept in op.ip for the kernels' parameters."""
+    ip = op.ip
+    M, shift = ip["M_sm"], ip["shift_sm"]
+    dmax = bound
+    if M:
+        dmax = min(bound, -(-(511 << (shift - 1)) // M) - 1)
+    _site(k, op, "M_sm", dmax, M, shift, fail)
+    ip["dmax_sm"] = dmax
 
 
 def _dense_budget(k, op, g, shift, fail):

@@ -169,6 +169,7 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
     sh_sm = p[5]
     m_ctx = p[6]
     sh_ctx = p[7]
+    dmax = p[40]
     r_sm = one << (sh_sm - 1)
     r_ctx = one << (sh_ctx - 1)
     row = E << 2  # bytes of a token row of q, k, v, ctx
@@ -208,10 +209,12 @@ def attn(q: ptr32, k: ptr32, v: ptr32, ctx: ptr32, sc: ptr32, p: ptr32):
             total = 0  # softmax_q14: sc[S + j], the Q14 probability of score j
             q = ptr32(pb)
             for j in range(S):
-                idx = ((mx - ((sc[j] ^ sg) - sg)) * m_sm + r_sm) >> sh_sm
+                d = mx - ((sc[j] ^ sg) - sg)
                 e = 0
-                if idx < 256:
-                    e = (lut[idx >> 4] * lut[16 + (idx & 15)] + 8192) >> 14
+                if d <= dmax:  # past dmax_sm idx >= 256: e = 0, no product (pure's order)
+                    idx = (d * m_sm + r_sm) >> sh_sm
+                    if idx < 256:
+                        e = (lut[idx >> 4] * lut[16 + (idx & 15)] + 8192) >> 14
                 q[j] = e
                 total += e
             half = total >> 1
@@ -340,11 +343,14 @@ def myattn(x: ptr32, sc: ptr32, qa: ptr32, _a, _b, p: ptr32):
         if s > mx:
             mx = s
     total = 0
+    dmax = p[40]
     for j in range(v1):
-        idx = ((mx - ((sc[j] ^ sg) - sg)) * m_sm + r_sm) >> sh_sm
+        d = mx - ((sc[j] ^ sg) - sg)
         e = 0
-        if idx < 256:
-            e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
+        if d <= dmax:  # past dmax_sm idx >= 256: e = 0, no product
+            idx = (d * m_sm + r_sm) >> sh_sm
+            if idx < 256:
+                e = (p[8 + (idx >> 4)] * p[24 + (idx & 15)] + 8192) >> 14
         sc[v1 + j] = e
         total += e
     half = total >> 1

@@ -179,9 +179,10 @@ def model_file(model, mean, std, class_names):
     return ModelFile.from_params(meta, model.state_dict(), mean, std)
 
 
-def random_seq_case(seed, T, C, K, config, n_windows):
+def random_seq_case(seed, T, C, K, config, n_windows, hot=1.0):
     """A random-weight seq model quantized on random unequal-length windows, and test windows:
-    (ModelFile, X [80, T, C], lengths, test windows [n_windows, T, C], their lengths)."""
+    (ModelFile, X [80, T, C], lengths, test windows [n_windows, T, C], their lengths). `hot`
+    scales the attention's Wq, Wk, bq, bk: large score scales (the softmax a hard max)."""
     from tinyattn.data.timeseries import fit_channel_standardizer
     from tinyattn.learn.seqmodel import build_seq_model
 
@@ -191,6 +192,12 @@ def random_seq_case(seed, T, C, K, config, n_windows):
     mean, std = fit_channel_standardizer(X, lengths)
     model = build_seq_model(T, C, K, config, seed=seed)
     model.theta[:] = rng.normal(0.0, 0.4, size=model.theta.shape)  # biases and pos too
+    if hot != 1.0:
+        state = model.state_dict()
+        for key in state:
+            if key.endswith((".Wq", ".Wk", ".bq", ".bk")):
+                state[key] *= hot
+        model.load_state_dict(state)
     npz = model_file(model, mean, std, [f"c{i}" for i in range(K)])
     Xt = rng.normal(1.0, 3.0, size=(n_windows, T, C)) * rng.uniform(0.5, 2.0, size=C)
     return npz, X, lengths, Xt, rng.integers(1, T + 1, size=n_windows)

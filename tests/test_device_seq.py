@@ -16,7 +16,9 @@ Models (`seq_cases()`, shared with tests/test_device_seq_mp.py): "bm", the Basic
 (T=100, C=6, P=10, E=16, H=2, L=2, F=32) trained on TRAIN and quantized on its windows, run on
 TEST windows cut at random lengths; "odd" (T=13 not a multiple of P=4, C=2, E=8, H=4, one
 block, F=12, no biases) and "steps" (P=1: time steps are tokens, T=6, C=3, E=4, H=1, two
-blocks, F=8), random-weight models quantized on random unequal-length windows.
+blocks, F=8), random-weight models quantized on random unequal-length windows; "hot" (T=24,
+C=3, P=2, E=12, H=2, two blocks, F=8) with Wq, Wk, bq, bk scaled by 300: score scales past
+the ones that once broke export (real softmax multiplier above 1e4), its softmax a hard max.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tinyattn.intmodel.blob import (
     blob_bytes,
     budget_sites,
     read_blob,
+    softmax_diff_max,
 )
 from tinyattn.intmodel.floatref import run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
@@ -63,6 +66,8 @@ def seq_cases() -> dict[str, tuple[bytes, bytes, np.ndarray, np.ndarray]]:
     cases["odd"] = random_seq_case(5, 13, 2, 3, odd, 60)
     steps = SeqAttnConfig(patch=1, embed_dim=4, num_heads=1, blocks=2, ff_dim=8, bias=True)
     cases["steps"] = random_seq_case(7, 6, 3, 2, steps, 40)
+    hot = SeqAttnConfig(patch=2, embed_dim=12, num_heads=2, blocks=2, ff_dim=8)
+    cases["hot"] = random_seq_case(3, 24, 3, 3, hot, 120, hot=300.0)
     out = {}
     for name, (npz, Xc, lc, Xt, nt) in cases.items():
         q8 = blob_bytes(quantize(npz, Xc, lc))
@@ -103,7 +108,7 @@ def _device_rows(m, X, n):
     return rows
 
 
-@pytest.mark.parametrize("name", ["bm", "odd", "steps"])
+@pytest.mark.parametrize("name", ["bm", "odd", "steps", "hot"])
 def test_device_seq_int8_bit_exact_on_windows_of_random_lengths(attention, cases, name):
     data, _, X, n = cases[name]
     m = attention.Model(data, kernels="pure")
@@ -343,3 +348,17 @@ def test_device_seq_long_window_runs_its_last_T_steps(attention, cases):
         m.quantize(w.reshape(-1).tolist())
     with pytest.raises(ValueError, match=r"row 0: .*feature 21 is nan"):
         quantize_input(blob, w[None], np.array([20]))
+
+
+def test_device_seq_hot_model_exports_past_the_full_softmax_budget(cases):
+    """The "hot" model's softmax multipliers are clipped at 1024 (M_sm = 16384, shift 4): every diff >= 1
+    leaves the table, so no diff·M_sm is computed (diff_max 0) — a blob the rule 'every diff's
+    index computed' (2·D·2**14·M < 2**30) could not hold."""
+    blob = read_blob(cases["hot"][0])
+    sm = [op.iparams for op in blob.ops if op.kind == "res_attention"]
+    assert len(sm) == 2
+    for ip in sm:
+        D = ip["E"] // ip["H"]
+        assert (ip["M_sm"], ip["shift_sm"]) == (16384, 4)
+        assert 2 * D * 128 * 128 * ip["M_sm"] >= 1 << 30
+        assert softmax_diff_max(2 * D * 128 * 128, ip["M_sm"], ip["shift_sm"]) == 0

@@ -100,7 +100,7 @@ def blobs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-@pytest.mark.parametrize("name", ["bm", "odd", "steps"])
+@pytest.mark.parametrize("name", ["bm", "odd", "steps", "hot"])
 def test_device_seq_mp_int8_bit_exact_and_padding_invariant(mpy, blobs, name, kernels):
     q8, _, X, n, rows = blobs[name]
     head, *out = literals(

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from synth_models import iris_attn_ops, iris_synthetic, random_model
 
-from tinyattn.intmodel.blob import Op, QuantModelSpec, read_blob
+from tinyattn.intmodel.blob import Op, QuantModelSpec, read_blob, softmax_diff_max
 from tinyattn.intmodel.blob import blob_bytes as to_bytes
 from tinyattn.intmodel.floatref import forward_npz, run_float
 from tinyattn.intmodel.intref import (
@@ -30,6 +30,7 @@ from tinyattn.intmodel.intref import (
 from tinyattn.intmodel.quantize import (
     QuantizeError,
     choose_shift,
+    choose_softmax_shift,
     exp_lut,
     float32_spec,
     quantize,
@@ -107,14 +108,32 @@ def test_quantize_integer_softmax_golden():
     # e = [16384, 16384, (16384 * EXP_LO[5] + 8192) >> 14 = 14014], sum = 46782
     # p[0] = (16384 << 14 + 23391) // 46782 = 268458847 // 46782 = 5738
     # p[2] = (14014 << 14 + 23391) // 46782 = 229628767 // 46782 = 4908
-    p = softmax_q14(np.array([[10, 10, 0]]), 1, 1, lut, "golden")
+    # diff_max = ceil(511·2**0 / 1) - 1 = 510: every diff here gets its index computed
+    p = softmax_q14(np.array([[10, 10, 0]]), 1, 1, lut, 510, "golden")
     assert p.tolist() == [[5738, 5738, 4908]]
     # scores [100, 26, -500] with M_sm = 1, shift_sm = 1: diff [0, 74, 600] -> idx [0, 37, 300]
     # idx 37 = 2*16 + 5: e = (EXP_HI[2] * EXP_LO[5] + 8192) >> 14 = (84462378 + 8192) >> 14 = 5155
     # (2**14 exp(-37/32) = 5155.45); idx 300 >= 256 -> e = 0; sum = 21539
     # p = (e << 14 + 10769) // 21539 = [12463, 3921, 0]
-    p = softmax_q14(np.array([[100, 26, -500]]), 1, 1, lut, "golden")
+    p = softmax_q14(np.array([[100, 26, -500]]), 1, 1, lut, 510, "golden")
     assert p.tolist() == [[12463, 3921, 0]]
+    # the same with diff_max = 73 (as if diff 74 already left the table): diff 74 and 600 skip
+    # their index, e = 0: sum = 16384, p = [16384, 0, 0]
+    p = softmax_q14(np.array([[100, 26, -500]]), 1, 1, lut, 73, "golden")
+    assert p.tolist() == [[16384, 0, 0]]
+
+
+def test_softmax_diff_max_is_the_first_diff_past_the_table_less_one():
+    """diff_max + 1 is the smallest diff with idx = (diff·M + 2**(shift-1)) >> shift >= 256,
+    for every M and shift (so skipping larger diffs changes no e), capped by the bound."""
+    for shift in (1, 2, 5, 13, 22, 30):
+        for M in (1, 2, 3, 255, 256, 511, 512, 1000, 16384, 32767):
+            d = softmax_diff_max(1 << 40, M, shift)
+            assert ((d + 1) * M + (1 << (shift - 1))) >> shift >= 256
+            assert (d * M + (1 << (shift - 1))) >> shift < 256 or d == 0
+    assert softmax_diff_max(1 << 40, 16384, 4) == 0  # r = 1024: any diff >= 1 leaves
+    assert softmax_diff_max(262144, 1, 13) == 262144  # the bound binds
+    assert softmax_diff_max(255, 0, 5) == 255  # M = 0: idx 0 always
 
 
 def test_quantize_input_equation_golden():
@@ -440,3 +459,18 @@ def test_quantize_argmax_ties_take_the_first_maximum_on_host_and_device(attentio
         assert model.run_int8(array.array("b", xq), out) == first
         assert model.predict([float(v) for v in xq], "float") == first  # mean 0, std 1, s_in 1
         assert int(np.argmax(run_float(read_blob(to_bytes(spec)), np.array([xq], float)))) == first
+
+
+def test_quantize_softmax_of_large_score_scales_exports():
+    """The scales that once ended a search in an error (real multiplier 1.052e4, D = 6:
+    diff up to 196608): the full budget has no shift, the clipped multiplier does (r >= 255.5
+    is a hard max whatever r), and a small r keeps the full-budget choice, unchanged."""
+    with pytest.raises(QuantizeError, match="no shift in 1..30"):
+        choose_shift([1.052e4], [196608], "op 3 (res_attention) softmax")
+    assert choose_softmax_shift(1.052e4, 196608, "op 3 softmax") == (16384, 4)
+    M, shift = choose_shift([0.37], [196608], "softmax")
+    assert choose_softmax_shift(0.37, 196608, "softmax") == (int(M[0]), shift)
+    # the middle: r = 300 with D = 64 (diff up to 2**21) has no full-budget shift either;
+    # clipped to r = 300 it is not (300 < 1024), and diff_max = 0 (idx(1) = 300 >= 256)
+    M, shift = choose_softmax_shift(300.0, 1 << 21, "softmax")
+    assert M / 2**shift == 300.0 and softmax_diff_max(1 << 21, M, shift) == 0

@@ -918,6 +918,17 @@ X_ABS_MAX = 128  # |x_q| <= 128 for every int8 input of an op
 Q14 = 1 << 14  # softmax probabilities (and exp values) are Q14
 SOFTMAX_DIFF_INT8 = 255  # myattn: max - score of two int8 scores
 
+
+def softmax_diff_max(bound: int, M: int, shift: int) -> int:
+    """The largest `diff = max - score` whose softmax index a reader computes: `bound` (the
+    largest diff there can be), or one below the first diff whose index leaves the table,
+    `ceil(511·2**(shift-1) / M)` (from there on `idx >= 256` and `e = 0`, computed or not).
+    The softmax site's max|acc| (docs/quantization.md); 0 when even diff = 1 leaves it."""
+    if M == 0:
+        return bound
+    return min(bound, -(-(511 << (shift - 1)) // M) - 1)
+
+
 BudgetSite = tuple[str, np.ndarray, np.ndarray, int]  # multiplier name, max|acc|, M, shift
 
 
@@ -939,6 +950,9 @@ def budget_sites(op: Op) -> list[BudgetSite]:
     def one(name: str, max_acc: int, shift: str) -> BudgetSite:
         return name, np.array([max_acc], np.int64), np.array([ip[name]], np.int64), ip[shift]
 
+    def softmax(name: str, bound: int) -> BudgetSite:  # diff·M_sm for diff <= diff_max only
+        return one(name, softmax_diff_max(bound, ip[name], ip["shift_sm"]), "shift_sm")
+
     def add(M_x: str, M_y: str) -> list[BudgetSite]:  # residual add x·M_x + y·M_y + round
         # each product is a site; their sum, 128·(M_x + M_y) + 2**(shift_add-1) < 2**30,
         # holds for any multipliers in range (docs/quantization.md)
@@ -950,7 +964,7 @@ def budget_sites(op: Op) -> list[BudgetSite]:
             dense("q", "shift_q"),
             dense("k", "shift_k"),
             dense("v", "shift_v"),
-            one("M_sm", 2 * D * X_ABS_MAX * X_ABS_MAX, "shift_sm"),  # diff = max - score
+            softmax("M_sm", 2 * D * X_ABS_MAX * X_ABS_MAX),  # diff = max - score
             one("M_ctx", X_ABS_MAX * (Q14 + ip["S"]), "shift_ctx"),  # Σ_j p[j]·v[j,c]
             dense("o", "shift_o"),
         ]
@@ -977,7 +991,7 @@ def budget_sites(op: Op) -> list[BudgetSite]:
         return [
             one("M_q", X_ABS_MAX * n, "shift_q"),
             dense("a", "shift_a"),
-            one("M_sm", SOFTMAX_DIFF_INT8, "shift_sm"),
+            softmax("M_sm", SOFTMAX_DIFF_INT8),
             one("M_ap", X_ABS_MAX * (Q14 + ip["v1"]), "shift_ap"),  # Σ_j w[j]·V[j,d]
             dense("c", "shift_c"),
         ]

@@ -25,7 +25,13 @@ from __future__ import annotations
 import numpy as np
 
 from tinyattn.data.windows import log_view
-from tinyattn.intmodel.blob import MYATTN_EXPLICIT, QuantModelSpec, seq_tokens
+from tinyattn.intmodel.blob import (
+    MYATTN_EXPLICIT,
+    SOFTMAX_DIFF_INT8,
+    QuantModelSpec,
+    seq_tokens,
+    softmax_diff_max,
+)
 from tinyattn.intmodel.floatref import fit_to_model, seq_groups, valid_lengths
 
 BUDGET = 1 << 30
@@ -79,16 +85,20 @@ def dense(x: np.ndarray, W: np.ndarray, b, M: np.ndarray, shift: int, lo: int, h
     return requant(acc, M.astype(np.int64), shift, lo, hi, what)
 
 
-def softmax_q14(score: np.ndarray, M_sm: int, shift_sm: int, lut: np.ndarray, what: str):
-    """Integer softmax over the last axis: probabilities in Q14 (docs/quantization.md)."""
+def softmax_q14(score: np.ndarray, M_sm: int, shift_sm: int, lut: np.ndarray, diff_max: int,
+                what: str):  # fmt: skip
+    """Integer softmax over the last axis: probabilities in Q14 (docs/quantization.md). The
+    index is computed for `diff <= diff_max` only (`blob.softmax_diff_max`): a larger diff has
+    `idx >= 256`, so `e = 0` without its product `diff·M_sm`."""
     m = score.max(axis=-1, keepdims=True)
     diff = check_budget(m - score, f"{what}: max - score")  # >= 0
-    prod = check_budget(diff * M_sm, f"{what}: diff·M_sm")
+    inside = diff <= diff_max
+    prod = check_budget(np.where(inside, diff, 0) * M_sm, f"{what}: diff·M_sm")
     idx = check_budget(prod + (1 << (shift_sm - 1)), f"{what}: diff·M_sm + half") >> shift_sm
     exp_hi, exp_lo = lut[0].astype(np.int64), lut[1].astype(np.int64)
     safe = np.minimum(idx, LUT_SIZE - 1)
     pair = check_budget(exp_hi[safe >> 4] * exp_lo[safe & 15], f"{what}: EXP_HI·EXP_LO")
-    e = np.where(idx >= LUT_SIZE, 0, (pair + (1 << 13)) >> Q14_SHIFT)
+    e = np.where(inside & (idx < LUT_SIZE), (pair + (1 << 13)) >> Q14_SHIFT, 0)
     total = np.cumsum(e, axis=-1)
     check_budget(total, f"{what}: partial sums of e")
     total = total[..., -1:]  # (..., 1), >= 2**14
@@ -110,7 +120,8 @@ def attention(x: np.ndarray, op, what: str) -> np.ndarray:
     qh, kh, vh = (proj[p].reshape(B, S, H, D).transpose(0, 2, 1, 3) for p in "qkv")  # (B,H,S,D)
     terms = qh[:, :, :, None, :] * kh[:, :, None, :, :]  # (B, H, S_i, S_j, D)
     score = accumulate(terms, -1, f"{what} scores")  # (B, H, S, S)
-    p = softmax_q14(score, ip["M_sm"], ip["shift_sm"], t["lut"], f"{what} softmax")
+    dmax = softmax_diff_max(2 * D * 128 * 128, ip["M_sm"], ip["shift_sm"])  # diff <= 2·D·2**14
+    p = softmax_q14(score, ip["M_sm"], ip["shift_sm"], t["lut"], dmax, f"{what} softmax")
     terms = p[..., None] * vh[:, :, None, :, :]  # (B, H, S_i, S_j, D)
     acc = accumulate(terms, -2, f"{what} ctx")  # (B, H, S, D)
     ctx = requant(acc, ip["M_ctx"], ip["shift_ctx"], -128, 127, f"{what} ctx")
@@ -137,7 +148,8 @@ def myattn(x: np.ndarray, op, what: str) -> np.ndarray:
     scores = dense(
         qk, t["Wa"], t.get("ba"), t["ma"], ip["shift_a"], -128, 127, f"{what} scores"
     )  # (B, v1) at s_sc
-    p = softmax_q14(scores, ip["M_sm"], ip["shift_sm"], t["lut"], f"{what} softmax")  # (B, v1)
+    dmax = softmax_diff_max(SOFTMAX_DIFF_INT8, ip["M_sm"], ip["shift_sm"])
+    p = softmax_q14(scores, ip["M_sm"], ip["shift_sm"], t["lut"], dmax, f"{what} softmax")
     terms = p[:, :, None] * V  # (B, v1, v2)
     acc = accumulate(terms, 1, f"{what} applied")  # (B, v2)
     applied = requant(acc, ip["M_ap"], ip["shift_ap"], -128, 127, f"{what} applied")

@@ -54,6 +54,7 @@ from tinyattn.intmodel.blob import (
     SHIFT_MIN,
     Op,
     QuantModelSpec,
+    softmax_diff_max,
 )
 from tinyattn.intmodel.floatref import (
     forward_npz,
@@ -139,6 +140,38 @@ def choose_shift(r: np.ndarray, max_acc: np.ndarray, what: str) -> tuple[np.ndar
         f"{what}: no shift in 1..30 keeps M < 2**15 and max|acc|·M < 2**30 (real multiplier "
         f"up to {r.max():.4g}, max|acc| up to {max_acc.max()}); the scales are out of range — "
         "check the calibration data and the trained weights"
+    )
+
+
+# A real softmax multiplier at or above 255.5 sends every diff >= 1 past the table (idx =
+# round(diff·r) >= 256, e = 0): the softmax is a hard max. Any r from there on gives the same
+# probabilities, so the exporter stores at most this one (M / 2**shift = 1024 exactly).
+SOFTMAX_R_MAX = 1024.0
+
+
+def choose_softmax_shift(r: float, bound: int, what: str) -> tuple[int, int]:
+    """`(M_sm, shift_sm)` of a softmax index `idx = round(diff·r)`, `0 <= diff <= bound`: the
+    largest shift in 1..30 with `M < 2**15` and `bound·M + 2**(shift-1) < 2**30` (every diff's
+    index computed; the rule of every model that exported before large score scales were
+    handled, so their blobs are unchanged); if no shift keeps that, `r` is clipped at
+    SOFTMAX_R_MAX and the largest shift with `M < 2**15` and `diff_max·M + 2**(shift-1) <
+    2**30`, `diff_max = softmax_diff_max(bound, M, shift)` (the diffs whose index leaves the
+    table are never multiplied) — always some shift <= 21 (docs/quantization.md)."""
+    try:
+        M, shift = choose_shift([r], [bound], what)
+        return int(M[0]), shift
+    except QuantizeError:
+        if not (math.isfinite(r) and r > 0):
+            raise
+    r = min(r, SOFTMAX_R_MAX)
+    for shift in range(SHIFT_MAX, SHIFT_MIN - 1, -1):
+        M = int(np.rint(r * 2.0**shift))
+        d = softmax_diff_max(bound, M, shift)
+        if M < M_LIMIT and d < BUDGET and d * M + (1 << (shift - 1)) < BUDGET:
+            return M, shift
+    raise QuantizeError(
+        f"{what}: no shift in 1..30 keeps M < 2**15 and diff_max·M < 2**30 "
+        f"(diffs up to {bound}); the head is too wide for the small-int budget"
     )
 
 
@@ -318,7 +351,7 @@ def _quantize_attention_params(params, ip, s_in, s_out, absmax, i, what) -> Op:
     proj["o"] = quantize_dense(params["Wo"], params.get("bo"), sc["ctx"], sc["out"], f"{what} Wo")
     # idx = round(diff · s_q·s_k/sqrt(D) · 32), diff = max - score <= 2·D·2**14.
     r_sm = sc["q"] * sc["k"] / math.sqrt(D) * LUT_STEPS_PER_UNIT
-    M_sm, shift_sm = choose_shift([r_sm], [2 * D * X_ABS_MAX * X_ABS_MAX], f"{what} softmax")
+    M_sm, shift_sm = choose_softmax_shift(r_sm, 2 * D * X_ABS_MAX * X_ABS_MAX, f"{what} softmax")
     # ctx = Σ_j p[j]·v[j,c] with p in Q14: |acc| <= 128·Σp <= 128·(2**14 + S).
     r_ctx = sc["v"] / Q14 / sc["ctx"]
     M_ctx, shift_ctx = choose_shift([r_ctx], [X_ABS_MAX * (Q14 + S)], f"{what} ctx")
@@ -338,7 +371,7 @@ def _quantize_attention_params(params, ip, s_in, s_out, absmax, i, what) -> Op:
             "shift_k": proj["k"].shift,
             "shift_v": proj["v"].shift,
             "shift_o": proj["o"].shift,
-            "M_sm": int(M_sm[0]),
+            "M_sm": M_sm,
             "shift_sm": shift_sm,
             "M_ctx": int(M_ctx[0]),
             "shift_ctx": shift_ctx,
@@ -387,7 +420,7 @@ def _quantize_myattn(model, i, op, s_in, shape, absmax, last, out_key) -> Op:
     M_q, shift_q = choose_shift([s_in / n / s_qa], [X_ABS_MAX * n], f"{what} query")
     Wa = quantize_dense(model.param(i, "Wa"), model.param(i, "ba"), s_qk, s_sc, f"{what} Wa")
     # idx = round(diff · s_sc · 32), diff = max - score <= 255 (int8 scores).
-    M_sm, shift_sm = choose_shift([s_sc * LUT_STEPS_PER_UNIT], [255], f"{what} softmax")
+    M_sm, shift_sm = choose_softmax_shift(s_sc * LUT_STEPS_PER_UNIT, 255, f"{what} softmax")
     # applied = Σ_j p[j]·V[j,d] with p in Q14: |acc| <= 128·(2**14 + v1), as attention's ctx.
     M_ap, shift_ap = choose_shift(
         [s_in / Q14 / s_qa], [X_ABS_MAX * (Q14 + ip["v1"])], f"{what} applied"
@@ -402,7 +435,7 @@ def _quantize_myattn(model, i, op, s_in, shape, absmax, last, out_key) -> Op:
             "M_q": int(M_q[0]),
             "shift_q": shift_q,
             "shift_a": Wa.shift,
-            "M_sm": int(M_sm[0]),
+            "M_sm": M_sm,
             "shift_sm": shift_sm,
             "M_ap": int(M_ap[0]),
             "shift_ap": shift_ap,
