@@ -351,9 +351,9 @@ def test_device_seq_long_window_runs_its_last_T_steps(attention, cases):
 
 
 def test_device_seq_hot_model_exports_past_the_full_softmax_budget(cases):
-    """The "hot" model's softmax multipliers are clipped at 1024 (M_sm = 16384, shift 4): every diff >= 1
-    leaves the table, so no diff·M_sm is computed (diff_max 0) — a blob the rule 'every diff's
-    index computed' (2·D·2**14·M < 2**30) could not hold."""
+    """The "hot" model's softmax multipliers are clipped at 1024 (M_sm = 16384, shift 4):
+    every diff >= 1 leaves the table, so no diff·M_sm is computed (diff_max 0) — a blob the
+    rule 'every diff's index computed' (2·D·2**14·M < 2**30) could not hold."""
     blob = read_blob(cases["hot"][0])
     sm = [op.iparams for op in blob.ops if op.kind == "res_attention"]
     assert len(sm) == 2
