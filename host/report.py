@@ -551,7 +551,8 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
 
 def search_tables(search: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """The model search's record (meta "search", host/learn/searchcli.py) as one table a stage:
-    (heading, header, rows); the stage's pick marked ✓, a candidate over budget says why."""
+    (heading, header, rows); the stage's pick marked ✓, a candidate over budget or failed says
+    why."""
     out = []
     for st in search.get("stages", []):
         rows = []
@@ -559,6 +560,8 @@ def search_tables(search: dict[str, Any]) -> list[tuple[str, list[str], list[lis
             c, s = r["cost"], r.get("score")
             if s:
                 cv = (f"{s['int8']:.3f} ± {s['int8_se']:.3f}", f"{s['float']:.3f}")
+            elif r.get("failed"):  # trained, and a fold failed (e.g. could not be quantized)
+                cv = ("failed: " + r["failed"], "")
             else:  # never trained
                 cv = ("over budget: " + "; ".join(r["over"]) if r["over"] else "not run", "")
             rows.append(["✓" if r["label"] == st["pick"] else "", r["label"], str(c["bytes"]),

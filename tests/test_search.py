@@ -195,3 +195,53 @@ def test_search_trains_teachers_only_in_the_distill_stage_which_starts_from_the_
     assert not any(c.distill.active for c in trained[:n_avg])
     assert {c.distill for c in trained[n_avg:]} == {own, S.TEACHERS}
     assert res.pick.distill in (own, Distill(), S.TEACHERS)
+
+
+def _failing(monkeypatch, fails):
+    """evaluate_seq raising the reported export error for the candidates `fails(arch)` picks."""
+    from tinyattn.intmodel.quantize import QuantizeError
+    from tinyattn.learn import seqtrain
+
+    real = seqtrain.evaluate_seq
+
+    def evaluate(res, *a, **kw):
+        if fails(res.model):
+            raise QuantizeError("op 3 (res_attention) softmax: no shift in 1..30 keeps M < 2**15")
+        return real(res, *a, **kw)
+
+    monkeypatch.setattr(seqtrain, "evaluate_seq", evaluate)
+
+
+def _blocks(model) -> int:
+    return sum(1 for op in model.ops if op["op"] == "attention")
+
+
+def test_search_scores_a_failing_candidate_as_failed_and_still_picks(tmp_path, monkeypatch):
+    _failing(monkeypatch, lambda m: _blocks(m) == 2)  # every 2-block candidate fails
+    res = S.search(_data(), _start(), S.Budget(), k=3, repeats=1, stages=("arch", "recipe"),
+                   cache_dir=tmp_path, progress=False)  # fmt: skip
+    assert res.complete and res.pick.arch.blocks == 1
+    rows = res.stages[0]["rows"]
+    failed = [r for r in rows if r.get("failed")]
+    assert failed and all(" L2 " in r["label"] and "score" not in r for r in failed)
+    assert all("QuantizeError: op 3 (res_attention) softmax" in r["failed"] for r in failed)
+    assert all(r.get("score") for r in rows if " L1 " in r["label"] and not r["over"])
+    assert len(res.stages) == 2  # the search went on to the next stage
+    from tinyattn.report import search_tables
+
+    table = search_tables(res.record())[0][2]
+    assert any(row[5].startswith("failed: r0f0: QuantizeError") for row in table)
+
+
+def test_search_later_stage_keeps_its_start_when_the_others_fail(tmp_path, monkeypatch):
+    _failing(monkeypatch, lambda m: False)
+    first = S.search(_data(), _start(), S.Budget(), k=3, repeats=1, stages=("average",),
+                     cache_dir=tmp_path, progress=False)  # fmt: skip
+    _failing(monkeypatch, lambda m: True)  # now every new training fails (cached folds stay)
+    res = S.search(_data(), _start(), S.Budget(), k=3, repeats=1, stages=("average", "augment"),
+                   cache_dir=tmp_path, progress=False)  # fmt: skip
+    assert res.pick == first.pick and res.stages[1]["pick"] == first.pick.label()
+    assert all(r.get("failed") or r.get("score") for r in res.stages[1]["rows"])
+    with pytest.raises(ValueError, match="every arch candidate failed, so the search has no"):
+        S.search(_data(), _start(), S.Budget(), k=3, repeats=1, stages=("arch",),
+                 cache_dir=tmp_path / "fresh", progress=False)  # fmt: skip

@@ -28,6 +28,12 @@ record in the model file:
   dask.distributed address) through joblib's dask backend — the same code path. A task is a
   pure function of its inputs and runs its BLAS on one thread, so the pick is the same
   whatever the backend and the number of workers.
+- **Failures are scores.** A candidate that cannot be trained, calibrated or quantized on a
+  fold (an exception in its task, e.g. a `QuantizeError`) is scored as failed, with the first
+  failed fold's reason in its row (`failed`), and is never picked; the stage picks among the
+  others (after the first stage a stage's start is the previous pick, whose folds passed;
+  if every candidate of the first stage fails, the search stops there, naming the first
+  failure).
 - **Nothing lost.** Every finished task is one small JSON file in the cache
   (`build/search/<data key>/<candidate key>/r<repeat>f<fold>.json`, written atomically): Ctrl-C,
   a crash or `time_limit` loses only the tasks that were running, and the same command resumes
@@ -204,13 +210,18 @@ def fold_task(data: Windows, cand: Candidate, repeat: int, fold: int, k: int) ->
     from tinyattn.learn.losses import softmax
     from tinyattn.learn.seqtrain import evaluate_seq, train_seq
 
+    t0 = time.perf_counter()
     with threadpool_limits(limits=1):
         tr, te = stratified_kfold(data.y, k, seed=repeat)[fold]
         X, n, y = data.X, data.lengths, data.y
-        res = train_seq(X[tr], n[tr], y[tr], data.n_classes, cand.arch,
-                        replace(cand.train, seed=repeat), cand.augment, average=cand.average,
-                        distill=cand.distill)  # fmt: skip
-        ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
+        try:
+            res = train_seq(X[tr], n[tr], y[tr], data.n_classes, cand.arch,
+                            replace(cand.train, seed=repeat), cand.augment, average=cand.average,
+                            distill=cand.distill)  # fmt: skip
+            ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
+        except Exception as exc:  # noqa: BLE001 — any failure scores the candidate as failed
+            return {"failed": f"{type(exc).__name__}: {exc}",
+                    "seconds": time.perf_counter() - t0, "n": int(len(te))}  # fmt: skip
         xn, nn = res.normalize(X[te], n[te])
         p = softmax(res.model.forward(xn, lengths=nn))  # (n_te, classes)
         loss = float(-np.mean(np.log(p[np.arange(len(te)), y[te]] + 1e-12)))
@@ -284,6 +295,24 @@ def _indexed(i: int, fn: Callable, task: tuple) -> tuple[int, Any]:
 
 
 # -- scoring and the one-standard-error pick -------------------------------------------------
+
+
+def failure(folds: dict[tuple[int, int], dict]) -> str | None:
+    """The reason a candidate failed (its first failed fold, `r<R>f<F>: why`), or None."""
+    bad = sorted(key for key, f in folds.items() if "failed" in f)
+    if not bad:
+        return None
+    rep, f = bad[0]
+    return f"r{rep}f{f}: {folds[bad[0]]['failed']}"
+
+
+def finish(row: dict, folds: dict[tuple[int, int], dict]) -> None:
+    """A candidate whose folds are all done: its `score`, or `failed` with the reason."""
+    why = failure(folds)
+    if why is None:
+        row["score"] = summarize(list(folds.values()))
+    else:
+        row["failed"] = why
 
 
 def summarize(folds: list[dict]) -> dict[str, float]:
@@ -445,18 +474,26 @@ def search(
                 folds[r["key"]][(rep, f)] = result
                 bar.update(1)
                 if len(folds[r["key"]]) == repeats * k:  # this candidate is complete
-                    r["score"] = summarize(list(folds[r["key"]].values()))
-                    best = max(x["score"]["int8"] for x in todo if x.get("score"))
-                    bar.set_postfix(best=f"{best:.3f}")
+                    finish(r, folds[r["key"]])
+                    scored = [x["score"]["int8"] for x in todo if x.get("score")]
+                    if scored:
+                        bar.set_postfix(best=f"{max(scored):.3f}")
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
         finally:
             bar.close()
         for r in todo:  # candidates whose folds all came from the cache
-            if "score" not in r and len(folds[r["key"]]) == repeats * k:
-                r["score"] = summarize(list(folds[r["key"]].values()))
+            done = "score" in r or "failed" in r
+            if not done and len(folds[r["key"]]) == repeats * k:
+                finish(r, folds[r["key"]])
         if not any(r.get("score") for r in todo):
+            failed = [r for r in todo if "failed" in r]
+            if complete and len(failed) == len(todo):  # the first stage: after it a stage's
+                raise ValueError(  # start is the last pick, whose folds (cached) passed
+                    f"every {stage} candidate failed, so the search has no model; the first: "
+                    f"{failed[0]['label']}: {failed[0]['failed']}"
+                )
             complete = False
             break
         chosen = one_se_pick(todo)
