@@ -155,6 +155,11 @@ def test_onboard_seq_cli_errors(tmp_cwd, capsys):
     line = _one_line_error(capsys, ["train", "--on-board", "--cv", "5", "--dataset",
                                     "basicmotions"])  # fmt: skip
     assert "--cv runs on the host only" in line
+    line = _one_line_error(capsys, ["train", "--on-board", "--schedule", "onecycle",
+                                    "--dataset", "basicmotions"])  # fmt: skip
+    assert "schedules are cosine and constant, not onecycle" in line
+    line = _one_line_error(capsys, ["train", "--on-board", "--schedule", "onecycle"])  # Iris
+    assert "schedules are cosine and constant, not onecycle" in line
     assert not Path("build/board").exists()  # refused before any board was started
 
 

@@ -22,6 +22,7 @@ from tinyattn.learn.train import (
     cross_validate,
     cv_summary,
     fit_scaling,
+    learning_rate,
     int8_accuracy,
     model_meta,
     resolve_scaling,
@@ -290,3 +291,16 @@ def test_wine_attn_repeated_cv_gate_int8_097():
 def test_iris_myattn_repeated_cv_gate_int8_0960():
     summary = repeated_cv("--model", "iris-myattn")
     assert summary["mean_int8_test_accuracy"] >= 0.960, summary["mean_int8_test_accuracy"]
+
+
+def test_learning_rate_onecycle_warms_up_then_follows_the_cosine():
+    """5 % of the steps rise linearly to lr (step 0 already > 0), then the cosine from lr to
+    0 over the other 95 %; `cosine` and `constant` as before."""
+    config = TrainConfig(lr=0.01, schedule="onecycle")
+    rates = [learning_rate(config, step, 1000) for step in range(1000)]
+    assert rates[0] == pytest.approx(0.01 / 50) and rates[49] == pytest.approx(0.01)
+    assert all(b > a for a, b in zip(rates[:50], rates[1:50], strict=False))
+    assert rates[50] == pytest.approx(0.01) and 0 < rates[999] < 1e-7  # the last step
+    cosine = TrainConfig(lr=0.01)
+    assert rates[50 + 475] == pytest.approx(learning_rate(cosine, 500, 1000))  # the midpoint
+    assert learning_rate(TrainConfig(lr=0.01, schedule="constant"), 7, 1000) == 0.01

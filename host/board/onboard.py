@@ -149,8 +149,18 @@ class Plan(RunFiles):
         return len(self.train_idx)
 
 
+def check_schedule(config: Any) -> None:
+    """CLIError (one line) for a learning-rate schedule the board does not run (a
+    train.TrainConfig)."""
+    if config.schedule not in ("cosine", "constant"):
+        raise CLIError(f"--on-board: the board's schedules are cosine and constant, not "
+                       f"{config.schedule}; train on the host (without --on-board), or give "
+                       "--schedule cosine")  # fmt: skip
+
+
 def _finish_plan(plan_args: dict[str, Any], meta: dict[str, Any]) -> Plan:
     config = plan_args["config"]
+    check_schedule(config)
     X, tr, te = plan_args["X"], plan_args["train_idx"], plan_args["test_idx"]
     y = plan_args["data"].y
     rows = data_bytes(np.concatenate([X[tr], X[te]]), np.concatenate([y[tr], y[te]]), len(tr))

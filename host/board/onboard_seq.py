@@ -38,7 +38,7 @@ import numpy as np
 
 from tinyattn import remedy
 from tinyattn.board.boardmodel import board_bytes, board_meta
-from tinyattn.board.onboard import RunFiles
+from tinyattn.board.onboard import RunFiles, check_schedule
 from tinyattn.errors import CLIError
 
 # Windows a forward holds on the board: the minibatch of 16 runs in pieces of one, so the run
@@ -163,6 +163,7 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
     from tinyattn.learn.seqmodel import build_seq_model, default_max_steps
 
     check_recipe(data.name, augment, distill)
+    check_schedule(config)
     if arch.log_view:
         raise CLIError("--on-board: the board trains on the values as they are, not their log "
                        "view; train with --log-view on the host, then export and flash")

@@ -148,6 +148,13 @@ class Candidate:
         return {k: asdict(getattr(self, k)) for k in ("arch", "train", "augment", "average",
                                                       "distill")}  # fmt: skip
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Candidate:
+        """The candidate `as_dict` wrote (the model file's `search.pick`)."""
+        kinds = {"arch": SeqAttnConfig, "train": TrainConfig, "augment": Augment,
+                 "average": Average, "distill": Distill}  # fmt: skip
+        return cls(**{k: kind(**d[k]) for k, kind in kinds.items()})
+
     def key(self) -> str:
         text = json.dumps(self.as_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

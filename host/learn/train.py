@@ -208,10 +208,20 @@ def smoothed_cross_entropy(
     return loss, dlogits
 
 
+WARMUP = 0.05  # "onecycle": the first 5 % of the steps warm the rate up linearly
+
+
 def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
-    """Learning rate for 0-based `step`: constant, or cosine from `lr` down to 0."""
+    """Learning rate for 0-based `step`: constant; cosine from `lr` down to 0; or one-cycle,
+    a linear warm-up to `lr` over the first WARMUP of the steps, then that cosine over the rest
+    (Smith & Topin 2019, "Super-convergence"; the warm-up as Goyal et al. 2017)."""
     if config.schedule == "constant":
         return config.lr
+    if config.schedule == "onecycle":
+        warm = max(1, round(WARMUP * total_steps))
+        if step < warm:
+            return config.lr * (step + 1) / warm
+        step, total_steps = step - warm, max(1, total_steps - warm)
     return 0.5 * config.lr * (1.0 + math.cos(math.pi * step / total_steps))
 
 

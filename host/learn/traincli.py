@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     hp.add_argument("--momentum", type=float, help=f"SGD momentum ({d.momentum})")
     hp.add_argument(
-        "--schedule", choices=("cosine", "constant"),
+        "--schedule", choices=("cosine", "constant", "onecycle"),
         help=f"learning-rate schedule (default: {d.schedule})",
     )  # fmt: skip
     hp.add_argument(
