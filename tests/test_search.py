@@ -245,3 +245,15 @@ def test_search_later_stage_keeps_its_start_when_the_others_fail(tmp_path, monke
     with pytest.raises(ValueError, match="every arch candidate failed, so the search has no"):
         S.search(_data(), _start(), S.Budget(), k=3, repeats=1, stages=("arch",),
                  cache_dir=tmp_path / "fresh", progress=False)  # fmt: skip
+
+
+def test_search_one_se_pick_prefers_the_steadier_within_one_se():
+    """The distill stage's preference (the distilled rows) applies within one standard error
+    only; without a preferred row in reach the rule is the plain one."""
+    rows = [_row(0, 0.90, 0.03, 500, start=True), _row(1, 0.88, 0.03, 500),
+            _row(2, 0.80, 0.03, 500)]  # fmt: skip
+    prefer = {1: True, 2: True}
+    assert S.one_se_pick(rows, lambda r: prefer.get(r["order"], False))["order"] == 1
+    assert S.one_se_pick(rows)["order"] == 0
+    rows[1]["score"]["int8"] = 0.86  # below 0.90 - 0.03: the start stays
+    assert S.one_se_pick(rows, lambda r: prefer.get(r["order"], False))["order"] == 0
