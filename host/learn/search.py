@@ -14,7 +14,7 @@ record in the model file:
   estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
   embed, heads, blocks, ff), `view` (the values, or their log view), `recipe` (lr, weight
-  decay, label smoothing; epochs), `augment` (time shift, scaling, jitter, time stretch),
+  decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time shift, scaling, jitter, time stretch),
   `average` (none, EMA, SWA), `distill` (none, or an ensemble of 4 teachers). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; the stages before `distill` train without teachers
@@ -388,6 +388,7 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
         grid = [t] + [replace(t, lr=lr, weight_decay=wd, label_smoothing=ls)
                       for lr in (3e-3, 1e-2) for wd in (0.01, 0.1) for ls in (0.0, 0.1)]
         grid += [replace(t, epochs=e) for e in (100, 200)]  # fmt: skip
+        grid += [replace(t, schedule="onecycle", epochs=300)]  # warm-up, then cosine (below)
         return [replace(base, train=r) for r in dict.fromkeys(grid)]
     if stage == "augment":
         longest = int(np.max(data.lengths))
