@@ -14,8 +14,9 @@ record in the model file:
   estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
   embed, heads, blocks, ff), `view` (the values, or their log view), `recipe` (lr, weight
-  decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time shift, scaling, jitter, time stretch),
-  `average` (none, EMA, SWA), `distill` (none, or an ensemble of 4 teachers). The first
+  decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time
+  shift, scaling, jitter, time stretch), `average` (none, EMA, SWA), `distill` (none, or an
+  ensemble of 4 teachers; a distilled candidate within one standard error first). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; the stages before `distill` train without teachers
   (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
