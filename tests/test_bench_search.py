@@ -1,0 +1,42 @@
+# Host (CPython): tools/bench_search.py's figures beside the search's pick.
+"""The pick's TEST accuracy over final seeds (`seed_spread`): each seed trains as the written
+model did (the same numbers for seed 0), and the table shows mean [min, max] beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinyattn.data.timeseries import load_ts_dataset
+from tinyattn.learn.search import Candidate
+from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqtrain import evaluate_seq, train_seq
+from tinyattn.learn.train import TrainConfig
+from tools import bench_search as bs
+
+pytestmark = pytest.mark.host
+
+
+def test_bench_search_seed_spread_trains_each_seed_as_the_written_model():
+    pick = Candidate(SeqAttnConfig(patch=26, embed_dim=8, num_heads=2, blocks=1, ff_dim=8),
+                     TrainConfig(epochs=3, lr=1e-2, model="seq-attn"))  # fmt: skip
+    out = bs.seed_spread("coffee", pick.as_dict(), jobs=1, seeds=2)
+    assert out["seeds"] == [0, 1] and len(out["int8"]) == len(out["float"]) == 2
+    assert out["int8_min"] <= out["int8_mean"] <= out["int8_max"]
+    train, test = load_ts_dataset("coffee", "train"), load_ts_dataset("coffee", "test")
+    res = train_seq(train.X, train.lengths, train.y, train.n_classes, pick.arch, pick.train)
+    ev = evaluate_seq(res, train.X, train.lengths, test.X, test.lengths, test.y)
+    assert out["int8"][0] == ev["int8_accuracy"] and out["float"][0] == ev["float_accuracy"]
+    assert Candidate.from_dict(pick.as_dict()) == pick
+
+
+def test_bench_search_table_shows_the_final_seeds_beside_the_written_model():
+    seeds = {"int8_mean": 0.584, "int8_min": 0.52, "int8_max": 0.64}
+    ours = {"int8": 0.58, "float": 0.56, "cv_int8": 0.59, "cv_se": 0.05, "bytes": 3428,
+            "macs": 34552, "minutes": 1.8, "final_seeds": seeds, "pick": "P12", "complete": True,
+            "parity": {"passed": True, "int8_exact": 50, "samples": 50}}  # fmt: skip
+    result = {"jobs": 2, "cores": 2, "problems": {"pgwz": {"ours": ours, "peers": {}}},
+              "speedup": {"dataset": "trace", "stage": "augment", "speedup": 1.7,
+                          "jobs1": {"seconds": 71, "pick": "a"},
+                          "jobs2": {"seconds": 42, "pick": "a"}}}  # fmt: skip
+    table = bs.format_table(result)
+    assert "5 seeds [min, max]" in table and "0.584 [0.520, 0.640]" in table
