@@ -28,10 +28,12 @@ from synth_models import iris_synthetic, random_model
 from tinyattn.intmodel.blob import (
     BUDGET,
     OP_LAYOUTS,
+    SOFTMAX_DIFF_INT8,
     BlobError,
     blob_bytes,
     budget_sites,
     read_blob,
+    softmax_diff_max,
 )
 from tinyattn.intmodel.intref import run_int8
 from tinyattn.intmodel.quantize import quantize
@@ -152,26 +154,41 @@ def _sites(data: bytes):
 def test_budget_boundary_of_every_site_is_exact(attention, base):
     """At each site, M_max = the largest M with max|acc|·M + 2**(shift-1) < 2**30: accepted,
     and intref (which checks every intermediate it computes) runs the extreme inputs; M_max + 1
-    is refused by both readers with the same message naming the site."""
+    is refused by both readers with the same message naming the site. The softmax index's
+    max|acc| is diff_max(B, M, shift) (docs/quantization.md), which shrinks as M grows: its
+    site is tested at shift_sm = 30, where diff_max(B, M_max + 1, 30) is still the bound B."""
     data = budget_bases()[base]
+    ops = read_blob(data).ops
     rows = extreme_rows(read_blob(data).n_features)
     kinds = set()
     for k, name, o, (at, fmt), max_acc, shift in _sites(data):
+        ok = bytearray(data)
+        if name == "M_sm":  # at shift 30 with max|acc| = B: a larger M stays within the table
+            ip = ops[k].iparams
+            D = ip["E"] // ip["H"] if ops[k].kind != "myattn" else 0
+            max_acc = SOFTMAX_DIFF_INT8 if ops[k].kind == "myattn" else 2 * D * 128 * 128
+            shift = 30
+            sh_at = iparam_offsets(data)[k] + 4 * OP_LAYOUTS[ops[k].opcode].iparams.index(
+                "shift_sm")  # fmt: skip
+            struct.pack_into("<i", ok, sh_at, shift)
         m_max = (BUDGET - 1 - (1 << (shift - 1))) // max_acc
         if m_max >= 32767:  # the budget does not bind below the multiplier range
             continue
+        if name == "M_sm":
+            assert softmax_diff_max(max_acc, m_max + 1, shift) == max_acc
         kinds.add(name)
-        ok = bytearray(data)
+        bad = bytearray(ok)
         struct.pack_into(fmt, ok, at, m_max)
         assert both_verdicts(attention, recrc(ok)) == (None, None), (k, name, o)
         run_int8(read_blob(recrc(ok)), rows)  # no SmallIntBudgetError
-        bad = bytearray(data)
         struct.pack_into(fmt, bad, at, m_max + 1)
         host, device = both_verdicts(attention, recrc(bad))
         site = f"{name}[{o}]" if name[0] == "m" else name
         assert host is not None and f"op {k} " in host and f"at {site} = {m_max + 1}," in host
         assert device == host
     assert kinds, "no site where the budget binds"
+    if any(op.kind in ("attention", "res_attention") for op in ops):  # (myattn's: 255·M)
+        assert "M_sm" in kinds
 
 
 def test_budget_sites_cover_every_multiplier_of_the_format():
