@@ -468,7 +468,7 @@ def check_blob(path: Path) -> None:
     try:
         read_blob(path.read_bytes(), source=str(path))
     except FileNotFoundError:
-        raise CLIError(f"{path}: no such blob; run '{remedy.export(path)}' first") from None
+        raise CLIError(f"{path}: no such blob; {remedy.rebuild(path)}") from None
     except (OSError, BlobError) as exc:
         raise CLIError(remedy.blob_error(exc, path, flash_too=False)) from None
 

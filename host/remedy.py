@@ -10,6 +10,7 @@ command line (a test, a script) gets the bare command.
 
     flash()   'tinyattn flash --boards 3'              the runtime and this blob onto the boards
     export()  'tinyattn export --model M --out B'      the blob from its model
+    rebuild() the export's words: from the model file that exists, never over a model file
     again()   the command line the user typed, as typed (a retry)
 """
 
@@ -88,19 +89,59 @@ def export(blob: Path | str | None = None, model: Path | str | None = None) -> s
     return command("export", *flags, *([] if blob == DEFAULT_BLOB else ["--out", str(blob)]))
 
 
+def is_model_file(path: Path | str) -> bool:
+    """True when `path` is a trained-model file (.npz: a zip archive), by name or by content."""
+    path = Path(str(path))
+    if path.suffix == ".npz":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def blob_for(model: Path | str) -> Path:
+    """The blob to export `model` to: its name with .bin, never the model file itself."""
+    model = Path(str(model))
+    out = model.with_suffix(".bin")
+    return out if out != model else model.with_name(model.name + ".blob.bin")
+
+
+def rebuild(blob: Path | str | None = None, verb: str = "run", flash_too: bool = False) -> str:
+    """What rebuilds `blob` (default: the running command's --blob), as words ending in the
+    commands to run: the export from its model file when that file exists; when `blob` is a
+    model file itself, its export to a .bin (never an export over the model); when no model
+    file of the blob is here, the export with the model it came from, said as such.
+    `flash_too`: and the flash of the rebuilt blob."""
+    blob = Path(str(blob if blob is not None else _get("blob") or DEFAULT_BLOB))
+    if is_model_file(blob):
+        out = blob_for(blob)
+        fix = f"{blob} is a model file, not a blob: export it with '{export(out, blob)}'"
+        return fix + (f" and '{flash(out)}'" if flash_too else f", then give --blob {out}")
+    model = Path(str(_get("model") or model_for(blob)))
+    then = f" and '{flash(blob)}'" if flash_too else ""
+    if model.is_file() and model.resolve() != blob.resolve():
+        return f"{verb} '{export(blob, model)}'{then}"
+    return (
+        f"there is no model file {model} to rebuild it from: {verb} 'tinyattn export --model "
+        f"YOUR_MODEL.npz --out {shlex.quote(str(blob))}' with the model file it came from"
+        f"{then}"
+    )
+
+
 def blob_error(
     exc: Exception | str, blob: Path | str | None = None, flash_too: bool = True
 ) -> str:
     """A blob reader's error line with its generic remedy (blob.REMEDY, in the device
     reader's words too) replaced by the commands that rebuild and re-flash this blob (default:
-    the running command's --blob)."""
+    the running command's --blob), `rebuild`'s words."""
     from tinyattn.intmodel.blob import REMEDY
 
     text = str(exc)
     if not text.endswith(REMEDY):
         return text
-    fix = f"re-run '{export(blob)}'" + (f" and '{flash(blob)}'" if flash_too else "")
-    return text[: -len(REMEDY)] + fix
+    return text[: -len(REMEDY)] + rebuild(blob, "re-run", flash_too)
 
 
 def again(name: str) -> str:

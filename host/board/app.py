@@ -1,12 +1,16 @@
 """Host (CPython): `tinyattn flash --app` — the board classifies its own sensor from reset.
 
-After `tinyattn flash` has put the runtime and the blob on the board, `apply_app` either
-installs the app — device/app_main.py as `main.py`, the stream and source modules
-(device/attention_stream.py, attention_source.py; .mpy when the runtime went as .mpy), its
-settings as `app.json`, and for `--source replay:FILE` the replay file (a .ts file's windows
-back to back, or a replay file as written by tinyattn.board.stream) as `replay.tasr` — or, for
-a plain `tinyattn flash`, removes an installed app (main.py only when it is ours), so parity
-and the server work as before. app.json (docs/protocol.md "App config"):
+`plan_app` checks everything `--app` needs before any board is touched (the options, the
+source, an int8 blob, the replay's channels against the model's; `tinyattn flash` then checks
+the board's free heap against the model's and its Stream's), so a refused flash leaves the
+board as it was. `app_files` are then copied, read back and switched over with the runtime
+and the blob in `tinyattn flash`'s own sessions (staged as *.new, the blob last):
+device/app_main.py as `main.py`, the stream and source modules (device/attention_stream.py,
+attention_source.py; .mpy when the runtime goes as .mpy), its settings as `app.json`, and for
+`--source replay:FILE` the replay file (a .ts file's windows back to back, or a replay file as
+written by tinyattn.board.stream) as `replay.tasr`. A plain `tinyattn flash` removes an
+installed app (`remove_app`: main.py only when it is ours), so parity and the server work as
+before. app.json (docs/protocol.md "App config"):
 
     {"blob": "model.bin", "source": "replay:replay.tasr@10", "hop": 10, "smooth": 3,
      "threshold": null, "kernels": "auto", "i2c": null}
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -142,45 +146,66 @@ def replay_steps(path: Path, n_features: int) -> np.ndarray:
     return steps.astype(np.float32)
 
 
-def apply_app(
-    port: str, args: argparse.Namespace, summary: dict, blob: Path | None, mpremote, compile_mpy
-) -> list[str]:
-    """Install the app (args.app) or remove an installed one; returns notes for the summary.
-    `mpremote`, `compile_mpy`: tinyattn.board.flash's (passed in: flash imports this module)."""
-    if not getattr(args, "app", False):
-        out = mpremote(port, "exec", _REMOVE.format(mark=APP_MARK, names=list(APP_FILES)))
-        return ["the app (main.py) was removed"] if "APP REMOVED" in out else []
+@dataclass
+class AppPlan:
+    """The app to install, checked on the host before any board is touched: app.json's
+    settings, the replay's steps (None for a sensor), the model's shapes for its heap."""
+
+    cfg: dict
+    steps: np.ndarray | None
+    rate: float
+    stream_heap: int
+
+
+def plan_app(args: argparse.Namespace, blob) -> AppPlan:
+    """Every check `--app` can make without a board (options, source, the blob `blob` as
+    read, the replay's channels); CLIError naming the problem, before anything is copied."""
+    from tinyattn.board.stream import stream_heap
+
     cfg, replay = app_config(args)
-    as_mpy = any(name.endswith(".mpy") for name in summary["files"])
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_dir = Path(tmp)
-        modules = [device_dir() / f"{m}.py" for m in APP_MODULES]
-        if as_mpy:
-            modules = compile_mpy(modules, summary["mpy_arch"], tmp_dir)
-        files = [(p, p.name) for p in modules] + [(device_dir() / "app_main.py", "main.py")]
-        (tmp_dir / "app.json").write_text(json.dumps(cfg) + "\n")
-        files.append((tmp_dir / "app.json", "app.json"))
-        if replay is not None:
-            from tinyattn.board.stream import write_replay
-
-            n_features = _n_features(blob)
-            write_replay(tmp_dir / REPLAY_NAME, replay_steps(replay, n_features), args.rate)
-            files.append((tmp_dir / REPLAY_NAME, REPLAY_NAME))
-        chain: list[str] = []
-        for src, name in files:
-            chain += ["cp", str(src), f":{name}", "+"]
-        stale = [f"{m}.py" if as_mpy else f"{m}.mpy" for m in APP_MODULES]
-        chain += ["exec", _STALE.format(names=stale)]
-        out = mpremote(port, *chain, timeout=60 + 10 * len(files))
-    if "APP OK" not in out:
-        raise CLIError(f"the app files did not reach the board on {port}")
-    return [f"app installed: main.py, app.json ({cfg['source']}, hop {cfg['hop']}, smooth "
-            f"{cfg['smooth']}); reset the board and run 'tinyattn monitor'"]  # fmt: skip
-
-
-def _n_features(blob: Path | None) -> int:
     if blob is None:
         raise CLIError("--app needs the blob it runs: give --blob FILE")
-    from tinyattn.intmodel.blob import read_blob
+    if not blob.quantized:
+        raise CLIError(
+            f"{args.blob} holds float32 weights only; the app runs the int8 path: export it "
+            "without --float32"
+        )
+    steps = replay_steps(replay, blob.n_features) if replay is not None else None
+    first = blob.ops[0]
+    if "T" in first.iparams:  # a sequence model: T steps in S tokens of E values
+        T, P, E = (int(first.iparams[k]) for k in ("T", "P", "E"))
+        S = -(-T // P)
+    else:  # a row model: one step, the whole input
+        T, S, E = 1, 1, 0
+    return AppPlan(cfg, steps, args.rate, stream_heap(T, blob.n_features, S, E))
 
-    return read_blob(blob.read_bytes(), source=str(blob)).n_features
+
+def app_files(plan: AppPlan, tmp_dir: Path) -> list[tuple[Path, str]]:
+    """[(local file, name on the board)] of the app beside its modules (which go with the
+    runtime): main.py, app.json and the replay file, the last two written into tmp_dir."""
+    files = [(device_dir() / "app_main.py", "main.py")]
+    (tmp_dir / "app.json").write_text(json.dumps(plan.cfg) + "\n")
+    files.append((tmp_dir / "app.json", "app.json"))
+    if plan.steps is not None:
+        from tinyattn.board.stream import write_replay
+
+        write_replay(tmp_dir / REPLAY_NAME, plan.steps, plan.rate)
+        files.append((tmp_dir / REPLAY_NAME, REPLAY_NAME))
+    return files
+
+
+def remove_app(port: str, mpremote) -> list[str]:
+    """A plain flash: remove an installed app (main.py only when it is ours); the notes."""
+    out = mpremote(port, "exec", _REMOVE.format(mark=APP_MARK, names=list(APP_FILES)))
+    return ["the app (main.py) was removed"] if "APP REMOVED" in out else []
+
+
+def drop_replay(port: str, mpremote) -> None:
+    """An app without a replay source: the replay file of an earlier app goes."""
+    mpremote(port, "exec", _STALE.format(names=[REPLAY_NAME]))
+
+
+def installed_note(plan: AppPlan) -> str:
+    cfg = plan.cfg
+    return (f"app installed: main.py, app.json ({cfg['source']}, hop {cfg['hop']}, smooth "
+            f"{cfg['smooth']}); reset the board and run 'tinyattn monitor'")  # fmt: skip

@@ -177,8 +177,7 @@ def read_blob_file(blob_path: Path) -> Any:
     try:
         return read_blob(blob_path.read_bytes(), source=str(blob_path))
     except FileNotFoundError:
-        fix = remedy.export(blob_path)
-        raise CLIError(f"{blob_path}: no such blob; run '{fix}' first") from None
+        raise CLIError(f"{blob_path}: no such blob; {remedy.rebuild(blob_path)}") from None
     except (OSError, BlobError) as exc:
         raise CLIError(remedy.blob_error(exc, blob_path)) from None
 

@@ -369,6 +369,22 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     return ExportData(Xc, nc, train.y[calib], X, n, ev.y, idx, head, split, ev)
 
 
+def check_out(model_path: Path, out_path: Path) -> None:
+    """CLIError before anything is read or written when the blob would overwrite a model file
+    (--out equal to --model, a .npz name, or an existing model file): the model would be lost."""
+    from tinyattn.remedy import blob_for, command, is_model_file
+
+    same = out_path.resolve() == model_path.resolve()
+    if same or is_model_file(out_path):
+        what = "is the model file itself" if same else "names a model file (.npz)"
+        out = blob_for(model_path) if same or out_path.suffix == ".npz" else blob_for(out_path)
+        fix = command("export", "--model", str(model_path), "--out", str(out))
+        raise CLIError(
+            f"--out {out_path} {what}: the blob would overwrite it; write the blob to a .bin "
+            f"file: '{fix}' (nothing was written)"
+        )
+
+
 def export_model(
     model_path: str | Path,
     out_path: str | Path,
@@ -378,6 +394,7 @@ def export_model(
 ) -> dict[str, Any]:
     """Quantize (or not), write, read back and evaluate; returns the report dict."""
     model_path, out_path = Path(model_path), Path(out_path)
+    check_out(model_path, out_path)
     if not model_path.is_file():
         raise CLIError(
             f"{model_path} not found; train first: 'tinyattn train --out {model_path}' (with "
