@@ -602,7 +602,10 @@ def main(args: argparse.Namespace) -> int:
 
         if blob is None or not blob.is_file():
             raise CLIError(f"{args.blob}: no such blob; {remedy.rebuild(args.blob)}")
-        plan = plan_app(args, read_blob_file(blob))
+        try:
+            plan = plan_app(args, read_blob_file(blob))
+        except CLIError as exc:
+            raise CLIError(f"{exc} (nothing was flashed)") from None
 
     def run(port: str, progress: bool) -> dict:
         from tinyattn.board.app import drop_replay, installed_note, remove_app
