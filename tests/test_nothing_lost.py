@@ -108,9 +108,8 @@ def _board_files(board) -> dict[str, bytes]:
 
 
 def _two_channels(tmp_path: Path) -> Path:
-    from tinyattn.data.timeseries import load_ts_dataset
-
     from tinyattn.board.stream import write_replay
+    from tinyattn.data.timeseries import load_ts_dataset
 
     d = load_ts_dataset("basicmotions", "TEST")
     return write_replay(tmp_path / "two.tasr", d.X[:2, :, :2].astype(np.float32).reshape(-1, 2))

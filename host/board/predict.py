@@ -31,7 +31,6 @@ the data is judged against that blob.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from dataclasses import dataclass
@@ -115,13 +114,12 @@ def read_rows(
     (a file whose model does not record its target may have one such column: the label).
     Without them, or without a header row, by position (`why`: why no names). The messages of
     data.load_csv (what `parity --csv` says) for the values."""
-    from tinyattn.data.tabular import check_header, feature_rows
+    from tinyattn.data.tabular import check_columns, check_header, feature_rows, read_csv_rows
 
     try:
-        with path.open(newline="") as f:
-            rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
-    except OSError as exc:
-        raise CLIError(f"{path}: cannot read ({exc.strerror}); check the path") from None
+        rows = read_csv_rows(path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     if not rows:
         raise CLIError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
@@ -138,9 +136,10 @@ def read_rows(
         )
     if feature_names is None:
         return _rows_in_file_order(path, rows, header, n_features, target, why)
-    twice = [h for j, h in enumerate(header) if h in header[:j]]
-    if twice:
-        raise CLIError(f"{path}:1: column {twice[0]!r} appears twice; name each column once")
+    try:
+        check_columns(path, header)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     missing = [f for f in feature_names if f not in header]
     if missing:
         more = f" (nor {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -73,18 +73,45 @@ def check_header(path: str | Path, header: list[str], n_features: int) -> None:
         )
 
 
+def read_csv_rows(path: str | Path) -> list[list[str]]:
+    """The non-blank rows of a CSV file as cells. The delimiter is a comma, or a semicolon or
+    tab when the first line has no comma but those (a spreadsheet's export in many locales).
+    One-line ValueError naming the file when it cannot be read or is not UTF-8 text."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror}); check the path") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file "
+            f"as UTF-8 (e.g. 'iconv -f latin1 -t utf-8 {path} > utf8.csv')"
+        ) from None
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    delimiter = ","
+    if "," not in first:
+        delimiter = max(";\t", key=first.count) if (";" in first or "\t" in first) else ","
+    reader = csv.reader(text.splitlines(), delimiter=delimiter)
+    return [row for row in reader if row and any(cell.strip() for cell in row)]
+
+
+def check_columns(path: str | Path, header: list[str]) -> None:
+    """ValueError when a column name appears twice (every name must pick one column)."""
+    twice = [h for j, h in enumerate(header) if h in header[:j]]
+    if twice:
+        raise ValueError(f"{path}:1: column {twice[0]!r} appears twice; name each column once")
+
+
 def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Windows:
     """Read a numeric CSV with a header row; `target` names the label column (default: last).
     Its rows are windows of one step: `X [N, 1, F]`, lengths 1."""
     path = Path(path)
-    try:
-        with path.open(newline="") as f:
-            rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror}); check the path") from exc
+    rows = read_csv_rows(path)
     if len(rows) < 2:
         raise ValueError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
+    check_columns(path, header)
     check_header(path, header, max(1, len(header) - 1))  # every column but the label's
     if target is None:
         target = header[-1]

@@ -156,6 +156,12 @@ def check_flow(args: argparse.Namespace) -> str:
     if not windows:
         flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
         flags += ["--shift"] if args.shift is not None else []
+        if args.log_view and not args.search and not flags:  # the row models have no log view
+            raise CLIError(
+                f"--log-view: the {args.model or 'iris-attn'} model reads its features as "
+                "given; add --search (rows as windows of one step: seq-attn, which takes the "
+                "log view) or train on .ts data"
+            )
         if flags:
             raise CLIError(
                 f"{' '.join(flags)}: seq-attn flags; they need .ts data (--dataset basicmotions"
