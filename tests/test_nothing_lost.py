@@ -216,3 +216,91 @@ def test_search_heap_budget_counts_the_stream():
     est = S.model_heap(c["bytes"], -(-T // arch.patch), arch.patch, 6, arch.embed_dim,
                        arch.ff_dim)  # fmt: skip
     assert c["heap"] == est + stream_heap(T, 6, -(-T // arch.patch), arch.embed_dim)
+
+
+# -- record and monitor: a reset, a board that goes away, a bogus port ---------------------------
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("port", ["/dev/ttyNOPE9", "/dev/null", "FILE"])
+def test_record_bogus_port_is_one_line(capsys, tmp_path, port):
+    if port == "FILE":
+        port = str(tmp_path / "regular.txt")
+        Path(port).write_text("not a port\n")
+    line = _fail(capsys, "record", "--port", port, "--label", "a", "--seconds", "1",
+                 "--out", str(tmp_path / "x.ts"))  # fmt: skip
+    assert port in line and ("no such serial port" in line or "not a serial port" in line)
+    assert not (tmp_path / "x.ts").exists()
+
+
+def _ts_of(tmp_path: Path, C: int) -> Path:
+    from tinyattn.data.timeseries import load_ts_dataset, write_ts
+
+    d = load_ts_dataset("basicmotions", "TEST")
+    path = tmp_path / f"c{C}.ts"
+    write_ts(path, d.X[:4, :, :C], d.lengths[:4], d.y[:4], d.class_names, problem_name="c")
+    return path
+
+
+@pytest.mark.host
+def test_record_into_a_ts_of_other_channels_is_refused_before_recording(capsys, tmp_path):
+    two = _ts_of(tmp_path, 2)
+    before = two.read_bytes()
+    line = _fail(capsys, "record", "--port", "/dev/ttyNOPE9", "--source", f"replay:{BM_TEST}",
+                 "--label", "a", "--seconds", "1", "--out", str(two))  # fmt: skip
+    assert "6 channels" in line and "holds windows of 2" in line, line
+    assert "nothing was recorded" in line and two.read_bytes() == before
+
+
+@pytest.mark.serial
+def test_record_and_monitor_with_an_app_reset_or_unplugged_end_in_one_line(
+    vboard_factory, tmp_path, capsys
+):
+    import threading
+    import time
+
+    board = vboard_factory()
+    assert cli.main(["flash", "--port", board.port, "--blob", str(BM_BLOB), "--quiet", "--app",
+                     "--source", f"replay:{BM_TEST}", "--rate", "200"]) == 0  # fmt: skip
+    capsys.readouterr()
+    board.reset()
+    # the app's source (6 channels) into a file of 2: refused at the board's first line
+    two = _ts_of(tmp_path, 2)
+    before = two.read_bytes()
+    line = _fail(capsys, "record", "--port", board.port, "--label", "a", "--seconds", "5",
+                 "--out", str(two), "--quiet")  # fmt: skip
+    assert "gives 6 values a step" in line and "nothing was recorded" in line, line
+    assert two.read_bytes() == before
+    # a reset while recording the app's source: ends within seconds, not never
+    out = tmp_path / "rec.ts"
+    threading.Timer(3.0, lambda: board.reset(wait=False)).start()
+    t0 = time.monotonic()
+    code = cli.main(["record", "--port", board.port, "--label", "a", "--seconds", "60",
+                     "--window", "10", "--out", str(out), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and time.monotonic() - t0 < 30, (code, err)
+    assert "reset during the recording" in err and "Traceback" not in err, err
+    assert "kept the" in err and out.is_file()  # what arrived before the reset
+    # monitor: the board goes away (unplugged): one line, the decisions seen
+    board.reset()
+    threading.Timer(4.0, board.stop).start()
+    line = _fail(capsys, "monitor", "--port", board.port, "--seconds", "30")
+    assert "the board went away" in line, line
+
+
+@pytest.mark.serial
+def test_record_reset_without_an_app_says_so(vboard_factory, tmp_path, capsys):
+    import threading
+
+    board = vboard_factory()
+    replay = tmp_path / "slow.tasr"
+    from tinyattn.board.stream import write_replay
+    from tinyattn.data.timeseries import load_ts_dataset
+
+    d = load_ts_dataset("basicmotions", "TEST")
+    write_replay(replay, d.X[:4].astype(np.float32).reshape(-1, 6))
+    threading.Timer(3.0, lambda: board.reset(wait=False)).start()
+    line = _fail(capsys, "record", "--port", board.port, "--source", f"replay:{replay}",
+                 "--rate", "50", "--seconds", "8", "--window", "10", "--label", "a",
+                 "--out", str(tmp_path / "r.ts"), "--quiet")  # fmt: skip
+    assert "reset during the recording" in line, line

@@ -92,3 +92,47 @@ def test_bench_doc_writes_leave_no_absolute_path_in_any_section(tmp_cwd):
 def test_docs_benchmarks_md_holds_no_absolute_path():
     text = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text()
     assert not re.findall(r"(?<![\w.)`])/(?:tmp|work|home|root|Users)/\S*", text)
+
+
+# -- the float path answers no class for what it cannot compute --------------------------------
+
+
+def test_float_path_never_answers_a_class_for_nonfinite_inputs_or_logits(attention):
+    m = attention.Model(str(GOLDEN / "iris.bin"))
+    for x in ([float("nan"), 3.5, 1.4, 0.2], [5.1, float("inf"), 1.4, 0.2]):
+        with pytest.raises(ValueError, match="finite"):
+            m.classify(x, "float")
+        with pytest.raises(ValueError, match="finite"):
+            m.classify(x, "int8")  # as it always did
+    with pytest.raises(ValueError, match="float path: logit 0 is nan"):
+        m.classify([1e25, 3.5, 1.4, 0.2], "float")
+    assert m.classify([5.1, 3.5, 1.4, 0.2], "float") == "setosa"
+
+
+def test_predict_float_path_refuses_a_sample_whose_logits_overflow(capsys, tmp_cwd):
+    (tmp_cwd / "m.bin").write_bytes((GOLDEN / "iris.bin").read_bytes())
+    (tmp_cwd / "m.npz").write_bytes((GOLDEN / "iris.npz").read_bytes())
+    head, first, second, *_ = IRIS.splitlines()
+    big = second.split(",")
+    big[0] = "1e25"
+    (tmp_cwd / "big.csv").write_text("\n".join([head, first, ",".join(big)]) + "\n")
+    line = _fail(capsys, "predict", "--csv", "big.csv", "--blob", "m.bin", "--path", "float")
+    assert "big.csv: sample 1: the float path's logits are [nan" in line, line
+
+
+@pytest.mark.micropython
+def test_float_path_overflow_raises_under_micropython():
+    from device_support import device_tree, needs_micropython, run_micropython
+
+    if needs_micropython.args[0]:
+        pytest.skip(needs_micropython.kwargs["reason"])
+    script = (
+        "import sys\nsys.path.insert(0, sys.argv[1])\nfrom attention import Model\n"
+        "m = Model(sys.argv[2])\n"
+        "for x in ([1e25, 3.5, 1.4, 0.2], [float('nan'), 3.5, 1.4, 0.2]):\n"
+        "    try:\n        print(repr(m.classify(x, 'float')))\n"
+        "    except ValueError as e:\n        print(repr(str(e)))\n"
+    )
+    lines = run_micropython(script, [str(device_tree()), str(GOLDEN / "iris.bin")], "200k")
+    assert lines[0].startswith("'float path: logit 0 is ") and "overflow" in lines[0], lines
+    assert "finite" in lines[1], lines

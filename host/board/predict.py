@@ -240,9 +240,12 @@ def read_windows(path: Path, blob) -> Samples:
     return Samples(X, lengths, labels)
 
 
-def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = None) -> np.ndarray:
+def predict_host(
+    blob, X: np.ndarray, path: str, lengths: np.ndarray | None = None, source: str = "samples"
+) -> np.ndarray:
     """Class indices [N] of raw features X on the host reference of `path` (a sequence blob:
-    windows X [N, T, C] with `lengths`)."""
+    windows X [N, T, C] with `lengths`); CLIError naming the sample of `source` whose float
+    logits are not finite (never a class for them)."""
     if path == "int8":
         from tinyattn.intmodel.intref import quantize_input, run_int8
 
@@ -250,8 +253,17 @@ def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = No
         return np.argmax(run_int8(blob, xq, lengths), axis=1)  # first maximum
     from tinyattn.intmodel.floatref import run_float
 
-    return np.argmax(run_float(blob, X, lengths) if lengths is not None else run_float(blob, X),
-                     axis=1)  # fmt: skip
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        logits = run_float(blob, X, lengths) if lengths is not None else run_float(blob, X)
+    bad = np.flatnonzero(~np.isfinite(logits).all(axis=1))
+    if len(bad):  # float32 overflow: no class to answer (the board's float path says the same)
+        i = int(bad[0])
+        raise CLIError(
+            f"{source}: sample {i}: the float path's logits are {logits[i].tolist()} (float32 "
+            "overflow: the features are too large for it); use the int8 path (--path int8) or "
+            "scale the features"
+        )
+    return np.argmax(logits, axis=1)
 
 
 def predict_board(
@@ -383,7 +395,7 @@ def main(args: argparse.Namespace) -> int:
         where = port
     else:
         s = load()
-        pred = predict_host(blob, s.X, path, s.lengths)
+        pred = predict_host(blob, s.X, path, s.lengths, str(args.csv or args.ts))
         where = "host"
     rows = [{"row": i, "pred": int(p), "class": blob.class_names[int(p)]}
             for i, p in enumerate(pred)]  # fmt: skip

@@ -242,9 +242,10 @@ def board_source(args: argparse.Namespace) -> tuple[str | None, Path | None, lis
                    f"with NAME one of {', '.join(IMUS)}")  # fmt: skip
 
 
-def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float | None]:
+def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float | None, int]:
     """The replay file to copy for --source replay:PATH (a .ts file's windows back to back),
-    and the rate to play it at (a .tasr keeps its own unless --rate; a .ts file 10 Hz)."""
+    the rate to play it at (a .tasr keeps its own unless --rate; a .ts file 10 Hz) and its
+    channels."""
     from tinyattn.board.stream import read_steps, write_replay
 
     try:
@@ -252,7 +253,7 @@ def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float 
         local = write_replay(tmp / BOARD_REPLAY, steps, 0.0)
     except (OSError, ValueError) as exc:  # TSFormatError is a ValueError
         raise CLIError(f"--source replay:{path}: {exc}") from None
-    return local, rate or own or 10.0
+    return local, rate or own or 10.0, int(steps.shape[1])
 
 
 def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list | None) -> str:
@@ -271,21 +272,34 @@ def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list |
     return code
 
 
+RESET = "the board reset during the recording (its banner, prompt or app came back)"
+RESET_MARKS = ("MicroPython v", "TA ", "TA+", "TA!", "TA.", "MPY: soft reboot")
+SILENT = "the board stopped sending steps (reset, or its source stalled)"
+
+
 def stream_steps(
-    port: str, args: argparse.Namespace, code: str, steps: Steps, progress: bool, log=print
-) -> str | None:
+    port: str, args: argparse.Namespace, code: str, steps: Steps, progress: bool, log=print,
+    have_C: int | None = None,
+) -> str | None:  # fmt: skip
     """Run `code` on the board and collect its TR lines into `steps` until TR. arrives;
-    returns None, or why it stopped early ("interrupted", or a link problem: what arrived
-    is kept either way)."""
+    returns None, or why it stopped early ("interrupted", or a link problem, a board reset
+    or a source that stopped sending: what arrived is kept either way). `have_C`: the
+    channels of the file appended to; a source of other channels is refused before a step
+    is kept."""
     from tqdm import tqdm
 
     from tinyattn.board.link import BoardLink, LinkError
 
     bar = None
     end = None  # wall-clock end for a source without a rate
-    with BoardLink(port, args.baud, connect_timeout=args.timeout) as link:
+    link = BoardLink(port, args.baud, connect_timeout=args.timeout)
+    try:
+        link.open()
+    except LinkError as exc:  # no such port, not a serial port, busy: one line
+        raise CLIError(str(exc)) from None
+    try:
         try:
-            link.enter_raw_repl()
+            link.soft_reset()  # a fresh heap: a stopped app's model and Stream would stay in it
             data = code.encode()
             for i in range(0, len(data), 256):  # as exec_raw: a raw REPL without flow control
                 link._write(data[i : i + 256])
@@ -293,9 +307,20 @@ def stream_steps(
             link._write(b"\x04")
             link.read_until(b"OK", timeout=5.0)
             wait = args.timeout + 5.0  # the board compiles the program and opens the source
+            last_step = time.monotonic()  # any other lines (an app after a reset) do not count
             while True:
-                raw = link.read_until(b"\n", timeout=wait)
+                try:
+                    raw = link.read_until(b"\n", timeout=wait)
+                except LinkError as exc:
+                    if ">>>" in str(exc):  # the friendly REPL's prompt: a reset, no app
+                        raise LinkError(f"{port}: {RESET}") from None
+                    raise
                 line = raw.decode("utf-8", "replace").strip()
+                if steps.C and (line.startswith(RESET_MARKS) or ">>>" in line):
+                    raise LinkError(f"{port}: {RESET}")  # what runs now (an app) is left be
+                if time.monotonic() - last_step > wait:
+                    _stop(link)
+                    raise LinkError(f"{port}: no steps for {wait:.0f} s: {SILENT}")
                 if "\x04" in line:  # the program ended (TR. lost on the link) or raised
                     err = line.partition("\x04")[2]
                     if "\x04" not in err:
@@ -309,6 +334,14 @@ def stream_steps(
                 if line.startswith("TR+"):
                     _, C, rate, k = line.split()
                     steps.C, steps.rate, steps.per_line = int(C), float(rate), int(k)
+                    last_step = time.monotonic()
+                    if have_C is not None and steps.C != have_C:  # before a step is kept
+                        _stop(link)
+                        raise CLIError(
+                            f"the board's source gives {steps.C} values a step, {args.out} "
+                            f"holds windows of {have_C} channels; nothing was recorded: record "
+                            "into another file (--out) or from a source of the same channels"
+                        )
                     n = steps.wanted = int(args.seconds * steps.rate + 0.5) if steps.rate else None
                     end = None if steps.rate else time.monotonic() + args.seconds
                     wait = QUIET + (steps.per_line / steps.rate if steps.rate else 0)
@@ -319,6 +352,7 @@ def stream_steps(
                 if line.startswith("TR."):
                     return None
                 got = steps.add(line, time.monotonic()) if steps.C else 0
+                last_step = time.monotonic() if got else last_step
                 if bar is not None and got:
                     bar.update(got)
                 if end is not None and time.monotonic() > end:
@@ -338,6 +372,8 @@ def stream_steps(
                 link._write(b"\r\x02")  # back to the friendly REPL
             except LinkError:
                 pass
+    finally:
+        link.close()
 
 
 def _stop(link) -> None:
@@ -372,19 +408,33 @@ def main(args: argparse.Namespace) -> int:
     from tinyattn.board.fleet import one_port
 
     window = window_length(args)
+    have_C = None
+    if args.out.exists():  # appending: the channels must be the file's (checked before)
+        from tinyattn.data.timeseries import load_ts
+
+        have_C = load_ts(args.out).n_channels
     spec, replay, i2c = board_source(args)
     rate = args.rate
     steps = Steps()
-    with tempfile.TemporaryDirectory() as tmp, one_port(args.port) as port:
+    with tempfile.TemporaryDirectory() as tmp:
+        local = None
         if replay is not None:
-            from tinyattn.board.flash import mpremote
+            local, rate, C = replay_file(replay, Path(tmp), rate)
+            if have_C is not None and C != have_C:
+                raise CLIError(
+                    f"--source replay:{replay}: {C} channels, {args.out} holds windows of "
+                    f"{have_C}; nothing was recorded: record into another file (--out)"
+                )
+        with one_port(args.port) as port:
+            if local is not None:
+                from tinyattn.board.flash import check_port, mpremote
 
-            local, rate = replay_file(replay, Path(tmp), rate)
-            mpremote(port, "cp", str(local), f":{BOARD_REPLAY}", timeout=60)
-        if spec is not None and spec.startswith("imu:") and rate is None:
-            rate = 50.0
-        code = board_code(spec, args.seconds, rate, i2c)
-        stopped = stream_steps(port, args, code, steps, not args.quiet)
+                check_port(port)
+                mpremote(port, "cp", str(local), f":{BOARD_REPLAY}", timeout=60)
+            if spec is not None and spec.startswith("imu:") and rate is None:
+                rate = 50.0
+            code = board_code(spec, args.seconds, rate, i2c)
+            stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C)
     X, left = windows(steps, window)
     summary = f"{steps.count} steps" + (f" at {steps.rate:g} Hz" if steps.rate else "")
     arrived = steps.count + steps.per_line * steps.lost_lines  # lost lines: full ones
