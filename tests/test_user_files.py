@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tinyattn import cli
@@ -136,3 +137,70 @@ def test_float_path_overflow_raises_under_micropython():
     lines = run_micropython(script, [str(device_tree()), str(GOLDEN / "iris.bin")], "200k")
     assert lines[0].startswith("'float path: logit 0 is ") and "overflow" in lines[0], lines
     assert "finite" in lines[1], lines
+
+
+# -- the sample rate travels with the data, the model and the app -------------------------------
+
+
+def _bm_ts(path: Path, rate: float | None, first: int = 0) -> Path:
+    from tinyattn.data.timeseries import load_ts_dataset, write_ts
+
+    d = load_ts_dataset("basicmotions", "TRAIN")
+    pick = np.r_[first : first + 4, 10 + first : 14 + first]  # Standing, Running
+    return write_ts(path, d.X[pick], d.lengths[pick], d.y[pick], d.class_names, "mine",
+                    rate=rate)  # fmt: skip
+
+
+def test_rate_recorded_with_the_data_reaches_the_model_and_the_app(capsys, tmp_cwd):
+    from tinyattn.board.app import plan_app
+    from tinyattn.board.parity import read_blob_file
+    from tinyattn.board.record import write_windows
+    from tinyattn.data.timeseries import load_ts
+    from tinyattn.learn.model import read_npz
+
+    ts = _bm_ts(tmp_cwd / "mine.ts", 50.0)
+    assert load_ts(ts).rate == 50.0
+    X = load_ts(ts).X[:2].astype(np.float32)
+    write_windows(ts, X, "Walking", 20.0)  # appending keeps the file's rate
+    assert load_ts(ts).rate == 50.0 and len(load_ts(ts).y) == 10
+    _bm_ts(ts, 50.0)
+    assert cli.main(["train", "--ts", "mine.ts", "--epochs", "2", "--out", "m.npz"]) == 0
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    capsys.readouterr()
+    assert read_npz(tmp_cwd / "m.npz")[0]["rate"] == 50.0  # the model file
+    blob = read_blob_file(tmp_cwd / "m.bin")
+
+    def plan(*extra: str):
+        return plan_app(cli.build_parser().parse_args(
+            ["flash", "--blob", "m.bin", "--app", "--source", f"replay:{ts}", *extra]), blob)
+
+    p = plan()  # no --rate: the model's
+    assert p.rate == 50.0 and p.cfg["source"] == "replay:replay.tasr@50"
+    with pytest.raises(cli.CLIError, match="trained on data recorded at 50 steps/s"):
+        plan("--rate", "10")
+    assert plan("--rate", "50").rate == 50.0
+    other = _bm_ts(tmp_cwd / "fast.ts", 200.0)
+    with pytest.raises(cli.CLIError, match="recorded at 200 steps/s, the model at 50"):
+        plan_app(cli.build_parser().parse_args(
+            ["flash", "--blob", "m.bin", "--app", "--source", f"replay:{other}"]), blob)
+    # the command refuses before any board: nothing flashed
+    line = _fail(capsys, "flash", "--port", str(tmp_cwd / "nope"), "--blob", "m.bin", "--app",
+                 "--source", f"replay:{ts}", "--rate", "10")  # fmt: skip
+    assert "--rate 10" in line and "nothing was flashed" in line, line
+
+
+def test_rate_mismatch_refused_at_train_and_record(capsys, tmp_cwd):
+    _bm_ts(tmp_cwd / "a.ts", 50.0)
+    _bm_ts(tmp_cwd / "b.ts", 10.0, first=4)
+    line = _fail(capsys, "train", "--ts", "a.ts", "--test", "b.ts", "--epochs", "1",
+                 "--out", "m.npz")  # fmt: skip
+    assert "recorded at 10 steps/s" in line and "at 50" in line, line
+    before = (tmp_cwd / "a.ts").read_bytes()
+    line = _fail(capsys, "record", "--port", "/dev/ttyNOPE9", "--source", "replay:b.ts",
+                 "--label", "x", "--seconds", "1", "--out", "a.ts")  # fmt: skip
+    assert "plays at 10 steps/s" in line and "recorded at 50" in line, line
+    line = _fail(capsys, "record", "--port", "/dev/ttyNOPE9", "--source", "imu:lsm6dsox",
+                 "--i2c", "0,5,4", "--rate", "25", "--label", "x", "--seconds", "1",
+                 "--out", "a.ts")  # fmt: skip
+    assert "--rate 25" in line and "recorded at 50" in line, line
+    assert (tmp_cwd / "a.ts").read_bytes() == before

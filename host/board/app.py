@@ -78,8 +78,12 @@ def add_app_arguments(parser: argparse.ArgumentParser) -> None:
         "'imu:lsm6dsox', 'imu:bmi270', 'imu:lsm9ds1' (a micropython-lib driver: 'mpremote mip "
         "install NAME' on the board)",
     )  # fmt: skip
-    g.add_argument("--rate", type=float, default=10.0,
-                   help="steps per second of the source (default %(default)g)")  # fmt: skip
+    g.add_argument(
+        "--rate", type=float, default=None,
+        help="steps per second of the source (default: the rate the model was trained at, "
+        "recorded with its data; else a replay's own; else 10); another than the model's is "
+        "refused",
+    )  # fmt: skip
     g.add_argument("--hop", type=int, default=10,
                    help="steps between decisions (default %(default)s)")  # fmt: skip
     g.add_argument(
@@ -94,13 +98,14 @@ def add_app_arguments(parser: argparse.ArgumentParser) -> None:
                    help="I2C bus of an imu source, e.g. 0,5,4")  # fmt: skip
 
 
-def app_config(args: argparse.Namespace) -> tuple[dict, Path | None]:
-    """(app.json's settings, local replay file to copy or None); CLIError on a bad option."""
+def app_config(args: argparse.Namespace, rate: float = 10.0) -> tuple[dict, Path | None]:
+    """(app.json's settings with the source at `rate` steps per second, local replay file to
+    copy or None); CLIError on a bad option."""
     if args.hop < 1 or args.smooth < 1:
         raise CLIError(f"--hop {args.hop} / --smooth {args.smooth}: both must be >= 1")
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         raise CLIError(f"--threshold {args.threshold}: give a score between 0 and 1")
-    if not args.rate > 0:
+    if args.rate is not None and not args.rate > 0:
         raise CLIError(f"--rate {args.rate}: give steps per second > 0")
     if not args.source:
         raise CLIError("--app needs --source replay:FILE or --source imu:NAME")
@@ -110,7 +115,7 @@ def app_config(args: argparse.Namespace) -> tuple[dict, Path | None]:
     if kind == "replay" and where:
         if not Path(where).is_file():
             raise CLIError(f"--source {args.source}: no such file {where}")
-        cfg["source"] = f"replay:{REPLAY_NAME}@{args.rate:g}"
+        cfg["source"] = f"replay:{REPLAY_NAME}@{rate:g}"
         return cfg, Path(where)
     if kind == "imu" and where in IMUS:
         if not args.i2c:
@@ -121,7 +126,7 @@ def app_config(args: argparse.Namespace) -> tuple[dict, Path | None]:
             cfg["i2c"] = []
         if len(cfg["i2c"]) != 3:
             raise CLIError(f"--i2c {args.i2c}: give three integers ID,SCL,SDA")
-        cfg["source"] = f"imu:{where}@{args.rate:g}"
+        cfg["source"] = f"imu:{where}@{rate:g}"
         return cfg, None
     raise CLIError(
         f"--source {args.source}: give 'replay:FILE' (.ts or .tasr) or 'imu:NAME' with NAME "
@@ -129,13 +134,14 @@ def app_config(args: argparse.Namespace) -> tuple[dict, Path | None]:
     )
 
 
-def replay_steps(path: Path, n_features: int) -> np.ndarray:
-    """Steps [N, C] float32 of a .ts file (its windows' valid steps back to back) or a replay
-    file; CLIError when unreadable or C differs from the model's."""
+def replay_steps(path: Path, n_features: int) -> tuple[np.ndarray, float]:
+    """(steps [N, C] float32, its own rate or 0.0) of a .ts file (its windows' valid steps back
+    to back; the rate its header records) or a replay file; CLIError when unreadable or C
+    differs from the model's."""
     from tinyattn.board.stream import read_steps
 
     try:
-        steps, _ = read_steps(path)
+        steps, own = read_steps(path)
     except (OSError, ValueError) as exc:
         raise CLIError(f"--source replay:{path}: {exc}") from None
     if steps.shape[1] != n_features:
@@ -143,7 +149,7 @@ def replay_steps(path: Path, n_features: int) -> np.ndarray:
                        f"{n_features}")  # fmt: skip
     if not np.isfinite(steps).all():
         raise CLIError(f"--source replay:{path}: missing values (NaN) cannot be replayed")
-    return steps.astype(np.float32)
+    return steps.astype(np.float32), own
 
 
 @dataclass
@@ -162,7 +168,7 @@ def plan_app(args: argparse.Namespace, blob) -> AppPlan:
     read, the replay's channels); CLIError naming the problem, before anything is copied."""
     from tinyattn.board.stream import stream_heap
 
-    cfg, replay = app_config(args)
+    app_config(args)  # the options, before any file is read
     if blob is None:
         raise CLIError("--app needs the blob it runs: give --blob FILE")
     if not blob.quantized:
@@ -170,14 +176,43 @@ def plan_app(args: argparse.Namespace, blob) -> AppPlan:
             f"{args.blob} holds float32 weights only; the app runs the int8 path: export it "
             "without --float32"
         )
-    steps = replay_steps(replay, blob.n_features) if replay is not None else None
+    from tinyattn.board.predict import blob_model_meta
+
+    meta, _ = blob_model_meta(blob, Path(args.blob))
+    trained = float(meta["rate"]) if meta and meta.get("rate") else None
+    steps, own = None, 0.0
+    where = args.source.partition(":")[2]
+    if args.source.startswith("replay:"):
+        steps, own = replay_steps(Path(where), blob.n_features)
+    rate = check_rate(args.rate, trained, own, args.source, Path(args.blob).with_suffix(".npz"))
+    cfg, _ = app_config(args, rate)
     first = blob.ops[0]
     if "T" in first.iparams:  # a sequence model: T steps in S tokens of E values
         T, P, E = (int(first.iparams[k]) for k in ("T", "P", "E"))
         S = -(-T // P)
     else:  # a row model: one step, the whole input
         T, S, E = 1, 1, 0
-    return AppPlan(cfg, steps, args.rate, stream_heap(T, blob.n_features, S, E))
+    return AppPlan(cfg, steps, rate, stream_heap(T, blob.n_features, S, E))
+
+
+def check_rate(given: float | None, trained: float | None, own: float, source: str,
+               model: Path) -> float:  # fmt: skip
+    """The steps per second the app runs its source at: --rate (`given`), else the rate the
+    model was trained at (`trained`, its model file's meta), else a replay's own (`own`), else
+    10. CLIError when two of them that are known differ: the model's windows would span
+    another length of time."""
+    if trained and given and given != trained:
+        raise CLIError(
+            f"--rate {given:g}: the model was trained on data recorded at {trained:g} steps/s "
+            f"({model}); its windows would span another length of time: give --rate "
+            f"{trained:g} (or leave it out)"
+        )
+    if trained and own and own != trained:
+        raise CLIError(
+            f"--source {source} was recorded at {own:g} steps/s, the model at {trained:g} "
+            f"({model}); replay data of the model's rate"
+        )
+    return given or trained or own or 10.0
 
 
 def app_files(plan: AppPlan, tmp_dir: Path) -> list[tuple[Path, str]]:

@@ -98,9 +98,13 @@ def windows(steps: Steps, window: int) -> tuple[np.ndarray, int]:
     return X, left
 
 
-def write_windows(path: Path, X: np.ndarray, label: str) -> tuple[list[str], np.ndarray]:
+def write_windows(
+    path: Path, X: np.ndarray, label: str, rate: float | None = None
+) -> tuple[list[str], np.ndarray]:
     """Write windows X [N, W, C] labelled `label` to `path`, after the windows already there
-    (their labels, class names and lengths kept); returns (class names, per-class counts)."""
+    (their labels, class names and lengths kept), with the steps per second `rate` in its
+    header (a file that has none keeps none: its old windows' rate is not known); returns
+    (class names, per-class counts)."""
     from tinyattn.data.timeseries import load_ts, write_ts
 
     N, W, C = X.shape
@@ -109,6 +113,7 @@ def write_windows(path: Path, X: np.ndarray, label: str) -> tuple[list[str], np.
         old = load_ts(path)
         names = list(old.class_names) + ([] if label in old.class_names else [label])
         y = np.full(N, names.index(label))
+        rate = old.rate
     if old is not None:
         T = max(old.max_length, W)
         both = np.zeros((len(old.X) + N, T, C))
@@ -116,7 +121,7 @@ def write_windows(path: Path, X: np.ndarray, label: str) -> tuple[list[str], np.
         both[len(old.X) :, :W] = X
         X, y = both, np.concatenate([old.y, y])
         lengths = np.concatenate([old.lengths, lengths])
-    write_ts(path, X.astype(np.float64), lengths, y, names, problem_name=path.stem)
+    write_ts(path, X.astype(np.float64), lengths, y, names, problem_name=path.stem, rate=rate)
     return names, np.bincount(y, minlength=len(names))
 
 
@@ -242,10 +247,12 @@ def board_source(args: argparse.Namespace) -> tuple[str | None, Path | None, lis
                    f"with NAME one of {', '.join(IMUS)}")  # fmt: skip
 
 
-def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float | None, int]:
+def replay_file(
+    path: Path, tmp: Path, rate: float | None
+) -> tuple[Path, float, int, float]:
     """The replay file to copy for --source replay:PATH (a .ts file's windows back to back),
-    the rate to play it at (a .tasr keeps its own unless --rate; a .ts file 10 Hz) and its
-    channels."""
+    the rate to play it at (its own unless --rate; else 10 Hz), its channels and its own rate
+    (0.0: it records none)."""
     from tinyattn.board.stream import read_steps, write_replay
 
     try:
@@ -253,7 +260,7 @@ def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float 
         local = write_replay(tmp / BOARD_REPLAY, steps, 0.0)
     except (OSError, ValueError) as exc:  # TSFormatError is a ValueError
         raise CLIError(f"--source replay:{path}: {exc}") from None
-    return local, rate or own or 10.0, int(steps.shape[1])
+    return local, rate or own or 10.0, int(steps.shape[1]), own
 
 
 def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list | None) -> str:
@@ -279,13 +286,13 @@ SILENT = "the board stopped sending steps (reset, or its source stalled)"
 
 def stream_steps(
     port: str, args: argparse.Namespace, code: str, steps: Steps, progress: bool, log=print,
-    have_C: int | None = None,
+    have_C: int | None = None, have_rate: float | None = None,
 ) -> str | None:  # fmt: skip
     """Run `code` on the board and collect its TR lines into `steps` until TR. arrives;
     returns None, or why it stopped early ("interrupted", or a link problem, a board reset
     or a source that stopped sending: what arrived is kept either way). `have_C`: the
-    channels of the file appended to; a source of other channels is refused before a step
-    is kept."""
+    channels of the file appended to, `have_rate` its steps per second: a source of other
+    channels or another rate is refused before a step is kept."""
     from tqdm import tqdm
 
     from tinyattn.board.link import BoardLink, LinkError
@@ -335,6 +342,13 @@ def stream_steps(
                     _, C, rate, k = line.split()
                     steps.C, steps.rate, steps.per_line = int(C), float(rate), int(k)
                     last_step = time.monotonic()
+                    if have_rate and steps.rate and steps.rate != have_rate:
+                        _stop(link)
+                        raise CLIError(
+                            f"the board's source runs at {steps.rate:g} steps/s, {args.out} "
+                            f"was recorded at {have_rate:g}; nothing was recorded: give "
+                            f"--rate {have_rate:g}, or record into another file (--out)"
+                        )
                     if have_C is not None and steps.C != have_C:  # before a step is kept
                         _stop(link)
                         raise CLIError(
@@ -408,22 +422,36 @@ def main(args: argparse.Namespace) -> int:
     from tinyattn.board.fleet import one_port
 
     window = window_length(args)
-    have_C = None
-    if args.out.exists():  # appending: the channels must be the file's (checked before)
+    have_C = have_rate = None
+    if args.out.exists():  # appending: the channels and rate must be the file's
         from tinyattn.data.timeseries import load_ts
 
-        have_C = load_ts(args.out).n_channels
+        old = load_ts(args.out)
+        have_C, have_rate = old.n_channels, old.rate
     spec, replay, i2c = board_source(args)
     rate = args.rate
+    if rate is not None and have_rate and rate != have_rate:
+        raise CLIError(
+            f"--rate {rate:g}: {args.out} was recorded at {have_rate:g} steps/s; nothing was "
+            f"recorded: give --rate {have_rate:g}, or record into another file (--out)"
+        )
+    if rate is None and have_rate and spec is not None:  # the file's rate, not a default
+        rate = have_rate
     steps = Steps()
     with tempfile.TemporaryDirectory() as tmp:
         local = None
         if replay is not None:
-            local, rate, C = replay_file(replay, Path(tmp), rate)
+            local, rate, C, own = replay_file(replay, Path(tmp), rate)
             if have_C is not None and C != have_C:
                 raise CLIError(
                     f"--source replay:{replay}: {C} channels, {args.out} holds windows of "
                     f"{have_C}; nothing was recorded: record into another file (--out)"
+                )
+            if have_rate and (own or rate) != have_rate:
+                raise CLIError(
+                    f"--source replay:{replay} plays at {own or rate:g} steps/s, {args.out} was "
+                    f"recorded at {have_rate:g}; nothing was recorded: give --rate "
+                    f"{have_rate:g}, or record into another file (--out)"
                 )
         with one_port(args.port) as port:
             if local is not None:
@@ -434,7 +462,8 @@ def main(args: argparse.Namespace) -> int:
             if spec is not None and spec.startswith("imu:") and rate is None:
                 rate = 50.0
             code = board_code(spec, args.seconds, rate, i2c)
-            stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C)
+            stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C,
+                                   have_rate=have_rate)  # fmt: skip
     X, left = windows(steps, window)
     summary = f"{steps.count} steps" + (f" at {steps.rate:g} Hz" if steps.rate else "")
     arrived = steps.count + steps.per_line * steps.lost_lines  # lost lines: full ones
@@ -446,7 +475,7 @@ def main(args: argparse.Namespace) -> int:
     if not len(X):
         why = f" ({stopped})" if stopped else ""
         raise CLIError(f"no whole window of {window} steps arrived: {summary}{why}")
-    names, counts = write_windows(args.out, X, args.label)
+    names, counts = write_windows(args.out, X, args.label, steps.rate or None)
     tally = ", ".join(f"{n} {c}" for n, c in zip(names, counts, strict=True))
     if left:
         summary += f", {left} steps after the last whole window left out"

@@ -79,13 +79,14 @@ def read_replay(path: str | Path) -> tuple[np.ndarray, float]:
 
 def read_steps(path: str | Path) -> tuple[np.ndarray, float]:
     """(steps [N, C], rate) of a replay source: a .ts file's windows, their valid steps back to
-    back (rate 0.0: it has none of its own), or a replay file (read_replay); ValueError
-    (TSFormatError is one) or OSError naming what is wrong."""
+    back (rate: the one its header records, else 0.0: none of its own), or a replay file
+    (read_replay); ValueError (TSFormatError is one) or OSError naming what is wrong."""
     if Path(path).suffix.lower() == ".ts":
         from tinyattn.data.timeseries import load_ts
 
         d = load_ts(path, labels_required=False)
-        return np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)]), 0.0
+        steps = np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)])
+        return steps, d.rate or 0.0
     return read_replay(path)
 
 

@@ -36,6 +36,7 @@ class Windows:
     source: Path | None = None  # the file read
     names: tuple[str, ...] = ()  # the CSV's feature columns (a .ts file: none, see below)
     target: str | None = None  # the CSV's label column (None: not from a named column)
+    rate: float | None = None  # steps per second, when the file records it (a .ts comment)
 
     @property
     def n_channels(self) -> int:

@@ -163,6 +163,14 @@ def load_windows(args: argparse.Namespace) -> SeqData:
             f"{train.source} has {train.class_names} and {train.n_channels}; pass the TEST "
             "file of the same problem"
         )
+    if test is not None and train.rate and test.rate and test.rate != train.rate:
+        raise CLIError(
+            f"{test.source} was recorded at {test.rate:g} steps/s, {train.source} at "
+            f"{train.rate:g}: a window of T steps is another length of time in each; record "
+            "both at one rate"
+        )
+    if train.rate:  # the recording's steps per second travels with the model (flash --app)
+        meta["rate"] = train.rate
     return SeqData(train.name, train, test, meta)
 
 
