@@ -130,6 +130,22 @@ def rebuild(blob: Path | str | None = None, verb: str = "run", flash_too: bool =
     )
 
 
+def stale_note(blob: Path | str) -> str | None:
+    """A note when the model file beside `blob` (its name with .npz) was written after it: a
+    model trained since the last export, which the blob does not hold yet; None otherwise."""
+    blob = Path(str(blob))
+    model = model_for(blob)
+    try:
+        if model != blob and model.stat().st_mtime > blob.stat().st_mtime:
+            return (
+                f"note: {model} is newer than {blob} (trained after the last export); this "
+                f"command uses the blob: run '{export(blob, model)}' to use the new model"
+            )
+    except OSError:
+        pass
+    return None
+
+
 def blob_error(
     exc: Exception | str, blob: Path | str | None = None, flash_too: bool = True
 ) -> str:

@@ -98,6 +98,21 @@ def test_docs_benchmarks_md_holds_no_absolute_path():
 # -- the float path answers no class for what it cannot compute --------------------------------
 
 
+def test_a_model_trained_after_the_last_export_is_said(capsys, tmp_cwd):
+    import os
+
+    (tmp_cwd / "m.bin").write_bytes((GOLDEN / "iris.bin").read_bytes())
+    (tmp_cwd / "m.npz").write_bytes((GOLDEN / "iris.npz").read_bytes())
+    os.utime(tmp_cwd / "m.bin", (1_000_000, 1_000_000))  # exported long before the training
+    assert cli.main(["predict", "--csv", str(DATA_DIR / "iris.csv"), "--blob", "m.bin"]) == 0
+    err = capsys.readouterr().err
+    assert "note: m.npz is newer than m.bin" in err, err
+    assert "'tinyattn export --model m.npz --out m.bin'" in err, err
+    os.utime(tmp_cwd / "m.npz", (900_000, 900_000))
+    assert cli.main(["predict", "--csv", str(DATA_DIR / "iris.csv"), "--blob", "m.bin"]) == 0
+    assert "newer" not in capsys.readouterr().err
+
+
 def test_float_path_never_answers_a_class_for_nonfinite_inputs_or_logits(attention):
     m = attention.Model(str(GOLDEN / "iris.bin"))
     for x in ([float("nan"), 3.5, 1.4, 0.2], [5.1, float("inf"), 1.4, 0.2]):
@@ -111,8 +126,8 @@ def test_float_path_never_answers_a_class_for_nonfinite_inputs_or_logits(attenti
 
 
 def test_predict_float_path_refuses_a_sample_whose_logits_overflow(capsys, tmp_cwd):
-    (tmp_cwd / "m.bin").write_bytes((GOLDEN / "iris.bin").read_bytes())
     (tmp_cwd / "m.npz").write_bytes((GOLDEN / "iris.npz").read_bytes())
+    (tmp_cwd / "m.bin").write_bytes((GOLDEN / "iris.bin").read_bytes())  # exported after it
     head, first, second, *_ = IRIS.splitlines()
     big = second.split(",")
     big[0] = "1e25"

@@ -175,11 +175,15 @@ def read_blob_file(blob_path: Path) -> Any:
     from tinyattn.intmodel.blob import BlobError, read_blob
 
     try:
-        return read_blob(blob_path.read_bytes(), source=str(blob_path))
+        blob = read_blob(blob_path.read_bytes(), source=str(blob_path))
     except FileNotFoundError:
         raise CLIError(f"{blob_path}: no such blob; {remedy.rebuild(blob_path)}") from None
     except (OSError, BlobError) as exc:
         raise CLIError(remedy.blob_error(exc, blob_path)) from None
+    note = remedy.stale_note(blob_path)
+    if note:
+        print(note, file=sys.stderr)
+    return blob
 
 
 def host_reference(
