@@ -5,8 +5,8 @@ source, an int8 blob, the replay's channels against the model's; `tinyattn flash
 the board's free heap against the model's and its Stream's), so a refused flash leaves the
 board as it was. `app_files` are then copied, read back and switched over with the runtime
 and the blob in `tinyattn flash`'s own sessions (staged as *.new, the blob last):
-device/app_main.py as `main.py`, the stream and source modules (device/attention_stream.py,
-attention_source.py; .mpy when the runtime goes as .mpy), its settings as `app.json`, and for
+device/app_main.py as `main.py` (device/package.json's "app_urls"; the stream and source
+modules it imports are part of the runtime's "urls"), its settings as `app.json`, and for
 `--source replay:FILE` the replay file (a .ts file's windows back to back, or a replay file as
 written by tinyattn.board.stream) as `replay.tasr`. A plain `tinyattn flash` removes an
 installed app (`remove_app`: main.py only when it is ours), so parity and the server work as
@@ -30,7 +30,6 @@ from tinyattn.paths import device_dir
 
 APP_MARK = "# tinyattn app"  # the first line of device/app_main.py: main.py is ours
 APP_FILES = ("main.py", "app.json", "replay.tasr")
-APP_MODULES = ("attention_stream", "attention_source")
 REPLAY_NAME = "replay.tasr"
 IMUS = ("lsm6dsox", "bmi270", "lsm9ds1")
 

@@ -368,11 +368,7 @@ def flash(
     board = probe(port, timeout)
     as_mpy, arch, note = choose_format(board["mpy"], use_mpy)
     notes = [note] if note else []
-    sources = device_sources(train)
-    if app is not None:  # the app's modules go as the runtime does (.mpy or .py)
-        from tinyattn.board.app import APP_MODULES
-
-        sources += [device_dir() / f"{m}.py" for m in APP_MODULES]
+    sources = device_sources(train)  # the stream and source modules of the app among them
     if as_mpy:
         if arch is None:
             sources = [src for src in sources if src.stem not in NATIVE_MODULES]

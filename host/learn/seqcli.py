@@ -114,9 +114,9 @@ def _check_complete(ds: TSDataset) -> None:
     if len(bad):
         i, t, c = (int(v) for v in bad[0])
         raise CLIError(
-            f"{ds.source}: {len(bad)} missing values ('?'), the first in case {i + 1} at step "
-            f"{t}, channel {c}; seq-attn needs complete windows: fill them (e.g. interpolate) "
-            "or drop those cases"
+            f"{ds.source}: {len(bad)} missing values ('?'), the first in case {i + 1}, step "
+            f"{t + 1}, channel {c + 1} (each counted from 1); seq-attn needs complete windows: "
+            "fill them (e.g. interpolate) or drop those cases"
         )
 
 
@@ -240,7 +240,8 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
     if data.test is not None:
         return data.train, data.test, {}
     try:
-        tr, te = stratified_split(data.train.y, config.test_fraction, config.seed)
+        tr, te = stratified_split(data.train.y, config.test_fraction, config.seed,
+                                  data.train.class_names, "windows")
     except ValueError as exc:
         raise CLIError(f"{data.train.source}: cannot hold out a test part ({exc})") from None
     split = {"train_idx": [int(i) for i in tr], "test_idx": [int(i) for i in te]}
@@ -360,7 +361,8 @@ def cross_validate_seq(
     folds = []
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
-        for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, cfg.seed)):
+        folds = stratified_kfold(ds.y, k, cfg.seed, ds.class_names, "windows")
+        for f, (tr, te) in enumerate(folds):
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment,
                             average=average, distill=distill)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])

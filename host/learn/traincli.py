@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
     data.add_argument(
         "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
-        help="vendored dataset (default: iris); basicmotions and japanesevowels are windows "
-        "(.ts, the archive's fixed TRAIN/TEST split) and train seq-attn",
+        help="vendored dataset (default: iris); iris and wine are rows, the others are "
+        "windows (.ts, the archive's fixed TRAIN/TEST split) and train seq-attn",
     )  # fmt: skip
     data.add_argument(
         "--csv", type=Path, metavar="FILE", help="any numeric CSV with a header row instead"
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     hp.add_argument("--epochs", type=int, help=f"(default: {d.epochs}; {SEQ_DEFAULT})")
     hp.add_argument(
-        "--seed", type=int, default=d.seed,
+        "--seed", type=non_negative_int, default=d.seed,
         help=f"split, init and shuffle seed (default: {d.seed}); with --repeats R the seeds "
         "are SEED .. SEED+R-1",
     )  # fmt: skip
@@ -126,6 +126,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     out.add_argument("--quiet", action="store_true", help="no progress bar")
     onboard.add_arguments(parser)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: a seed (NumPy's generators take integers >= 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0")
+    return value
 
 
 def _is_windows(args: argparse.Namespace) -> bool:
