@@ -28,12 +28,14 @@ DEFAULT_BLOB = Path("build") / "model.bin"
 
 _argv: list[str] | None = None
 _args: argparse.Namespace | None = None
+_noted: set[Path] = set()  # blobs whose stale model file this command has noted
 
 
 def use(argv: list[str] | None, args: argparse.Namespace | None) -> None:
     """Record the running command's argv and parsed arguments (None, None: no command)."""
     global _argv, _args
     _argv, _args = (list(argv) if argv is not None else None), args
+    _noted.clear()
 
 
 def _get(name: str) -> object:
@@ -130,13 +132,20 @@ def rebuild(blob: Path | str | None = None, verb: str = "run", flash_too: bool =
     )
 
 
+STALE_AFTER = 2.0  # seconds a model file must be newer than its blob to be called newer
+
+
 def stale_note(blob: Path | str) -> str | None:
-    """A note when the model file beside `blob` (its name with .npz) was written after it: a
-    model trained since the last export, which the blob does not hold yet; None otherwise."""
+    """A note when the model file beside `blob` (its name with .npz) was written after it
+    (STALE_AFTER later: files copied together are not): a model trained since the last
+    export, which the blob does not hold yet; once per command, None otherwise."""
     blob = Path(str(blob))
     model = model_for(blob)
+    if blob in _noted:
+        return None
     try:
-        if model != blob and model.stat().st_mtime > blob.stat().st_mtime:
+        if model != blob and model.stat().st_mtime > blob.stat().st_mtime + STALE_AFTER:
+            _noted.add(blob)
             return (
                 f"note: {model} is newer than {blob} (trained after the last export); this "
                 f"command uses the blob: run '{export(blob, model)}' to use the new model"

@@ -86,7 +86,7 @@ BAD_VALUES = [  # (cell, words the message must have)
     ("1e300", "too large"),
     ("-3e31", "too large"),
     ("abc", "not a number"),
-    ("", "not a number"),
+    ("", "is empty"),  # fill the cell, not drop the column
     ("5,1", "fields, header has"),  # a decimal comma splits the row into one field more
 ]
 
@@ -107,7 +107,8 @@ def test_cli_errors_parity_csv_bad_feature_values(
     assert f"{path}:7" in line and words in line, line  # file, line number, problem
     if cell != "5,1":  # the column, and what to do
         assert "'petal_length_cm'" in line, line
-        assert ("drop or encode" if words == "not a number" else "fix or drop the row") in line
+        fix = {"not a number": "drop or encode", "is empty": "fill the cell or drop the row"}
+        assert fix.get(words, "fix or drop the row") in line, line
     else:
         assert "fix the row" in line
 

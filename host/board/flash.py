@@ -386,9 +386,9 @@ def flash(
             raise CLIError(
                 f"the app needs about {app_need / 1000:.1f} KB of heap for the model and its "
                 f"Stream (estimate), the board on {port} has {free / 1000:.1f} KB free; "
-                "nothing was flashed; give the app a smaller model (the model search budgets "
-                "the model with its Stream: 'tinyattn train --ts FILE --search --max-heap "
-                "BYTES') or a board with more heap"
+                "nothing was flashed; give the app a smaller model ('train --search' keeps "
+                "the model with its Stream within the heap given with --max-heap) or a board "
+                "with more heap"
             )
     files = [(src, src.name) for src in sources]
     if app is not None:

@@ -301,8 +301,8 @@ def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall)
                f"{get}'{remedy.flash(mpy=True)}'")  # fmt: skip
     else:
         fix = ("flashing again does not help: use a board with more free heap, or a smaller "
-               "model (about 7 B of heap per weight; the model search keeps within a heap: "
-               "'tinyattn train --ts FILE --search --max-heap BYTES')")  # fmt: skip
+               "model (about 7 B of heap per weight; 'train --search' keeps its pick within "
+               "the heap given with --max-heap)")  # fmt: skip
     return (f"{exc}; {blob_path} needs about {need // 1000} KB of free heap (estimate, runtime "
             f"as .{'mpy' if as_mpy else 'py'}), {has}; {fix}")  # fmt: skip
 

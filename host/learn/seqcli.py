@@ -361,8 +361,8 @@ def cross_validate_seq(
     folds = []
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
-        folds = stratified_kfold(ds.y, k, cfg.seed, ds.class_names, "windows")
-        for f, (tr, te) in enumerate(folds):
+        splits = stratified_kfold(ds.y, k, cfg.seed, ds.class_names, "windows")
+        for f, (tr, te) in enumerate(splits):
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment,
                             average=average, distill=distill)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])

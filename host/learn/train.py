@@ -346,8 +346,8 @@ def cross_validate(
     folds = []
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
-        folds = stratified_kfold(data.y[rows], k, cfg.seed, data.class_names)
-        for f, (tr, te) in enumerate(folds):
+        splits = stratified_kfold(data.y[rows], k, cfg.seed, data.class_names)
+        for f, (tr, te) in enumerate(splits):
             result = train_split(data, rows[tr], rows[te], cfg, history=False)
             y_test = data.y[rows[te]]
             x_test = standardize(data.rows[rows[te]], result.norm_mean, result.norm_std)
