@@ -219,3 +219,13 @@ def test_rate_mismatch_refused_at_train_and_record(capsys, tmp_cwd):
                  "--out", "a.ts")  # fmt: skip
     assert "--rate 25" in line and "recorded at 50" in line, line
     assert (tmp_cwd / "a.ts").read_bytes() == before
+
+
+def test_a_commands_unknown_flag_shows_that_commands_usage(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["export", "--bogus"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "usage: tinyattn export" in err, err
+    assert "tinyattn export: error: unrecognized arguments: --bogus" in err, err
+    args = cli.build_parser().parse_args(["parity", "--dataset", "coffee"])  # any vendored one
+    assert args.dataset == "coffee"

@@ -39,6 +39,8 @@ from tinyattn.board.link import (
     b64_batch,
     decode_b64_reply,
 )
+from tinyattn.data.tabular import DATASETS
+from tinyattn.data.timeseries import TS_DATASETS
 from tinyattn.data.windows import Windows
 from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
@@ -763,7 +765,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"trained model whose dataset is used (default {DEFAULT_MODEL} when it exists)",
     )
     parser.add_argument(
-        "--dataset", choices=["iris", "wine", "basicmotions", "japanesevowels"],
+        "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
         help="override the dataset (a sequence dataset: its TEST windows)",
     )  # fmt: skip
     parser.add_argument("--csv", type=Path, help="samples from this CSV instead")

@@ -272,11 +272,11 @@ def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list |
     if i2c:
         bus = f"__import__('machine').I2C({i2c[0]},scl=__import__('machine').Pin({i2c[1]}),"
         bus += f"sda=__import__('machine').Pin({i2c[2]}))"
+    run = f"_g['run']({spec!r},{seconds!r},{rate!r},{bus},_g['open_source'])"
     code = f"_g={{}}\nexec({src!r},_g)\nexec({rec!r},_g)\n"
-    code += f"_g['run']({spec!r},{seconds!r},{rate!r},{bus},_g['open_source'])\n"
-    if spec == f"replay:{BOARD_REPLAY}":
-        code += f"import os\nos.remove({BOARD_REPLAY!r})\n"
-    return code
+    if spec == f"replay:{BOARD_REPLAY}":  # removed however the run ends (Ctrl-C too)
+        return code + f"try:\n {run}\nfinally:\n import os\n os.remove({BOARD_REPLAY!r})\n"
+    return code + run + "\n"
 
 
 RESET = "the board reset during the recording (its banner, prompt or app came back)"
