@@ -175,7 +175,7 @@ def plan_app(args: argparse.Namespace, blob) -> AppPlan:
             f"{args.blob} holds float32 weights only; the app runs the int8 path: export it "
             "without --float32"
         )
-    from tinyattn.board.predict import blob_model_meta
+    from tinyattn.board.blobmodel import blob_model_meta
 
     meta, _ = blob_model_meta(blob, Path(args.blob))
     trained = float(meta["rate"]) if meta and meta.get("rate") else None

@@ -594,12 +594,19 @@ def main(args: argparse.Namespace) -> int:
     plan = None
     if args.app:  # every host-side check of the app before any board is touched
         from tinyattn.board.app import plan_app
-        from tinyattn.board.parity import read_blob_file
+        from tinyattn.intmodel.blob import BlobError, read_blob
 
         if blob is None or not blob.is_file():
             raise CLIError(f"{args.blob}: no such blob; {remedy.rebuild(args.blob)}")
         try:
-            plan = plan_app(args, read_blob_file(blob))
+            try:
+                parsed = read_blob(blob.read_bytes(), source=str(blob))
+            except (OSError, BlobError) as exc:
+                raise CLIError(remedy.blob_error(exc, blob, flash_too=False)) from None
+            note = remedy.stale_note(blob)
+            if note:
+                print(note, file=sys.stderr)
+            plan = plan_app(args, parsed)
         except CLIError as exc:
             raise CLIError(f"{exc} (nothing was flashed)") from None
 
