@@ -404,7 +404,8 @@ class Model:
             f = features[first + i]
             if f - f != 0:  # inf - inf and nan - nan are nan
                 raise ValueError(
-                    "features must be finite numbers, not NaN or inf (feature %d is %r)" % (i, f)
+                    "features must be finite numbers, not NaN or inf (feature %d is %r)"
+                    % (first + i, f)
                 )
             if floor is not None:  # the log view
                 f -= floor[c]
@@ -506,8 +507,9 @@ class Model:
         """Float inference on dequantized weights: raw features (n_features values, or for a
         seq model a window of n*C, n >= 1; n > T: its last T steps) -> float logits in `out`
         (array('f') or list of n_classes). Returns the argmax. Allocates (floats).
-        A NaN or infinite feature raises ValueError, as quantize; so does a logit that is not
-        finite (float32 overflow: features too large for the float path), never a class."""
+        A NaN or infinite feature raises ValueError, as quantize; a logit that is not finite
+        (float32 overflow: features too large for the float path) OverflowError, never a
+        class."""
         n = self.window_steps(features)
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
@@ -519,7 +521,8 @@ class Model:
             f = features[first + i]
             if f - f != 0:  # inf - inf and nan - nan are nan
                 raise ValueError(
-                    "features must be finite numbers, not NaN or inf (feature %d is %r)" % (i, f)
+                    "features must be finite numbers, not NaN or inf (feature %d is %r)"
+                    % (first + i, f)
                 )
             if floor is not None:  # the log view
                 f -= floor[c]
@@ -537,7 +540,7 @@ class Model:
         for c in range(self.n_classes):
             v = y[c]
             if v - v != 0:
-                raise ValueError(
+                raise OverflowError(
                     "float path: logit %d is %r (float32 overflow: the features are too large "
                     "for the float path; use the int8 path or scale them)" % (c, v)
                 )

@@ -147,7 +147,7 @@ def _infer_one(model, features, path):
     if path != "int8":
         try:
             logits_f = list(model.logits(features, path="float"))
-        except ValueError as exc:  # non-finite logits: an answer to say, not a class to give
+        except (ValueError, ArithmeticError) as exc:  # non-finite logits: said, no class
             raise RequestError(str(exc)) from None
         if path == "float":
             best = 0
