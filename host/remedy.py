@@ -42,6 +42,12 @@ def _get(name: str) -> object:
     return getattr(_args, name, None) if _args is not None else None
 
 
+def given(flag: str) -> bool:
+    """True when the running command's command line has `flag` (e.g. "--blob"), not its
+    default; False without a command line."""
+    return bool(_argv) and any(w == flag or w.startswith(flag + "=") for w in _argv or [])
+
+
 def board_flags() -> list[str]:
     """The boards the running command uses, as flags any board command takes."""
     flags: list[str] = []

@@ -304,3 +304,22 @@ def test_record_reset_without_an_app_says_so(vboard_factory, tmp_path, capsys):
                  "--rate", "50", "--seconds", "8", "--window", "10", "--label", "a",
                  "--out", str(tmp_path / "r.ts"), "--quiet")  # fmt: skip
     assert "reset during the recording" in line, line
+
+
+@pytest.mark.serial
+def test_predict_on_a_board_running_another_model_without_blob_asks_for_it(
+    vboard_factory, tmp_cwd, capsys
+):
+    """`predict --port P` without --blob on a board that runs the user's own model advised
+    flashing the default blob over it; it now asks for the blob first."""
+    from tinyattn.board.flash import flash
+
+    board = vboard_factory()
+    flash(board.port, GOLDEN / "wine.bin", progress=False)  # the user's model
+    (tmp_cwd / "build").mkdir(exist_ok=True)
+    (tmp_cwd / "build" / "model.bin").write_bytes((GOLDEN / "iris.bin").read_bytes())
+    line = _fail(capsys, "predict", "--csv", str(IRIS_CSV), "--port", board.port)
+    assert "name its blob with --blob FILE" in line and "instead" in line, line
+    line = _fail(capsys, "predict", "--csv", str(IRIS_CSV), "--port", board.port, "--blob",
+                 "build/model.bin")  # fmt: skip
+    assert "flash it first" in line, line  # a blob the user named: flash it

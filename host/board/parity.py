@@ -351,9 +351,13 @@ def check_identity(info: dict, blob: Any, blob_path: Path, port: str) -> dict:
         what = "does not say which blob it runs (a runtime older than protocol identity)"
     else:
         what = f"runs blob CRC {board['crc32']:08x} ({board['size']} B)"
+    fix = f"flash it first: '{remedy.flash(blob_path)}'"
+    if remedy._argv and not remedy.given("--blob"):  # the default blob, not one the user named
+        fix = (f"if the board runs a model of yours, name its blob with --blob FILE; to run "
+               f"{blob_path} there instead: '{remedy.flash(blob_path)}'")  # fmt: skip
     raise BlobMismatch(
         f"{port}: the board {what}, {blob_path} is CRC {host['crc32']:08x} ({host['size']} B); "
-        f"flash it first: '{remedy.flash(blob_path)}'",
+        f"{fix}",
         board,
         host,
     )
