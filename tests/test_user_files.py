@@ -229,3 +229,30 @@ def test_a_commands_unknown_flag_shows_that_commands_usage(capsys):
     assert "tinyattn export: error: unrecognized arguments: --bogus" in err, err
     args = cli.build_parser().parse_args(["parity", "--dataset", "coffee"])  # any vendored one
     assert args.dataset == "coffee"
+
+
+def test_parity_takes_the_model_beside_its_blob(capsys, tmp_cwd):
+    """`parity --blob build/wine.bin` read build/model.npz's data (Iris) and refused its 4
+    features; the model beside the blob (build/wine.npz) names the data, as predict finds it."""
+    build = tmp_cwd / "build"
+    build.mkdir(exist_ok=True)
+    (build / "model.npz").write_bytes((GOLDEN / "iris.npz").read_bytes())
+    (build / "wine.npz").write_bytes((GOLDEN / "wine.npz").read_bytes())
+    (build / "wine.bin").write_bytes((GOLDEN / "wine.bin").read_bytes())
+    line = _fail(capsys, "parity", "--blob", "build/wine.bin", "--port", str(tmp_cwd / "nope"))
+    assert "feature" not in line and "no such serial port" in line, line
+
+
+def test_train_maps_a_test_file_listing_the_classes_in_another_order(capsys, tmp_cwd):
+    from tinyattn.data.timeseries import load_ts, write_ts
+
+    _bm_ts(tmp_cwd / "a.ts", None)
+    d = load_ts(_bm_ts(tmp_cwd / "b.ts", None, first=4))
+    names = list(reversed(d.class_names))
+    y = np.array([names.index(d.class_names[k]) for k in d.y])
+    write_ts(tmp_cwd / "b.ts", d.X, d.lengths, y, names, "mine")
+    assert load_ts(tmp_cwd / "b.ts").class_names == names  # listed in another order
+    assert cli.main(["train", "--ts", "a.ts", "--test", "b.ts", "--epochs", "2", "--out",
+                     "m.npz", "--json"]) == 0, capsys.readouterr().err  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0

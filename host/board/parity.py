@@ -766,7 +766,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         type=Path,
-        help=f"trained model whose dataset is used (default {DEFAULT_MODEL} when it exists)",
+        help="trained model whose dataset is used (default: the .npz beside --blob, else "
+        f"{DEFAULT_MODEL}, when it exists)",
     )
     parser.add_argument(
         "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
@@ -823,8 +824,11 @@ def main(args: argparse.Namespace) -> int:
     if model is not None and not model.is_file():
         raise CLIError(
             f"{model}: no such model file; pass the model the blob was exported from, or leave "
-            f"--model out (default {DEFAULT_MODEL} when it exists)"
+            f"--model out (default: the .npz beside the blob, else {DEFAULT_MODEL})"
         )
+    beside = args.blob.with_suffix(".npz")  # the model the blob was exported from, by name
+    if model is None and beside != args.blob and beside.is_file():
+        model = beside
     if model is None and DEFAULT_MODEL.is_file():
         model = DEFAULT_MODEL
     try:

@@ -136,6 +136,8 @@ def load_seq_data(model: ModelFile):
             )
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    train = train.in_class_order(model.class_names)  # listed in another order: by name
+    test = test.in_class_order(model.class_names) if test is not None else None
     for ds in (train, test):
         if ds is not None and (
             ds.class_names != model.class_names or ds.n_channels != len(model.norm_mean)

@@ -155,6 +155,8 @@ def load_windows(args: argparse.Namespace) -> SeqData:
         if ds is not None:
             _check_complete(ds)
     _check_classes(train)
+    if test is not None:  # the same classes listed in another order: mapped by name
+        test = test.in_class_order(train.class_names)
     if test is not None and (
         test.class_names != train.class_names or test.n_channels != train.n_channels
     ):
