@@ -7,9 +7,12 @@ float32 in base64 a line, each line numbered and CRC-checked, paced by the sourc
 (docs/protocol.md "Recording"). The host cuts the steps into windows of `--window` steps
 (non-overlapping; a line lost or damaged on the link ends the window it falls in, which is
 left out) and writes them with the label into `--out`, appending to an existing file (its
-windows are kept; a new label joins its class names). The file is written atomically
-(host/atomic.py): a crash or Ctrl-C leaves the old file or the new one. Ctrl-C while recording
-keeps the windows that arrived.
+windows are kept; a new label joins its class names). The source's steps per second go into
+the file's header (`# rate N Hz`, tinyattn.data.timeseries); appending refuses a source of
+other channels or another rate before a step is kept. A board that resets, stops sending or
+goes away ends the recording in one line, keeping the windows that arrived. The file is
+written atomically (host/atomic.py): a crash or Ctrl-C leaves the old file or the new one.
+Ctrl-C while recording keeps the windows that arrived.
 
 The values are the board's float32 (the replay file's, the driver's readings rounded to
 float32): `.ts` holds them exactly (repr of the float64), so `load_ts` gives back the
@@ -169,8 +172,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the app on the board (app.json, 'tinyattn flash --app')",
     )  # fmt: skip
     parser.add_argument("--rate", type=float, default=None,
-                        help="steps per second of the source (default: the source's own; "
-                        "a replay file's, else 10; an imu 50)")  # fmt: skip
+                        help="steps per second of the source (default: the rate of the "
+                        "--out file appended to; else the source's own: a replay file's, else "
+                        "10; an imu 50)")  # fmt: skip
     parser.add_argument("--i2c", default=None, metavar="ID,SCL,SDA",
                         help="I2C bus of an imu source, e.g. 0,5,4")  # fmt: skip
     parser.add_argument(
