@@ -253,8 +253,22 @@ def test_record_into_a_ts_of_other_channels_is_refused_before_recording(capsys, 
 
 
 @pytest.mark.serial
+def _reset_after_steps(monkeypatch, board, n: int) -> None:
+    """Reset the board (hard, as a watchdog or its button) once `n` steps have arrived."""
+    from tinyattn.board import record as rec
+
+    add, done = rec.Steps.add, []
+
+    def add_then_reset(self, line, now):
+        if self.count >= n and not done:
+            done.append(board.reset(wait=False))
+        return add(self, line, now)
+
+    monkeypatch.setattr(rec.Steps, "add", add_then_reset)
+
+
 def test_record_and_monitor_with_an_app_reset_or_unplugged_end_in_one_line(
-    vboard_factory, tmp_path, capsys
+    vboard_factory, tmp_path, capsys, monkeypatch
 ):
     import threading
     import time
@@ -273,7 +287,7 @@ def test_record_and_monitor_with_an_app_reset_or_unplugged_end_in_one_line(
     assert two.read_bytes() == before
     # a reset while recording the app's source: ends within seconds, not never
     out = tmp_path / "rec.ts"
-    threading.Timer(3.0, lambda: board.reset(wait=False)).start()
+    _reset_after_steps(monkeypatch, board, 50)
     t0 = time.monotonic()
     code = cli.main(["record", "--port", board.port, "--label", "a", "--seconds", "60",
                      "--window", "10", "--out", str(out), "--quiet"])  # fmt: skip
@@ -289,9 +303,7 @@ def test_record_and_monitor_with_an_app_reset_or_unplugged_end_in_one_line(
 
 
 @pytest.mark.serial
-def test_record_reset_without_an_app_says_so(vboard_factory, tmp_path, capsys):
-    import threading
-
+def test_record_reset_without_an_app_says_so(vboard_factory, tmp_path, capsys, monkeypatch):
     board = vboard_factory()
     replay = tmp_path / "slow.tasr"
     from tinyattn.board.stream import write_replay
@@ -299,7 +311,7 @@ def test_record_reset_without_an_app_says_so(vboard_factory, tmp_path, capsys):
 
     d = load_ts_dataset("basicmotions", "TEST")
     write_replay(replay, d.X[:4].astype(np.float32).reshape(-1, 6))
-    threading.Timer(3.0, lambda: board.reset(wait=False)).start()
+    _reset_after_steps(monkeypatch, board, 50)
     line = _fail(capsys, "record", "--port", board.port, "--source", f"replay:{replay}",
                  "--rate", "50", "--seconds", "8", "--window", "10", "--label", "a",
                  "--out", str(tmp_path / "r.ts"), "--quiet")  # fmt: skip
