@@ -15,8 +15,18 @@ def on_decision(stream):
 
 
 def start(cfg):
-    from attention_source import feed, open_source
+    import gc
 
+    from attention_source import feed, open_source, parse_source
+
+    parse_source(cfg["source"], cfg.get("i2c"))  # a bad source is said before the model loads
+    from attention import Model
+
+    # the model before the source opens and the stream module is imported: they then fill
+    # holes its load leaves (BasicMotions' app starts on every heap from 96 KiB up so, from
+    # 99 KiB with the model loaded after them)
+    model = Model(cfg.get("blob", "model.bin"), kernels=cfg.get("kernels", "auto"))
+    gc.collect()
     i2c = None
     if cfg.get("i2c"):  # [id, scl, sda]
         from machine import I2C, Pin
@@ -24,10 +34,8 @@ def start(cfg):
         bus, scl, sda = cfg["i2c"]
         i2c = I2C(bus, scl=Pin(scl), sda=Pin(sda))
     source = open_source(cfg["source"], i2c)
-    from attention import Model
     from attention_stream import Stream
 
-    model = Model(cfg.get("blob", "model.bin"), kernels=cfg.get("kernels", "auto"))
     if source.C != model.n_features:
         raise ValueError("source gives %d values per step, the model takes %d"
                          % (source.C, model.n_features))  # fmt: skip

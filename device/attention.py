@@ -402,7 +402,12 @@ class Model:
         c = 0
         for i in range(nf):
             f = features[first + i]
-            if floor is not None and f - f == 0:  # the log view of a finite feature
+            if f - f != 0:  # inf - inf and nan - nan are nan
+                raise ValueError(
+                    "features must be finite numbers, not NaN or inf (feature %d is %r)"
+                    % (first + i, f)
+                )
+            if floor is not None:  # the log view
                 f -= floor[c]
                 f = math.log(1.0 + f) if f > 0 else 0.0
             t = (f - mean[c]) / std[c] / s_in + 0.5
@@ -501,7 +506,10 @@ class Model:
     def run_float(self, features, out):
         """Float inference on dequantized weights: raw features (n_features values, or for a
         seq model a window of n*C, n >= 1; n > T: its last T steps) -> float logits in `out`
-        (array('f') or list of n_classes). Returns the argmax. Allocates (floats)."""
+        (array('f') or list of n_classes). Returns the argmax. Allocates (floats).
+        A NaN or infinite feature raises ValueError, as quantize; a logit that is not finite
+        (float32 overflow: features too large for the float path) OverflowError, never a
+        class."""
         n = self.window_steps(features)
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
@@ -511,7 +519,12 @@ class Model:
         c = 0
         for i in range(nf):
             f = features[first + i]
-            if floor is not None and f - f == 0:  # the log view of a finite feature
+            if f - f != 0:  # inf - inf and nan - nan are nan
+                raise ValueError(
+                    "features must be finite numbers, not NaN or inf (feature %d is %r)"
+                    % (first + i, f)
+                )
+            if floor is not None:  # the log view
                 f -= floor[c]
                 f = math.log(1.0 + f) if f > 0 else 0.0
             x[i] = (f - mean[c]) / std[c]
@@ -525,8 +538,14 @@ class Model:
         y = self._yf
         best = 0
         for c in range(self.n_classes):
-            out[c] = y[c]
-            if y[c] > y[best]:
+            v = y[c]
+            if v - v != 0:
+                raise OverflowError(
+                    "float path: logit %d is %r (float32 overflow: the features are too large "
+                    "for the float path; use the int8 path or scale them)" % (c, v)
+                )
+            out[c] = v
+            if v > y[best]:
                 best = c
         return best
 

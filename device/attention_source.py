@@ -159,21 +159,28 @@ def open_imu(name, i2c, **kwargs):
         ) from None
 
 
-def open_source(spec, i2c=None, loop=True):
-    """A source from "replay:FILE[@RATE]" or "imu:NAME[@RATE]" (RATE in Hz; imu default 50)."""
+def parse_source(spec, i2c=None):
+    """(kind, where, rate or None) of "replay:FILE[@RATE]" or "imu:NAME[@RATE]"; ValueError
+    for a spec that cannot open (checked before anything is opened or loaded)."""
     kind, _, rest = spec.partition(":")
     where, _, rate = rest.partition("@")
     try:
         rate = float(rate) if rate else None
     except ValueError:
         raise ValueError("source %r: rate %r is not a number" % (spec, rate)) from None
-    if kind == "replay" and where:
+    if kind == "imu" and where and i2c is None:
+        raise ValueError("source %r needs an I2C bus (app.json 'i2c': [id, scl, sda])" % spec)
+    if kind not in ("replay", "imu") or not where:
+        raise ValueError("source %r: expected 'replay:FILE[@HZ]' or 'imu:NAME[@HZ]'" % (spec,))
+    return kind, where, rate
+
+
+def open_source(spec, i2c=None, loop=True):
+    """A source from "replay:FILE[@RATE]" or "imu:NAME[@RATE]" (RATE in Hz; imu default 50)."""
+    kind, where, rate = parse_source(spec, i2c)
+    if kind == "replay":
         return Replay(where, rate, loop)
-    if kind == "imu" and where:
-        if i2c is None:
-            raise ValueError("source %r needs an I2C bus (app.json 'i2c': [id, scl, sda])" % spec)
-        return IMU(open_imu(where, i2c), 50 if rate is None else rate)
-    raise ValueError("source %r: expected 'replay:FILE[@HZ]' or 'imu:NAME[@HZ]'" % (spec,))
+    return IMU(open_imu(where, i2c), 50 if rate is None else rate)
 
 
 def feed(stream, source, buf):

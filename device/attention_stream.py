@@ -24,7 +24,7 @@ of the float32's bits. A value's int8 is then the number of thresholds at or bel
 minus 128: a binary search of 8 integer compares, equal to `Model.quantize(float32(x))` for
 every float32 x. Values are read as float32 (what array('f'), a sensor on a
 single-precision port and the replay file hold); NaN or inf raises ValueError, as quantize.
-Tables: 255*C (int16 hi, uint16 lo) order keys, 1 KB per channel.
+Tables: 255 (int16 hi, uint16 lo) order keys per channel, 1 KB per channel in 510-byte arrays.
 
 Decision fields (updated in place): `logits` (array('i'), real logits are logit_scale times
 these), `cls` (its first argmax), `prob` (array('i') Q14, this decision's softmax),
@@ -35,8 +35,9 @@ of the patch reuse's work for the decision),
 `decisions` (count). `on_decision(stream)` is called after each decision when given.
 
 Patch reuse (a seq model whose T and `hop` are multiples of the patch size P; `reuse=False`
-turns it off): every window then starts at a patch of the ring, so a patch's embed work is done
-once, not once per window it is in. The embed (docs/quantization.md) is, for token s of a window
+turns it off, and so does a heap with no free block for its sums: `self.reuse` says which):
+every window then starts at a patch of the ring, so a patch's embed work is done once, not
+once per window it is in. The embed (docs/quantization.md) is, for token s of a window
 and output o, requant(acc[s, o] + b_q[s, o], M[o], shift, lo, hi), acc[s, o] = sum_i
 xq[s*P*C + i] W_q[o, i]. acc depends on the patch alone: when a patch's P steps are in the ring,
 its E sums go into rows j and S + j of `_sums` [2S, E] (j its ring slot: the window whose oldest
@@ -101,6 +102,16 @@ _EXP2 = (
 )  # fmt: skip  # round(2**14 * 2**(-f/64)), f = 0..63
 
 
+def _zeros(typecode, n):
+    """A zeroed array('h'/'H'/'i') of n items in one allocation: a range has a length, so
+    the array is sized once, with no temporary bytes(n) beside it (after a model's load the
+    largest free block may hold one copy, not two)."""
+    a = array.array(typecode, range(n))
+    for i in range(n):
+        a[i] = 0
+    return a
+
+
 def _float(key):
     """The float32 whose order key is `key` (|key| <= _KEY_MAX), as a float."""
     bits = key if key >= 0 else 0x80000000 | -key
@@ -152,13 +163,18 @@ class Stream:
         nc = model.n_classes
         self._thr_q = -1 if threshold is None else int(threshold * 16384 + 0.5)
         self._M, self._SH = logit_multiplier(model.logit_scale)
-        self._hi, self._lo = self._thresholds(model)
         self._ring = array.array("b", bytes(T * C))
+        # the largest buffer first, while the heap has its largest free blocks; a heap too
+        # fragmented for it streams without the patch reuse (the same decisions, slower)
         self.reuse = reuse and model.seq and T % model.patch == 0 and hop % model.patch == 0
         if self.reuse:
-            self._patches(model)
-        else:
+            try:
+                self._patches(model)
+            except MemoryError:
+                self.reuse = False
+        if not self.reuse:
             self._xq = array.array("b", bytes(model.input_len))
+        self._hi, self._lo = self._thresholds(model)
         self._f32 = bytearray(4 * C)
         self._hist = array.array("i", bytes(4 * smooth * nc))  # the last `smooth` probs
         self._acc = array.array("i", bytes(4 * nc))  # their sum
@@ -194,7 +210,7 @@ class Stream:
         self._P = model.patch
         self._sum = kernel  # the embed kernel: it reads the int8 ring
         self._dense = model.int8_kernels[0]
-        self._sums = array.array("i", bytes(8 * S * E))  # [2S, E]: patch j's, rows j, S + j
+        self._sums = _zeros("i", 2 * S * E)  # [2S, E]: patch j's, rows j, S + j
         ring = memoryview(self._ring)
         acc = memoryview(self._sums)
         self._patch = [ring[j * n_in :] for j in range(S)]  # the P*C int8 of ring slot j
@@ -232,12 +248,13 @@ class Stream:
     @staticmethod
     def _thresholds(model):
         """Per channel the order keys of the smallest float32 x with quantize(x) >= k,
-        k = -127..127, as (array('h') high halves, array('H') low halves)."""
+        k = -127..127, as (C array('h') high halves, C array('H') low halves): 510-byte
+        blocks, which a heap fragmented by the model's load still has room for."""
         C = model.n_features
         step = [0.0] * C
         xq = array.array("b", bytes(C))  # exactly C: quantize pads nothing
-        hi = array.array("h", bytes(2 * _K * C))
-        lo = array.array("H", bytes(2 * _K * C))
+        hi = [_zeros("h", _K) for _ in range(C)]
+        lo = [_zeros("H", _K) for _ in range(C)]
         mean, std, floor = getattr(model, "_norm", (None, None, None))
 
         def q(c, key):
@@ -284,8 +301,8 @@ class Stream:
                         else:
                             a = m
                     key = b
-                hi[c * _K + j] = key >> 16
-                lo[c * _K + j] = key & 0xFFFF
+                hi[c][j] = key >> 16
+                lo[c][j] = key & 0xFFFF
                 prev = key if key <= _KEY_MAX else _KEY_MAX
             step[c] = 0.0
         return hi, lo
@@ -312,11 +329,12 @@ class Stream:
                     h = -h
             a = 0
             b = _K
-            base = c * _K
+            hc = hi[c]
+            lc = lo[c]
             while a < b:
                 mid = (a + b) >> 1
-                t = hi[base + mid]
-                if t < h or (t == h and lo[base + mid] <= m):
+                t = hc[mid]
+                if t < h or (t == h and lc[mid] <= m):
                     a = mid + 1
                 else:
                     b = mid

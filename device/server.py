@@ -145,7 +145,10 @@ def _infer_one(model, features, path):
         xq = [q[i] for i in range(len(features) if steps is None else steps * model.n_features)]
         logits_q = list(out)
     if path != "int8":
-        logits_f = list(model.logits(features, path="float"))
+        try:
+            logits_f = list(model.logits(features, path="float"))
+        except (ValueError, ArithmeticError) as exc:  # non-finite logits: said, no class
+            raise RequestError(str(exc)) from None
         if path == "float":
             best = 0
             for c in range(1, len(logits_f)):

@@ -394,7 +394,8 @@ def write_doc(
 
 def update_doc_section(path: Path, title: str, body: str) -> None:
     """Replace the `## title` section of the Markdown file `path` (up to the next `## `
-    heading) with a code block of `body`, or append it; the rest of the file stays as it is."""
+    heading) with a code block of `body`, or append it; the rest of the file stays as it is,
+    but for this machine's paths (`portable`: no write leaves one, in any section)."""
     body = portable(body)
     lines = path.read_text().splitlines() if path.is_file() else ["# Benchmarks"]
     section = [f"## {title}", "```", body, "```"]
@@ -406,7 +407,7 @@ def update_doc_section(path: Path, title: str, body: str) -> None:
         lines[begin:end] = section + ([""] if end < len(lines) else [])
     else:
         lines += ["", *section]
-    write_atomic(path, "\n".join(lines) + "\n")
+    write_atomic(path, portable("\n".join(lines) + "\n"))  # the kept sections too
 
 
 def update_summary(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
@@ -422,7 +423,7 @@ def update_summary(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
     if at < 0:
         return update_doc_section(path, "Summary", body)
     begin = at + len("## Summary\n```\n")
-    write_atomic(path, text[:begin] + portable(body) + text[text.index("\n```", begin) :])
+    write_atomic(path, portable(text[:begin] + body + text[text.index("\n```", begin) :]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -468,7 +469,7 @@ def check_blob(path: Path) -> None:
     try:
         read_blob(path.read_bytes(), source=str(path))
     except FileNotFoundError:
-        raise CLIError(f"{path}: no such blob; run '{remedy.export(path)}' first") from None
+        raise CLIError(f"{path}: no such blob; {remedy.rebuild(path)}") from None
     except (OSError, BlobError) as exc:
         raise CLIError(remedy.blob_error(exc, path, flash_too=False)) from None
 

@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "'tinyattn COMMAND --help' for each command; 'tinyattn demo' does it all.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.set_defaults(_subparsers=sub.choices)  # a command's own usage for its bad flags
     for name, (module_name, help_text) in COMMANDS.items():
         try:
             module = importlib.import_module(module_name)
@@ -94,7 +95,10 @@ def _run(argv: list[str] | None) -> int:
     from tinyattn import remedy
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # unknown flags of a command: its own usage and error, not the top level's
+        sub = getattr(args, "_subparsers", {}).get(getattr(args, "command", None))
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2

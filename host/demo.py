@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from tinyattn import remedy
 from tinyattn.board.link import LinkError
 from tinyattn.board.ports import VIRTUAL_HEAP, add_port_arguments, board_port
 from tinyattn.errors import CLIError
@@ -71,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tinyattn.board.flash import flash
+    from tinyattn.board.app import remove_app
+    from tinyattn.board.flash import flash, mpremote
     from tinyattn.board.parity import finish, load_samples, parity
 
     if not args.model.is_file():
@@ -79,8 +81,11 @@ def main(args: argparse.Namespace) -> int:
         dataset = ["--dataset", args.dataset] if args.dataset else []
         if args._run_command(["train", *dataset, "--out", str(args.model)]) != 0:
             return 2
-    if not args.blob.is_file():
-        _step(f"export -> {args.blob}")
+    stale = args.blob.is_file() and args.model.stat().st_mtime > (
+        args.blob.stat().st_mtime + remedy.STALE_AFTER
+    )  # trained after the last export: the blob would not be the model just trained
+    if not args.blob.is_file() or stale:
+        _step(f"export -> {args.blob}" + (f" ({args.model} is newer)" if stale else ""))
         export = ["export", "--model", str(args.model), "--out", str(args.blob)]
         if args._run_command(export) != 0:
             return 2
@@ -90,6 +95,7 @@ def main(args: argparse.Namespace) -> int:
             where = port if args.port else "a virtual board (MicroPython unix port on a pty)"
             _step(f"flash -> {where} ({port})")
             summary = flash(port, args.blob, use_mpy=args.mpy)
+            summary["notes"] += remove_app(port, mpremote)  # as 'tinyattn flash' does
             width = max(map(len, summary["files"]), default=0)
             for name, info in summary["files"].items():
                 print(f"  {name:{width}s} {info['bytes']:7d} B  verified")

@@ -10,6 +10,7 @@ command line (a test, a script) gets the bare command.
 
     flash()   'tinyattn flash --boards 3'              the runtime and this blob onto the boards
     export()  'tinyattn export --model M --out B'      the blob from its model
+    rebuild() the export's words: from the model file that exists, never over a model file
     again()   the command line the user typed, as typed (a retry)
 """
 
@@ -27,16 +28,24 @@ DEFAULT_BLOB = Path("build") / "model.bin"
 
 _argv: list[str] | None = None
 _args: argparse.Namespace | None = None
+_noted: set[Path] = set()  # blobs whose stale model file this command has noted
 
 
 def use(argv: list[str] | None, args: argparse.Namespace | None) -> None:
     """Record the running command's argv and parsed arguments (None, None: no command)."""
     global _argv, _args
     _argv, _args = (list(argv) if argv is not None else None), args
+    _noted.clear()
 
 
 def _get(name: str) -> object:
     return getattr(_args, name, None) if _args is not None else None
+
+
+def given(flag: str) -> bool:
+    """True when the running command's command line has `flag` (e.g. "--blob"), not its
+    default; False without a command line."""
+    return bool(_argv) and any(w == flag or w.startswith(flag + "=") for w in _argv or [])
 
 
 def board_flags() -> list[str]:
@@ -88,19 +97,82 @@ def export(blob: Path | str | None = None, model: Path | str | None = None) -> s
     return command("export", *flags, *([] if blob == DEFAULT_BLOB else ["--out", str(blob)]))
 
 
+def is_model_file(path: Path | str) -> bool:
+    """True when `path` is a trained-model file (.npz: a zip archive), by name or by content."""
+    path = Path(str(path))
+    if path.suffix == ".npz":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def blob_for(model: Path | str) -> Path:
+    """The blob to export `model` to: its name with .bin, never the model file itself."""
+    model = Path(str(model))
+    out = model.with_suffix(".bin")
+    return out if out != model else model.with_name(model.name + ".blob.bin")
+
+
+def rebuild(blob: Path | str | None = None, verb: str = "run", flash_too: bool = False) -> str:
+    """What rebuilds `blob` (default: the running command's --blob), as words ending in the
+    commands to run: the export from its model file when that file exists; when `blob` is a
+    model file itself, its export to a .bin (never an export over the model); when no model
+    file of the blob is here, the export with the model it came from, said as such.
+    `flash_too`: and the flash of the rebuilt blob."""
+    blob = Path(str(blob if blob is not None else _get("blob") or DEFAULT_BLOB))
+    if is_model_file(blob):
+        out = blob_for(blob)
+        fix = f"{blob} is a model file, not a blob: export it with '{export(out, blob)}'"
+        return fix + (f" and '{flash(out)}'" if flash_too else f", then give --blob {out}")
+    model = Path(str(_get("model") or model_for(blob)))
+    then = f" and '{flash(blob)}'" if flash_too else ""
+    if model.is_file() and model.resolve() != blob.resolve():
+        return f"{verb} '{export(blob, model)}'{then}"
+    return (
+        f"there is no model file {model} to rebuild it from: {verb} 'tinyattn export --model "
+        f"YOUR_MODEL.npz --out {shlex.quote(str(blob))}' with the model file it came from"
+        f"{then}"
+    )
+
+
+STALE_AFTER = 2.0  # seconds a model file must be newer than its blob to be called newer
+
+
+def stale_note(blob: Path | str) -> str | None:
+    """A note when the model file beside `blob` (its name with .npz) was written after it
+    (STALE_AFTER later: files copied together are not): a model trained since the last
+    export, which the blob does not hold yet; once per command, None otherwise."""
+    blob = Path(str(blob))
+    model = model_for(blob)
+    if blob in _noted:
+        return None
+    try:
+        if model != blob and model.stat().st_mtime > blob.stat().st_mtime + STALE_AFTER:
+            _noted.add(blob)
+            return (
+                f"note: {model} is newer than {blob} (trained after the last export); this "
+                f"command uses the blob: run '{export(blob, model)}' to use the new model"
+            )
+    except OSError:
+        pass
+    return None
+
+
 def blob_error(
     exc: Exception | str, blob: Path | str | None = None, flash_too: bool = True
 ) -> str:
     """A blob reader's error line with its generic remedy (blob.REMEDY, in the device
     reader's words too) replaced by the commands that rebuild and re-flash this blob (default:
-    the running command's --blob)."""
+    the running command's --blob), `rebuild`'s words."""
     from tinyattn.intmodel.blob import REMEDY
 
     text = str(exc)
     if not text.endswith(REMEDY):
         return text
-    fix = f"re-run '{export(blob)}'" + (f" and '{flash(blob)}'" if flash_too else "")
-    return text[: -len(REMEDY)] + fix
+    return text[: -len(REMEDY)] + rebuild(blob, "re-run", flash_too)
 
 
 def again(name: str) -> str:

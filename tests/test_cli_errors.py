@@ -86,7 +86,7 @@ BAD_VALUES = [  # (cell, words the message must have)
     ("1e300", "too large"),
     ("-3e31", "too large"),
     ("abc", "not a number"),
-    ("", "not a number"),
+    ("", "is empty"),  # fill the cell, not drop the column
     ("5,1", "fields, header has"),  # a decimal comma splits the row into one field more
 ]
 
@@ -107,7 +107,8 @@ def test_cli_errors_parity_csv_bad_feature_values(
     assert f"{path}:7" in line and words in line, line  # file, line number, problem
     if cell != "5,1":  # the column, and what to do
         assert "'petal_length_cm'" in line, line
-        assert ("drop or encode" if words == "not a number" else "fix or drop the row") in line
+        fix = {"not a number": "drop or encode", "is empty": "fill the cell or drop the row"}
+        assert fix.get(words, "fix or drop the row") in line, line
     else:
         assert "fix the row" in line
 
@@ -193,15 +194,25 @@ def test_cli_errors_missing_files(capsys, tmp_path, reference_model, no_port):
     gone = tmp_path / "gone"
     blob = str(reference_model["blob"])
     line = _run(capsys, "parity", "--port", no_port, "--blob", f"{gone}.bin", "--quiet")
+    assert "no such blob" in line and f"there is no model file {gone}.npz" in line, line
+    assert f"--model {gone}.npz" not in line  # a remedy never names a model that is not there
+    Path(f"{gone}.npz").write_bytes(reference_model["npz"].read_bytes())
+    line = _run(capsys, "parity", "--port", no_port, "--blob", f"{gone}.bin", "--quiet")
     assert "no such blob" in line and f"'tinyattn export --model {gone}.npz --out {gone}.bin'" \
         in line
+    Path(f"{gone}.npz").unlink()
     line = _run(capsys, "parity", "--port", no_port, "--blob", blob, "--model", f"{gone}.npz")
     assert "no such model file" in line and "--model" in line
     line = _run(capsys, "parity", "--port", no_port, "--blob", blob, "--csv", f"{gone}.csv")
     assert f"{gone}.csv: cannot read" in line and "check the path" in line
     line = _run(capsys, "flash", "--port", no_port, "--blob", f"{gone}.bin", "--quiet")
+    assert "no such blob" in line and f"there is no model file {gone}.npz" in line, line
+    assert f"--model {gone}.npz" not in line  # a remedy never names a model that is not there
+    Path(f"{gone}.npz").write_bytes(reference_model["npz"].read_bytes())
+    line = _run(capsys, "parity", "--port", no_port, "--blob", f"{gone}.bin", "--quiet")
     assert "no such blob" in line and f"'tinyattn export --model {gone}.npz --out {gone}.bin'" \
         in line
+    Path(f"{gone}.npz").unlink()
     line = _run(capsys, "export", "--model", f"{gone}.npz", "--out", str(tmp_path / "m.bin"))
     assert "not found" in line and "train" in line
     line = _run(capsys, "train", "--csv", f"{gone}.csv", "--out", str(tmp_path / "m.npz"))
@@ -214,6 +225,7 @@ def test_cli_errors_corrupt_blob_and_model(capsys, tmp_path, reference_model, no
     data[200] ^= 0x10
     bad_blob = tmp_path / "flipped.bin"
     bad_blob.write_bytes(bytes(data))
+    (tmp_path / "flipped.npz").write_bytes(reference_model["npz"].read_bytes())  # its model
     line = _run(capsys, "parity", "--port", no_port, "--blob", str(bad_blob), "--quiet")
     assert "CRC mismatch" in line and "make " not in line, line
     stem = tmp_path / "flipped"

@@ -84,6 +84,41 @@ def test_native_generation_from_threads_of_one_process(tmp_path):
         assert sorted(p.name for p in out.iterdir()) == [p.name for p in runs[0]]
 
 
+def test_native_generation_is_done_once_not_per_thread(tmp_path, monkeypatch):
+    """CPython 3.11's `ast` is not thread-safe ('AST constructor recursion depth mismatch'
+    under `tinyattn flash --boards 3`): threads asking for the native modules at once get
+    them from one generation per module, never two parses side by side."""
+    import threading
+    import time
+
+    from tinyattn.board import native
+
+    monkeypatch.setattr(native, "_GENERATED", {})
+    calls, inside, overlap = [], [0], []
+    real = native.native_source
+    lock = threading.Lock()
+
+    def counted(*args, **kwargs):
+        with lock:
+            inside[0] += 1
+            overlap.append(inside[0])
+            calls.append(args[1])
+        time.sleep(0.05)  # wide open for another thread
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(native, "native_source", counted)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(6) as pool:
+        runs = list(pool.map(lambda i: write_native(DEVICE_DIR, tmp_path / str(i)), range(6)))
+    assert sorted(calls) == sorted(native.NATIVE) and max(overlap) == 1, (calls, overlap)
+    assert all([p.read_text() for p in run] == [p.read_text() for p in runs[0]] for run in runs)
+
+
 def test_native_source_refuses_what_it_cannot_decorate():
     with pytest.raises(ValueError, match="decorated already"):
         native_source("import math\n\n@f\ndef k():\n    pass\n", "n", "p")

@@ -88,7 +88,7 @@ def test_stream_quantizer_equals_model_quantize(mods):
                  .reshape(-1, C)]  # fmt: skip
         for c in range(C):  # each threshold's neighbours, in its own channel
             for j in range(255):
-                key = (s._hi[c * 255 + j] << 16) | s._lo[c * 255 + j]
+                key = (s._hi[c][j] << 16) | s._lo[c][j]
                 for k in (key - 1, key, key + 1):
                     if abs(k) <= attention_stream._KEY_MAX:
                         step = [0.0] * C

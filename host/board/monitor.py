@@ -48,27 +48,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop after this many seconds")  # fmt: skip
 
 
-def monitor(port: str, args: argparse.Namespace, out=print) -> Counter:
-    """Read and show decisions from PORT until count/seconds/Ctrl-C; returns the tally."""
+NO_APP_AFTER = 5.0  # seconds without a line of the app before saying why nothing shows
+
+
+def monitor(port: str, args: argparse.Namespace, out=print, say=None) -> Counter:
+    """Read and show decisions from PORT until count/seconds/Ctrl-C; returns the tally.
+    `say`: notes (why no decision shows, a board reset), by default on stderr. A board that
+    goes away ends it with one line (CLIError) and the tally so far."""
+    import sys
+
     from tinyattn.board.link import LinkError, open_port
 
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     try:
         s = open_port(port, args.baud)
     except LinkError as exc:
         raise CLIError(str(exc)) from None
     tally: Counter = Counter()
     start = time.monotonic()
-    first_ms = None
+    first_ms = last_ms = None
+    base = 0  # decisions before the first one the rate counts from (a reset starts it again)
+    app_seen = noted = False
     buf = b""
     try:
         if args.reset:
             s.write(b"\r\x03\x03\x04")
         while args.seconds is None or time.monotonic() - start < args.seconds:
-            buf += s.read(4096)
+            try:
+                buf += s.read(4096)
+            except OSError as exc:  # pyserial's SerialException (an OSError): unplugged
+                n = sum(tally.values())
+                raise CLIError(
+                    f"{port}: the board went away ({exc}); {n} decision{'s' * (n != 1)} seen"
+                    + (": " + ", ".join(f"{k} {v}" for k, v in tally.most_common()) if n else "")
+                    + "; plug it back in and run 'tinyattn monitor' again"
+                ) from None
             *lines, buf = buf.split(b"\n")
+            if not app_seen and not noted and time.monotonic() - start > NO_APP_AFTER:
+                noted = True
+                idle = b">>>" in buf or any(b">>>" in raw for raw in lines)
+                say(
+                    f"no decisions yet: the board on {port} "
+                    + ("is at its REPL prompt, no app runs" if idle else "prints no app lines")
+                    + " (no app installed, or stopped by predict/parity/record); start it with "
+                    "'tinyattn monitor --reset', or install one with 'tinyattn flash --app "
+                    "--source …'"
+                )
             for raw in lines:
                 line = raw.decode("utf-8", "replace").strip().removeprefix(">>> ")
                 if line.startswith(("TA!", "TA.", "TA+")):
+                    app_seen = True
                     if not args.json:
                         out(line[4:] if line[2] != "+" else "app: " + line[4:])
                     if line.startswith("TA!"):
@@ -77,22 +106,34 @@ def monitor(port: str, args: argparse.Namespace, out=print) -> Counter:
                 d = parse_line(line)
                 if d is None:
                     continue
+                app_seen = True
                 tally[d["label"]] += 1
                 n = sum(tally.values())
-                first_ms = d["ms"] if first_ms is None else first_ms
-                rate = (n - 1) * 1000 / (d["ms"] - first_ms) if d["ms"] > first_ms else 0.0
+                if last_ms is not None and d["ms"] < last_ms:  # the app's clock started again
+                    say("board reset: the app started again (the rate counts from here)")
+                    first_ms = None
+                last_ms = d["ms"]
+                if first_ms is None:
+                    first_ms, base = d["ms"], n
+                k = n - base  # decisions since first_ms
+                rate = k * 1000 / (d["ms"] - first_ms) if d["ms"] > first_ms else None
                 if args.json:
-                    out(json.dumps(d | {"rate": round(rate, 3), "n": n}))
+                    out(json.dumps(d | {"rate": None if rate is None else round(rate, 3),
+                                        "n": n}))  # fmt: skip
                 else:
                     top = " ".join(f"{k} {v}" for k, v in tally.most_common(4))
+                    shown = f"{rate:5.2f}/s" if rate is not None else "    -/s"
                     out(f"{d['ms'] / 1000:8.1f} s  {d['label']:12s} {d['score']:4.0%}  "
-                        f"{d['us'] / 1000:7.1f} ms  {rate:5.2f}/s  | {top}")  # fmt: skip
+                        f"{d['us'] / 1000:7.1f} ms  {shown}  | {top}")  # fmt: skip
                 if args.count is not None and n >= args.count:
                     return tally
     except KeyboardInterrupt:
         pass
     finally:
-        s.close()
+        try:
+            s.close()
+        except OSError:  # a port that went away may not close cleanly
+            pass
     return tally
 
 
@@ -105,5 +146,6 @@ def main(args: argparse.Namespace) -> int:
         tally = monitor(port, args)
     if not args.json:
         total = sum(tally.values())
-        print(f"{total} decisions: " + ", ".join(f"{k} {v}" for k, v in tally.most_common()))
+        what = ", ".join(f"{k} {v}" for k, v in tally.most_common())
+        print(f"{total} decision{'s' * (total != 1)}" + (f": {what}" if what else ""))
     return 0 if tally else 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import threading
 from pathlib import Path
 
 from tinyattn.atomic import write_atomic
@@ -29,6 +30,11 @@ NATIVE = {
     "attention_train_native": ("attention_train", "_NAMES"),
 }
 DECORATOR = "@micropython.native\n"
+# The text of each native module, generated once per process and pure source: CPython 3.11's
+# `ast` is not safe from several threads at once ("AST constructor recursion depth mismatch"),
+# and boards flashed side by side ask from threads; the lock makes one thread generate.
+_GENERATED: dict[tuple[str, str], str] = {}
+_GENERATE_LOCK = threading.Lock()
 
 
 def _header(name: str, pure: str) -> str:
@@ -87,6 +93,18 @@ def native_source(pure_text: str, name: str, pure: str, kernels: str | None = No
     return _header(name, pure) + "\n" + "".join(out)
 
 
+def native_text(device: Path, name: str) -> str:
+    """The native module `name` for the pure source in `device`: generated once (one thread
+    at a time, `_GENERATE_LOCK`), then the same text for every caller."""
+    pure, kernels = NATIVE[name]
+    pure_text = (device / f"{pure}.py").read_text()
+    with _GENERATE_LOCK:
+        key = (name, pure_text)
+        if key not in _GENERATED:
+            _GENERATED[key] = native_source(pure_text, name, pure, kernels)
+        return _GENERATED[key]
+
+
 def write_native(device: Path, out_dir: Path, names: list[str] | None = None) -> list[Path]:
     """Generate the native modules `names` (default: all of NATIVE) from the pure sources in
     `device` into `out_dir`; returns their paths. A file already holding the same text is left
@@ -94,8 +112,7 @@ def write_native(device: Path, out_dir: Path, names: list[str] | None = None) ->
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name in NATIVE if names is None else names:
-        pure, kernels = NATIVE[name]
-        text = native_source((device / f"{pure}.py").read_text(), name, pure, kernels)
+        text = native_text(device, name)
         dst = out_dir / f"{name}.py"
         if not dst.is_file() or dst.read_text() != text:
             write_atomic(dst, text)  # a unique temp name: threads of one process write too

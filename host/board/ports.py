@@ -162,13 +162,15 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def add_port_arguments(parser: argparse.ArgumentParser) -> None:
+def add_port_arguments(parser: argparse.ArgumentParser, without: str | None = None) -> None:
+    """--port and --baud; `without`: what the command does with no port (default: it starts
+    a virtual board on build/board)."""
     parser.add_argument(
         "--port",
         default=os.environ.get("TINYATTN_PORT") or None,
         help="serial port of a real board, e.g. /dev/ttyACM0 (RP2040) or /dev/ttyUSB0 (ESP32), "
         "or 'auto': the only MicroPython board plugged in ('tinyattn devs' lists them); "
-        "default: $TINYATTN_PORT, else a virtual board on build/board",
+        f"default: $TINYATTN_PORT, else {without or 'a virtual board on build/board'}",
     )
     parser.add_argument(
         "--baud",

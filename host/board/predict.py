@@ -31,7 +31,6 @@ the data is judged against that blob.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from dataclasses import dataclass
@@ -70,32 +69,19 @@ class Rows:
 def model_columns(
     blob, blob_path: Path, model: Path | None
 ) -> tuple[list[str] | None, str | None, str | None]:
-    """`(feature_names, target, why not)` from the model file the blob was exported from:
-    `model` (--model), by default the `.npz` beside the blob. A model file is the blob's when
-    its features, classes and input scaling (as float32) are the blob's. None names and a
-    reason when there is no such file, or it records no feature names (older files); CLIError
-    when an explicit --model cannot be used."""
-    from tinyattn.learn.model import read_npz
+    """`(feature_names, target, why not)` from the model file the blob was exported from
+    (`blob_model_meta`). None names and a reason when there is no such file, or it records no
+    feature names (older files)."""
+    from tinyattn.board.blobmodel import blob_model_meta
 
+    meta, why = blob_model_meta(blob, blob_path, model)
+    if meta is None:
+        return None, None, why
     path = model if model is not None else blob_path.with_suffix(".npz")
-    if model is None and not path.is_file():
-        return None, None, f"no model file {path} beside the blob"
-    try:
-        meta, norm_mean, norm_std, _ = read_npz(path)
-    except ValueError as exc:
-        if model is not None:
-            raise CLIError(str(exc)) from None
-        return None, None, f"{exc}"
     names = meta.get("feature_names")
     if not isinstance(names, list):
         return None, None, f"{path} records no feature names"
-    same = (
-        len(names) == blob.n_features
-        and list(meta.get("class_names") or []) == list(blob.class_names)
-        and np.array_equal(np.asarray(norm_mean, np.float32), blob.norm_mean)
-        and np.array_equal(np.asarray(norm_std, np.float32), blob.norm_std)
-    )
-    if not same:
+    if len(names) != blob.n_features:
         what = f"{path} is not the model {blob_path} was exported from"
         if model is not None:
             raise CLIError(f"{what} (other features, classes or input scaling); pass that "
@@ -115,13 +101,12 @@ def read_rows(
     (a file whose model does not record its target may have one such column: the label).
     Without them, or without a header row, by position (`why`: why no names). The messages of
     data.load_csv (what `parity --csv` says) for the values."""
-    from tinyattn.data.tabular import check_header, feature_rows
+    from tinyattn.data.tabular import check_columns, check_header, feature_rows, read_csv_rows
 
     try:
-        with path.open(newline="") as f:
-            rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
-    except OSError as exc:
-        raise CLIError(f"{path}: cannot read ({exc.strerror}); check the path") from None
+        rows = read_csv_rows(path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     if not rows:
         raise CLIError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
@@ -138,9 +123,10 @@ def read_rows(
         )
     if feature_names is None:
         return _rows_in_file_order(path, rows, header, n_features, target, why)
-    twice = [h for j, h in enumerate(header) if h in header[:j]]
-    if twice:
-        raise CLIError(f"{path}:1: column {twice[0]!r} appears twice; name each column once")
+    try:
+        check_columns(path, header)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     missing = [f for f in feature_names if f not in header]
     if missing:
         more = f" (nor {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -241,9 +227,12 @@ def read_windows(path: Path, blob) -> Samples:
     return Samples(X, lengths, labels)
 
 
-def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = None) -> np.ndarray:
+def predict_host(
+    blob, X: np.ndarray, path: str, lengths: np.ndarray | None = None, source: str = "samples"
+) -> np.ndarray:
     """Class indices [N] of raw features X on the host reference of `path` (a sequence blob:
-    windows X [N, T, C] with `lengths`)."""
+    windows X [N, T, C] with `lengths`); CLIError naming the sample of `source` whose float
+    logits are not finite (never a class for them)."""
     if path == "int8":
         from tinyattn.intmodel.intref import quantize_input, run_int8
 
@@ -251,8 +240,17 @@ def predict_host(blob, X: np.ndarray, path: str, lengths: np.ndarray | None = No
         return np.argmax(run_int8(blob, xq, lengths), axis=1)  # first maximum
     from tinyattn.intmodel.floatref import run_float
 
-    return np.argmax(run_float(blob, X, lengths) if lengths is not None else run_float(blob, X),
-                     axis=1)  # fmt: skip
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        logits = run_float(blob, X, lengths) if lengths is not None else run_float(blob, X)
+    bad = np.flatnonzero(~np.isfinite(logits).all(axis=1))
+    if len(bad):  # float32 overflow: no class to answer (the board's float path says the same)
+        i = int(bad[0])
+        raise CLIError(
+            f"{source}: sample {i}: the float path's logits are {logits[i].tolist()} (float32 "
+            "overflow: the features are too large for it); use the int8 path (--path int8) or "
+            "scale the features"
+        )
+    return np.argmax(logits, axis=1)
 
 
 def predict_board(
@@ -288,7 +286,7 @@ def predict_board(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tinyattn.board.ports import add_port_arguments, positive_seconds
 
-    add_port_arguments(parser)
+    add_port_arguments(parser, without="none: the host computes (no board)")
     data = parser.add_mutually_exclusive_group(required=True)
     data.add_argument(
         "--csv", type=Path,
@@ -384,7 +382,7 @@ def main(args: argparse.Namespace) -> int:
         where = port
     else:
         s = load()
-        pred = predict_host(blob, s.X, path, s.lengths)
+        pred = predict_host(blob, s.X, path, s.lengths, str(args.csv or args.ts))
         where = "host"
     rows = [{"row": i, "pred": int(p), "class": blob.class_names[int(p)]}
             for i, p in enumerate(pred)]  # fmt: skip

@@ -7,9 +7,12 @@ float32 in base64 a line, each line numbered and CRC-checked, paced by the sourc
 (docs/protocol.md "Recording"). The host cuts the steps into windows of `--window` steps
 (non-overlapping; a line lost or damaged on the link ends the window it falls in, which is
 left out) and writes them with the label into `--out`, appending to an existing file (its
-windows are kept; a new label joins its class names). The file is written atomically
-(host/atomic.py): a crash or Ctrl-C leaves the old file or the new one. Ctrl-C while recording
-keeps the windows that arrived.
+windows are kept; a new label joins its class names). The source's steps per second go into
+the file's header (`# rate N Hz`, tinyattn.data.timeseries); appending refuses a source of
+other channels or another rate before a step is kept. A board that resets, stops sending or
+goes away ends the recording in one line, keeping the windows that arrived. The file is
+written atomically (host/atomic.py): a crash or Ctrl-C leaves the old file or the new one.
+Ctrl-C while recording keeps the windows that arrived.
 
 The values are the board's float32 (the replay file's, the driver's readings rounded to
 float32): `.ts` holds them exactly (repr of the float64), so `load_ts` gives back the
@@ -98,9 +101,13 @@ def windows(steps: Steps, window: int) -> tuple[np.ndarray, int]:
     return X, left
 
 
-def write_windows(path: Path, X: np.ndarray, label: str) -> tuple[list[str], np.ndarray]:
+def write_windows(
+    path: Path, X: np.ndarray, label: str, rate: float | None = None
+) -> tuple[list[str], np.ndarray]:
     """Write windows X [N, W, C] labelled `label` to `path`, after the windows already there
-    (their labels, class names and lengths kept); returns (class names, per-class counts)."""
+    (their labels, class names and lengths kept), with the steps per second `rate` in its
+    header (a file that has none keeps none: its old windows' rate is not known); returns
+    (class names, per-class counts)."""
     from tinyattn.data.timeseries import load_ts, write_ts
 
     N, W, C = X.shape
@@ -109,6 +116,7 @@ def write_windows(path: Path, X: np.ndarray, label: str) -> tuple[list[str], np.
         old = load_ts(path)
         names = list(old.class_names) + ([] if label in old.class_names else [label])
         y = np.full(N, names.index(label))
+        rate = old.rate
     if old is not None:
         T = max(old.max_length, W)
         both = np.zeros((len(old.X) + N, T, C))
@@ -116,7 +124,7 @@ def write_windows(path: Path, X: np.ndarray, label: str) -> tuple[list[str], np.
         both[len(old.X) :, :W] = X
         X, y = both, np.concatenate([old.y, y])
         lengths = np.concatenate([old.lengths, lengths])
-    write_ts(path, X.astype(np.float64), lengths, y, names, problem_name=path.stem)
+    write_ts(path, X.astype(np.float64), lengths, y, names, problem_name=path.stem, rate=rate)
     return names, np.bincount(y, minlength=len(names))
 
 
@@ -164,8 +172,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the app on the board (app.json, 'tinyattn flash --app')",
     )  # fmt: skip
     parser.add_argument("--rate", type=float, default=None,
-                        help="steps per second of the source (default: the source's own; "
-                        "a replay file's, else 10; an imu 50)")  # fmt: skip
+                        help="steps per second of the source (default: the rate of the "
+                        "--out file appended to; else the source's own: a replay file's, else "
+                        "10; an imu 50)")  # fmt: skip
     parser.add_argument("--i2c", default=None, metavar="ID,SCL,SDA",
                         help="I2C bus of an imu source, e.g. 0,5,4")  # fmt: skip
     parser.add_argument(
@@ -242,9 +251,12 @@ def board_source(args: argparse.Namespace) -> tuple[str | None, Path | None, lis
                    f"with NAME one of {', '.join(IMUS)}")  # fmt: skip
 
 
-def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float | None]:
+def replay_file(
+    path: Path, tmp: Path, rate: float | None
+) -> tuple[Path, float, int, float]:
     """The replay file to copy for --source replay:PATH (a .ts file's windows back to back),
-    and the rate to play it at (a .tasr keeps its own unless --rate; a .ts file 10 Hz)."""
+    the rate to play it at (its own unless --rate; else 10 Hz), its channels and its own rate
+    (0.0: it records none)."""
     from tinyattn.board.stream import read_steps, write_replay
 
     try:
@@ -252,7 +264,7 @@ def replay_file(path: Path, tmp: Path, rate: float | None) -> tuple[Path, float 
         local = write_replay(tmp / BOARD_REPLAY, steps, 0.0)
     except (OSError, ValueError) as exc:  # TSFormatError is a ValueError
         raise CLIError(f"--source replay:{path}: {exc}") from None
-    return local, rate or own or 10.0
+    return local, rate or own or 10.0, int(steps.shape[1]), own
 
 
 def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list | None) -> str:
@@ -264,28 +276,41 @@ def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list |
     if i2c:
         bus = f"__import__('machine').I2C({i2c[0]},scl=__import__('machine').Pin({i2c[1]}),"
         bus += f"sda=__import__('machine').Pin({i2c[2]}))"
+    run = f"_g['run']({spec!r},{seconds!r},{rate!r},{bus},_g['open_source'])"
     code = f"_g={{}}\nexec({src!r},_g)\nexec({rec!r},_g)\n"
-    code += f"_g['run']({spec!r},{seconds!r},{rate!r},{bus},_g['open_source'])\n"
-    if spec == f"replay:{BOARD_REPLAY}":
-        code += f"import os\nos.remove({BOARD_REPLAY!r})\n"
-    return code
+    if spec == f"replay:{BOARD_REPLAY}":  # removed however the run ends (Ctrl-C too)
+        return code + f"try:\n {run}\nfinally:\n import os\n os.remove({BOARD_REPLAY!r})\n"
+    return code + run + "\n"
+
+
+RESET = "the board reset during the recording (its banner, prompt or app came back)"
+RESET_MARKS = ("MicroPython v", "TA ", "TA+", "TA!", "TA.", "MPY: soft reboot")
+SILENT = "the board stopped sending steps (reset, or its source stalled)"
 
 
 def stream_steps(
-    port: str, args: argparse.Namespace, code: str, steps: Steps, progress: bool, log=print
-) -> str | None:
+    port: str, args: argparse.Namespace, code: str, steps: Steps, progress: bool, log=print,
+    have_C: int | None = None, have_rate: float | None = None,
+) -> str | None:  # fmt: skip
     """Run `code` on the board and collect its TR lines into `steps` until TR. arrives;
-    returns None, or why it stopped early ("interrupted", or a link problem: what arrived
-    is kept either way)."""
+    returns None, or why it stopped early ("interrupted", or a link problem, a board reset
+    or a source that stopped sending: what arrived is kept either way). `have_C`: the
+    channels of the file appended to, `have_rate` its steps per second: a source of other
+    channels or another rate is refused before a step is kept."""
     from tqdm import tqdm
 
     from tinyattn.board.link import BoardLink, LinkError
 
     bar = None
     end = None  # wall-clock end for a source without a rate
-    with BoardLink(port, args.baud, connect_timeout=args.timeout) as link:
+    link = BoardLink(port, args.baud, connect_timeout=args.timeout)
+    try:
+        link.open()
+    except LinkError as exc:  # no such port, not a serial port, busy: one line
+        raise CLIError(str(exc)) from None
+    try:
         try:
-            link.enter_raw_repl()
+            link.soft_reset()  # a fresh heap: a stopped app's model and Stream would stay in it
             data = code.encode()
             for i in range(0, len(data), 256):  # as exec_raw: a raw REPL without flow control
                 link._write(data[i : i + 256])
@@ -293,9 +318,20 @@ def stream_steps(
             link._write(b"\x04")
             link.read_until(b"OK", timeout=5.0)
             wait = args.timeout + 5.0  # the board compiles the program and opens the source
+            last_step = time.monotonic()  # any other lines (an app after a reset) do not count
             while True:
-                raw = link.read_until(b"\n", timeout=wait)
+                try:
+                    raw = link.read_until(b"\n", timeout=wait)
+                except LinkError as exc:
+                    if ">>>" in str(exc):  # the friendly REPL's prompt: a reset, no app
+                        raise LinkError(f"{port}: {RESET}") from None
+                    raise
                 line = raw.decode("utf-8", "replace").strip()
+                if steps.C and (line.startswith(RESET_MARKS) or ">>>" in line):
+                    raise LinkError(f"{port}: {RESET}")  # what runs now (an app) is left be
+                if time.monotonic() - last_step > wait:
+                    _stop(link)
+                    raise LinkError(f"{port}: no steps for {wait:.0f} s: {SILENT}")
                 if "\x04" in line:  # the program ended (TR. lost on the link) or raised
                     err = line.partition("\x04")[2]
                     if "\x04" not in err:
@@ -309,6 +345,21 @@ def stream_steps(
                 if line.startswith("TR+"):
                     _, C, rate, k = line.split()
                     steps.C, steps.rate, steps.per_line = int(C), float(rate), int(k)
+                    last_step = time.monotonic()
+                    if have_rate and steps.rate and steps.rate != have_rate:
+                        _stop(link)
+                        raise CLIError(
+                            f"the board's source runs at {steps.rate:g} steps/s, {args.out} "
+                            f"was recorded at {have_rate:g}; nothing was recorded: give "
+                            f"--rate {have_rate:g}, or record into another file (--out)"
+                        )
+                    if have_C is not None and steps.C != have_C:  # before a step is kept
+                        _stop(link)
+                        raise CLIError(
+                            f"the board's source gives {steps.C} values a step, {args.out} "
+                            f"holds windows of {have_C} channels; nothing was recorded: record "
+                            "into another file (--out) or from a source of the same channels"
+                        )
                     n = steps.wanted = int(args.seconds * steps.rate + 0.5) if steps.rate else None
                     end = None if steps.rate else time.monotonic() + args.seconds
                     wait = QUIET + (steps.per_line / steps.rate if steps.rate else 0)
@@ -319,6 +370,7 @@ def stream_steps(
                 if line.startswith("TR."):
                     return None
                 got = steps.add(line, time.monotonic()) if steps.C else 0
+                last_step = time.monotonic() if got else last_step
                 if bar is not None and got:
                     bar.update(got)
                 if end is not None and time.monotonic() > end:
@@ -338,6 +390,8 @@ def stream_steps(
                 link._write(b"\r\x02")  # back to the friendly REPL
             except LinkError:
                 pass
+    finally:
+        link.close()
 
 
 def _stop(link) -> None:
@@ -372,19 +426,48 @@ def main(args: argparse.Namespace) -> int:
     from tinyattn.board.fleet import one_port
 
     window = window_length(args)
+    have_C = have_rate = None
+    if args.out.exists():  # appending: the channels and rate must be the file's
+        from tinyattn.data.timeseries import load_ts
+
+        old = load_ts(args.out)
+        have_C, have_rate = old.n_channels, old.rate
     spec, replay, i2c = board_source(args)
     rate = args.rate
+    if rate is not None and have_rate and rate != have_rate:
+        raise CLIError(
+            f"--rate {rate:g}: {args.out} was recorded at {have_rate:g} steps/s; nothing was "
+            f"recorded: give --rate {have_rate:g}, or record into another file (--out)"
+        )
+    if rate is None and have_rate and spec is not None:  # the file's rate, not a default
+        rate = have_rate
     steps = Steps()
-    with tempfile.TemporaryDirectory() as tmp, one_port(args.port) as port:
+    with tempfile.TemporaryDirectory() as tmp:
+        local = None
         if replay is not None:
-            from tinyattn.board.flash import mpremote
+            local, rate, C, own = replay_file(replay, Path(tmp), rate)
+            if have_C is not None and C != have_C:
+                raise CLIError(
+                    f"--source replay:{replay}: {C} channels, {args.out} holds windows of "
+                    f"{have_C}; nothing was recorded: record into another file (--out)"
+                )
+            if have_rate and (own or rate) != have_rate:
+                raise CLIError(
+                    f"--source replay:{replay} plays at {own or rate:g} steps/s, {args.out} was "
+                    f"recorded at {have_rate:g}; nothing was recorded: give --rate "
+                    f"{have_rate:g}, or record into another file (--out)"
+                )
+        with one_port(args.port) as port:
+            if local is not None:
+                from tinyattn.board.flash import check_port, mpremote
 
-            local, rate = replay_file(replay, Path(tmp), rate)
-            mpremote(port, "cp", str(local), f":{BOARD_REPLAY}", timeout=60)
-        if spec is not None and spec.startswith("imu:") and rate is None:
-            rate = 50.0
-        code = board_code(spec, args.seconds, rate, i2c)
-        stopped = stream_steps(port, args, code, steps, not args.quiet)
+                check_port(port)
+                mpremote(port, "cp", str(local), f":{BOARD_REPLAY}", timeout=60)
+            if spec is not None and spec.startswith("imu:") and rate is None:
+                rate = 50.0
+            code = board_code(spec, args.seconds, rate, i2c)
+            stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C,
+                                   have_rate=have_rate)  # fmt: skip
     X, left = windows(steps, window)
     summary = f"{steps.count} steps" + (f" at {steps.rate:g} Hz" if steps.rate else "")
     arrived = steps.count + steps.per_line * steps.lost_lines  # lost lines: full ones
@@ -396,7 +479,7 @@ def main(args: argparse.Namespace) -> int:
     if not len(X):
         why = f" ({stopped})" if stopped else ""
         raise CLIError(f"no whole window of {window} steps arrived: {summary}{why}")
-    names, counts = write_windows(args.out, X, args.label)
+    names, counts = write_windows(args.out, X, args.label, steps.rate or None)
     tally = ", ".join(f"{n} {c}" for n, c in zip(names, counts, strict=True))
     if left:
         summary += f", {left} steps after the last whole window left out"

@@ -3,6 +3,8 @@
 - `write_replay(path, steps, rate)` / `replay_bytes(steps, rate)`: the compact replay file
   (TASR, docs/protocol.md "Replay file") that device/attention_source.py's Replay plays: a
   16-byte header, then the steps as float32 little-endian.
+- `stream_heap(T, C, S, E)`: the heap a Stream takes beside its model (the app's, the search's
+  budget).
 - `host_decisions(blob, steps, hop, smooth, threshold)`: device/attention_stream.py's Stream
   run under CPython over the same steps: the host reference of every decision a board makes
   (the same file, integer-only from the int8 window to the smoothed score, so host and board
@@ -24,6 +26,21 @@ from tinyattn.paths import device_dir
 REPLAY_MAGIC = b"TASR"
 REPLAY_VERSION = 1
 REPLAY_HEADER = struct.Struct("<4sHHIf")  # magic, version, C, n_steps, rate_hz
+
+
+# The heap a Stream (device/attention_stream.py) takes beside its loaded model, on the 64-bit
+# MicroPython unix port (runtime as .mpy): its threshold tables (2·C arrays of 255 16-bit keys,
+# 544 B each with the array object), the int8 ring (T·C), the patch reuse's sums (8·S·E) and
+# its 2·S row views (80 B a patch), plus 2.3 KB of small arrays and the object itself.
+# Measured: BasicMotions' default model (T 100, C 6, S 20, E 16) 13,504 B; this gives 13,592.
+STREAM_TABLE_PER_CHANNEL = 1088
+STREAM_PER_PATCH = 80
+STREAM_BASE = 2304
+
+
+def stream_heap(T: int, C: int, S: int, E: int) -> int:
+    """Heap (bytes) of a Stream over a model of T steps, C channels, S tokens of E values."""
+    return STREAM_TABLE_PER_CHANNEL * C + T * C + 8 * S * E + STREAM_PER_PATCH * S + STREAM_BASE
 
 
 def replay_bytes(steps: np.ndarray, rate: float = 0.0) -> bytes:
@@ -62,13 +79,14 @@ def read_replay(path: str | Path) -> tuple[np.ndarray, float]:
 
 def read_steps(path: str | Path) -> tuple[np.ndarray, float]:
     """(steps [N, C], rate) of a replay source: a .ts file's windows, their valid steps back to
-    back (rate 0.0: it has none of its own), or a replay file (read_replay); ValueError
-    (TSFormatError is one) or OSError naming what is wrong."""
+    back (rate: the one its header records, else 0.0: none of its own), or a replay file
+    (read_replay); ValueError (TSFormatError is one) or OSError naming what is wrong."""
     if Path(path).suffix.lower() == ".ts":
         from tinyattn.data.timeseries import load_ts
 
         d = load_ts(path, labels_required=False)
-        return np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)]), 0.0
+        steps = np.concatenate([x[:n] for x, n in zip(d.X, d.lengths, strict=True)])
+        return steps, d.rate or 0.0
     return read_replay(path)
 
 

@@ -73,18 +73,45 @@ def check_header(path: str | Path, header: list[str], n_features: int) -> None:
         )
 
 
+def read_csv_rows(path: str | Path) -> list[list[str]]:
+    """The non-blank rows of a CSV file as cells. The delimiter is a comma, or a semicolon or
+    tab when the first line has no comma but those (a spreadsheet's export in many locales).
+    One-line ValueError naming the file when it cannot be read or is not UTF-8 text."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror}); check the path") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file "
+            f"as UTF-8 (e.g. 'iconv -f latin1 -t utf-8 {path} > utf8.csv')"
+        ) from None
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    delimiter = ","
+    if "," not in first:
+        delimiter = max(";\t", key=first.count) if (";" in first or "\t" in first) else ","
+    reader = csv.reader(text.splitlines(), delimiter=delimiter)
+    return [row for row in reader if row and any(cell.strip() for cell in row)]
+
+
+def check_columns(path: str | Path, header: list[str]) -> None:
+    """ValueError when a column name appears twice (every name must pick one column)."""
+    twice = [h for j, h in enumerate(header) if h in header[:j]]
+    if twice:
+        raise ValueError(f"{path}:1: column {twice[0]!r} appears twice; name each column once")
+
+
 def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Windows:
     """Read a numeric CSV with a header row; `target` names the label column (default: last).
     Its rows are windows of one step: `X [N, 1, F]`, lengths 1."""
     path = Path(path)
-    try:
-        with path.open(newline="") as f:
-            rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror}); check the path") from exc
+    rows = read_csv_rows(path)
     if len(rows) < 2:
         raise ValueError(f"{path}: needs a header row and at least one data row")
     header = [cell.strip() for cell in rows[0]]
+    check_columns(path, header)
     check_header(path, header, max(1, len(header) - 1))  # every column but the label's
     if target is None:
         target = header[-1]
@@ -133,9 +160,18 @@ def feature_rows(
             try:
                 X[r, j] = value = float(cell)
             except ValueError:
+                if not cell.strip():
+                    raise ValueError(
+                        f"{path}:{line}: column {names[j]!r} is empty; fill the cell or drop "
+                        "the row"
+                    ) from None
+                text = not any(_is_number(row[col]) for row in rows[first:] if len(row) > col)
+                fix = (f"if it is the label column, name it with --target {names[j]}; else "
+                       "drop or encode it") if text else "fix the cell, or drop or encode the "\
+                    "column"  # fmt: skip
                 raise ValueError(
-                    f"{path}:{line}: column {names[j]!r} is {cell!r}, not a number; "
-                    "features must be numeric (drop or encode that column)"
+                    f"{path}:{line}: column {names[j]!r} is {cell!r}, not a number; features "
+                    f"must be numeric ({fix})"
                 ) from None
             if not abs(value) <= MAX_ABS_FEATURE:  # NaN fails this too
                 what = "not a finite number" if not np.isfinite(value) else "too large"
@@ -154,10 +190,21 @@ def load_dataset(name: str) -> Windows:
     return load_csv(DATA_DIR / filename, target=target, name=name)
 
 
+def _class_name(c: int, class_names: list[str] | None) -> str:
+    known = class_names is not None and 0 <= c < len(class_names)
+    return repr(class_names[c]) if known else str(c)
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit if n != 1 else unit[:-1]}"
+
+
 def stratified_split(
-    y: np.ndarray, test_fraction: float = 0.2, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted `(train_idx, test_idx)`; each class gives `round(n_c * test_fraction)` to test."""
+    y: np.ndarray, test_fraction: float = 0.2, seed: int = 0,
+    class_names: list[str] | None = None, unit: str = "rows",
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Sorted `(train_idx, test_idx)`; each class gives `round(n_c * test_fraction)` to test.
+    `class_names` and `unit` ("rows", "windows") only name things in the errors."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     rng = np.random.default_rng(seed)
@@ -167,7 +214,8 @@ def stratified_split(
         n_test = int(round(len(idx) * test_fraction))
         if n_test == 0 or n_test == len(idx):
             raise ValueError(
-                f"class {c} has {len(idx)} rows: too few for a {test_fraction:.0%} test split"
+                f"class {_class_name(c, class_names)} has {_count(len(idx), unit)}: too few "
+                f"for a {test_fraction:.0%} test split"
             )
         test.append(idx[:n_test])
     test_idx = np.sort(np.concatenate(test))
@@ -175,8 +223,12 @@ def stratified_split(
     return train_idx, test_idx
 
 
-def stratified_kfold(y: np.ndarray, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`k` folds of sorted `(train_idx, test_idx)`; every row is in exactly one test fold."""
+def stratified_kfold(
+    y: np.ndarray, k: int, seed: int = 0, class_names: list[str] | None = None,
+    unit: str = "rows",
+) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """`k` folds of sorted `(train_idx, test_idx)`; every row is in exactly one test fold.
+    `class_names` and `unit` ("rows", "windows") only name things in the errors."""
     if k < 2:
         raise ValueError(f"k-fold needs k >= 2, got {k}")
     rng = np.random.default_rng(seed)
@@ -185,7 +237,10 @@ def stratified_kfold(y: np.ndarray, k: int, seed: int = 0) -> list[tuple[np.ndar
     for c in np.unique(y):
         idx = rng.permutation(np.flatnonzero(y == c))
         if len(idx) < k:
-            raise ValueError(f"class {c} has {len(idx)} rows, fewer than k={k} folds")
+            raise ValueError(
+                f"class {_class_name(c, class_names)} has {_count(len(idx), unit)}, fewer than "
+                f"k={k} folds; give --cv {len(idx)} or fewer"
+            )
         fold_of[idx] = (np.arange(len(idx)) + offset) % k
         offset += len(idx)
     folds = []

@@ -4,6 +4,8 @@ The `.ts` format of the UEA/UCR time series classification archive (as read and 
 sktime's `load_from_tsfile` / `write_dataframe_to_tsfile`):
 
     # comment lines (anywhere)
+    # rate 50 Hz                         a comment above @data: the steps per second (written
+                                         by `tinyattn record`; `TSDataset.rate`, else None)
     @problemName BasicMotions            header keys are case-insensitive
     @timeStamps false                    true is not supported here (one-line error)
     @missing false                       true: '?' may mark a missing value
@@ -49,6 +51,7 @@ sktime's `load_from_tsfile` (same format, independent code).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +93,13 @@ class TSFormatError(ValueError):
 
 # The `.ts` reader's cases are `Windows` (host/data/windows.py), the one data type.
 TSDataset = Windows
+# The recording's steps per second, as a comment line above @data (other readers skip it).
+RATE_COMMENT = re.compile(r"#\s*rate\s+([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*Hz\b")
+
+
+def rate_line(rate: float) -> str:
+    """The comment line that records `rate` steps per second in a `.ts` file."""
+    return f"# rate {rate:g} Hz (steps per second of the recording)"
 
 
 def valid_mask(lengths: np.ndarray, max_length: int) -> np.ndarray:
@@ -303,10 +313,14 @@ def load_ts(path: str | Path, name: str | None = None, labels_required: bool = T
     labels: list[int] = []
     case_lines: list[int] = []
     in_data = False
+    rate = None
     line = 0
     for line, raw in enumerate(text.splitlines(), start=1):
         s = raw.strip()
         if not s or s.startswith("#"):
+            m = RATE_COMMENT.match(s) if not in_data else None
+            if m and float(m[1]) > 0:
+                rate = float(m[1])
             continue
         if s.startswith("@"):
             if in_data:
@@ -345,7 +359,7 @@ def load_ts(path: str | Path, name: str | None = None, labels_required: bool = T
     problem = header.keys.get("problemname")
     name = name or (str(problem) if problem else path.stem)
     y = np.array(labels, dtype=np.int64)
-    return TSDataset(name, X, lengths, y, list(header.class_names or []), path)
+    return TSDataset(name, X, lengths, y, list(header.class_names or []), path, rate=rate)
 
 
 def _check_equal_lengths(
@@ -433,8 +447,10 @@ def write_ts(
     y: np.ndarray,
     class_names: list[str],
     problem_name: str = "tinyattn",
+    rate: float | None = None,
 ) -> Path:
-    """Write windows `X [N, T, C]` (valid steps `lengths`, default all) as a `.ts` file.
+    """Write windows `X [N, T, C]` (valid steps `lengths`, default all) as a `.ts` file;
+    `rate`: the steps per second, recorded as a comment line (`rate_line`).
 
     The header follows the data: `@missing true` if any valid value is NaN (written `?`),
     `@univariate` for C == 1, `@equalLength`/`@seriesLength` from `lengths`. Written to a
@@ -460,7 +476,8 @@ def write_ts(
     mask = valid_mask(lengths, T)
     missing = bool(np.isnan(X[mask]).any())
     equal = bool((lengths == lengths[0]).all())
-    lines = [
+    lines = [rate_line(rate)] if rate else []
+    lines += [
         f"@problemName {problem_name}",
         "@timeStamps false",
         f"@missing {str(missing).lower()}",

@@ -17,7 +17,7 @@ every stage from the readers on takes the same pair.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +36,7 @@ class Windows:
     source: Path | None = None  # the file read
     names: tuple[str, ...] = ()  # the CSV's feature columns (a .ts file: none, see below)
     target: str | None = None  # the CSV's label column (None: not from a named column)
+    rate: float | None = None  # steps per second, when the file records it (a .ts comment)
 
     @property
     def n_channels(self) -> int:
@@ -50,6 +51,18 @@ class Windows:
     @property
     def n_classes(self) -> int:
         return len(self.class_names)
+
+    def in_class_order(self, class_names: list[str]) -> Windows:
+        """These samples with `y` indexing `class_names` (the same classes, in another order:
+        a TEST file whose @classLabel lists them differently); self when already so, and
+        unchanged when the classes differ (the caller refuses that)."""
+        if list(self.class_names) == list(class_names) or sorted(self.class_names) != sorted(
+            class_names
+        ):
+            return self
+        to = np.array([list(class_names).index(n) for n in self.class_names], np.int64)
+        y = np.where(self.y >= 0, to[np.maximum(self.y, 0)], self.y)
+        return replace(self, y=y, class_names=list(class_names))
 
     @property
     def feature_names(self) -> list[str]:

@@ -79,10 +79,16 @@ def load_data(model: ModelFile, csv: str | None = None, target: str | None = Non
 
     name = model.meta.get("dataset", "")
     try:
-        if csv is not None:
-            ds, source = load_csv(csv, target=target), str(csv)
+        if csv is not None:  # a CSV moved or copied: the label column the model remembers
+            ds = load_csv(csv, target=target or model.meta.get("target"))
+            source = str(csv)
         elif model.meta.get("csv"):
             source = str(model.meta["csv"])
+            if not Path(source).is_file():
+                raise CLIError(
+                    f"{source}: not found; export calibrates the int8 path on the rows the "
+                    "model was trained on: give that CSV where it is now with --csv FILE"
+                )
             ds = load_csv(source, target=model.meta.get("target"))
         elif name in DATASETS:
             ds, source = load_dataset(name), f"dataset {name!r}"
@@ -110,6 +116,13 @@ def load_seq_data(model: ModelFile):
     from tinyattn.data.timeseries import TS_DATASETS, load_ts, load_ts_dataset
 
     meta, name = model.meta, str(model.meta.get("dataset", ""))
+    for key in ("ts_train", "ts_test"):
+        if meta.get(key) and not Path(meta[key]).is_file():
+            raise CLIError(
+                f"{meta[key]}: not found; export calibrates the int8 path on the model's TRAIN "
+                "windows and reports on its TEST ones: put the file back there (the model "
+                "file keeps its absolute path), or re-train with 'tinyattn train --ts FILE'"
+            )
     try:
         if meta.get("ts_train"):
             train = load_ts(meta["ts_train"], name=name)
@@ -123,6 +136,8 @@ def load_seq_data(model: ModelFile):
             )
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    train = train.in_class_order(model.class_names)  # listed in another order: by name
+    test = test.in_class_order(model.class_names) if test is not None else None
     for ds in (train, test):
         if ds is not None and (
             ds.class_names != model.class_names or ds.n_channels != len(model.norm_mean)
@@ -357,16 +372,30 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     split_name = (
         "test file" if test is not None else "held-out part of train" if held_out else None
     )
-    head = {
-        "data": {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)},
-        "max_steps": T,
-    }
+    files = {k: model.meta.get(k) for k in ("ts_train", "ts_test") if model.meta.get(k)}
+    head = {"data": files, "max_steps": T} if files else {"max_steps": T}  # vendored: dataset
     split = {
         "test_split": split_name,
         "train_windows_truncated": cut_train,
         "test_windows_truncated": cut if len(idx) else None,
     }
     return ExportData(Xc, nc, train.y[calib], X, n, ev.y, idx, head, split, ev)
+
+
+def check_out(model_path: Path, out_path: Path) -> None:
+    """CLIError before anything is read or written when the blob would overwrite a model file
+    (--out equal to --model, a .npz name, or an existing model file): the model would be lost."""
+    from tinyattn.remedy import blob_for, command, is_model_file
+
+    same = out_path.resolve() == model_path.resolve()
+    if same or is_model_file(out_path):
+        what = "is the model file itself" if same else "names a model file (.npz)"
+        out = blob_for(model_path) if same or out_path.suffix == ".npz" else blob_for(out_path)
+        fix = command("export", "--model", str(model_path), "--out", str(out))
+        raise CLIError(
+            f"--out {out_path} {what}: the blob would overwrite it; write the blob to a .bin "
+            f"file: '{fix}' (nothing was written)"
+        )
 
 
 def export_model(
@@ -378,6 +407,7 @@ def export_model(
 ) -> dict[str, Any]:
     """Quantize (or not), write, read back and evaluate; returns the report dict."""
     model_path, out_path = Path(model_path), Path(out_path)
+    check_out(model_path, out_path)
     if not model_path.is_file():
         raise CLIError(
             f"{model_path} not found; train first: 'tinyattn train --out {model_path}' (with "

@@ -244,6 +244,18 @@ def read_npz(path: str | Path) -> tuple[dict[str, Any], np.ndarray, np.ndarray, 
     `(meta, norm_mean, norm_std, parameter arrays)`; ValueError naming what is wrong."""
     path = Path(path)
     try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        head = b"PK\x03\x04"  # np.load says what (not found, unreadable)
+    if head != b"PK\x03\x04":  # an .npz is a zip archive; np.load would advise pickles
+        raise ValueError(
+            f"{path}: not a model file (a model file is the .npz 'tinyattn train' writes: a "
+            "zip archive); give the model with --model FILE.npz"
+            + (" (a CSV is training data: 'tinyattn train --csv FILE')"
+               if path.suffix.lower() in (".csv", ".ts") else "")
+        )
+    try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except FileNotFoundError:

@@ -11,7 +11,8 @@ record in the model file:
   on its own training windows and predicts its held-out windows (int8 and float accuracy,
   float log-loss). TEST is read once, after the pick, by the caller.
 - **The budget.** A candidate whose blob bytes, MACs or heap (loaded model + buffers, the
-  estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
+  estimate `model_heap`, plus the live stream's `stream_heap`) exceed it is never trained;
+  its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
   embed, heads, blocks, ff), `view` (the values, or their log view), `recipe` (lr, weight
   decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time
@@ -70,7 +71,7 @@ class Budget:
 
     max_bytes: int | None = 32 * 1024  # the blob
     max_macs: int | None = 150_000  # multiply-accumulates of one full-length inference
-    max_heap: int | None = 48 * 1024  # loaded model + buffers (`model_heap`)
+    max_heap: int | None = 48 * 1024  # loaded model + buffers + its Stream (`cost`)
 
     def over(self, c: dict[str, int]) -> list[str]:
         """What `c` (`cost`) exceeds, in words; empty when it fits."""
@@ -186,6 +187,7 @@ def data_key(data: Windows) -> str:
 def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (an untrained model
     quantized on a few windows: the blob's size does not depend on the weights' values)."""
+    from tinyattn.board.stream import stream_heap
     from tinyattn.intmodel.blob import blob_bytes
     from tinyattn.intmodel.quantize import quantize
     from tinyattn.learn.train import TrainResult, npz_model
@@ -202,6 +204,7 @@ def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     nbytes = len(blob_bytes(spec))
     S = -(-T // arch.patch)
     heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim)
+    heap += stream_heap(T, C, S, arch.embed_dim)  # the pick streams on the board (flash --app)
     return {"macs": macs(model.ops), "bytes": nbytes, "heap": heap}
 
 

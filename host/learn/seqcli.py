@@ -114,9 +114,9 @@ def _check_complete(ds: TSDataset) -> None:
     if len(bad):
         i, t, c = (int(v) for v in bad[0])
         raise CLIError(
-            f"{ds.source}: {len(bad)} missing values ('?'), the first in case {i + 1} at step "
-            f"{t}, channel {c}; seq-attn needs complete windows: fill them (e.g. interpolate) "
-            "or drop those cases"
+            f"{ds.source}: {len(bad)} missing values ('?'), the first in case {i + 1}, step "
+            f"{t + 1}, channel {c + 1} (each counted from 1); seq-attn needs complete windows: "
+            "fill them (e.g. interpolate) or drop those cases"
         )
 
 
@@ -155,6 +155,8 @@ def load_windows(args: argparse.Namespace) -> SeqData:
         if ds is not None:
             _check_complete(ds)
     _check_classes(train)
+    if test is not None:  # the same classes listed in another order: mapped by name
+        test = test.in_class_order(train.class_names)
     if test is not None and (
         test.class_names != train.class_names or test.n_channels != train.n_channels
     ):
@@ -163,6 +165,14 @@ def load_windows(args: argparse.Namespace) -> SeqData:
             f"{train.source} has {train.class_names} and {train.n_channels}; pass the TEST "
             "file of the same problem"
         )
+    if test is not None and train.rate and test.rate and test.rate != train.rate:
+        raise CLIError(
+            f"{test.source} was recorded at {test.rate:g} steps/s, {train.source} at "
+            f"{train.rate:g}: a window of T steps is another length of time in each; record "
+            "both at one rate"
+        )
+    if train.rate:  # the recording's steps per second travels with the model (flash --app)
+        meta["rate"] = train.rate
     return SeqData(train.name, train, test, meta)
 
 
@@ -232,7 +242,8 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
     if data.test is not None:
         return data.train, data.test, {}
     try:
-        tr, te = stratified_split(data.train.y, config.test_fraction, config.seed)
+        tr, te = stratified_split(data.train.y, config.test_fraction, config.seed,
+                                  data.train.class_names, "windows")
     except ValueError as exc:
         raise CLIError(f"{data.train.source}: cannot hold out a test part ({exc})") from None
     split = {"train_idx": [int(i) for i in tr], "test_idx": [int(i) for i in te]}
@@ -352,7 +363,8 @@ def cross_validate_seq(
     folds = []
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
-        for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, cfg.seed)):
+        splits = stratified_kfold(ds.y, k, cfg.seed, ds.class_names, "windows")
+        for f, (tr, te) in enumerate(splits):
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment,
                             average=average, distill=distill)  # fmt: skip
             ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te], ds.y[te])

@@ -356,7 +356,8 @@ def cross_validate(
     folds = []
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
-        for f, (tr, te) in enumerate(stratified_kfold(data.y[rows], k, cfg.seed)):
+        splits = stratified_kfold(data.y[rows], k, cfg.seed, data.class_names)
+        for f, (tr, te) in enumerate(splits):
             result = train_split(data, rows[tr], rows[te], cfg, history=False)
             y_test = data.y[rows[te]]
             x_test = standardize(data.rows[rows[te]], result.norm_mean, result.norm_std)
@@ -581,7 +582,9 @@ def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -
     from tinyattn.errors import CLIError
 
     try:
-        train_idx, test_idx = stratified_split(data.y, config.test_fraction, config.seed)
+        train_idx, test_idx = stratified_split(
+            data.y, config.test_fraction, config.seed, data.class_names
+        )
     except ValueError as exc:
         raise CLIError(f"{data.name}: {exc}") from None
     bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)

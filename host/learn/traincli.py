@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
     data.add_argument(
         "--dataset", choices=sorted(DATASETS) + sorted(TS_DATASETS),
-        help="vendored dataset (default: iris); basicmotions and japanesevowels are windows "
-        "(.ts, the archive's fixed TRAIN/TEST split) and train seq-attn",
+        help="vendored dataset (default: iris); iris and wine are rows, the others are "
+        "windows (.ts, the archive's fixed TRAIN/TEST split) and train seq-attn",
     )  # fmt: skip
     data.add_argument(
         "--csv", type=Path, metavar="FILE", help="any numeric CSV with a header row instead"
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     hp.add_argument("--epochs", type=int, help=f"(default: {d.epochs}; {SEQ_DEFAULT})")
     hp.add_argument(
-        "--seed", type=int, default=d.seed,
+        "--seed", type=non_negative_int, default=d.seed,
         help=f"split, init and shuffle seed (default: {d.seed}); with --repeats R the seeds "
         "are SEED .. SEED+R-1",
     )  # fmt: skip
@@ -128,6 +128,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     onboard.add_arguments(parser)
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: a seed (NumPy's generators take integers >= 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0")
+    return value
+
+
 def _is_windows(args: argparse.Namespace) -> bool:
     return args.ts is not None or (args.dataset or "") in TS_DATASETS
 
@@ -156,6 +167,12 @@ def check_flow(args: argparse.Namespace) -> str:
     if not windows:
         flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
         flags += ["--shift"] if args.shift is not None else []
+        if args.log_view and not args.search and not flags:  # the row models have no log view
+            raise CLIError(
+                f"--log-view: the {args.model or 'iris-attn'} model reads its features as "
+                "given; add --search (rows as windows of one step: seq-attn, which takes the "
+                "log view) or train on .ts data"
+            )
         if flags:
             raise CLIError(
                 f"{' '.join(flags)}: seq-attn flags; they need .ts data (--dataset basicmotions"
