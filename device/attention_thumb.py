@@ -38,7 +38,7 @@ import array
 import sys
 
 import micropython
-from attention_viper import add, load, myattn, myquery, pool, relu
+from attention_viper import load, myattn, myquery, relu
 
 if not 4 <= (getattr(sys.implementation, "_mpy", 0) >> 10) & 0x0F <= 8:
     raise ImportError("attention_thumb: not a Thumb (Cortex-M) port")
@@ -47,25 +47,34 @@ if not 4 <= (getattr(sys.implementation, "_mpy", 0) >> 10) & 0x0F <= 8:
 _A = array.array("i", [0] * 32)
 
 
-# --- dense: r0 x (int32 rows), r1 y, r2 W (int8), r3 _A = [b, M, p, scratch...]
-# scratch (byte offsets in _A): 12 xrow, 16 yptr, 20 w0, 24 rows left, 28 xlen, 32 x4len,
-# 36 n_out, 40 shift, 44 rnd, 48 act_min, 52 act_max, 56 bstep, 60 brow, 64 bptr, 68 mptr,
-# 72 outputs left
+# --- dense: r0 x (int32 rows), r1 y, r2 W (int8), r3 _A = [b, M, p, scratch...]; two outputs
+# at a time (one x load for two MACs; W row o + 1 is n_in bytes on), the last of an odd n_out
+# alone. _A lives in r8 (r7 walks W row o + 1). Scratch (byte offsets in _A): 12 xrow, 16 y,
+# 20 W, 24 rows left, 28 xlen, 32 x4len, 36 n_out, 40 shift, 44 rnd, 48 act_min, 52 act_max,
+# 56 bstep, 60 brow, 64 bptr, 68 mptr, 72 outputs left, 76 n_in, 80 xend, 84 saved r8
 @micropython.asm_thumb
 def _dense(r0, r1, r2, r3):
     mov(r7, r3)
-    str(r0, [r7, 12])
-    str(r1, [r7, 16])
-    str(r2, [r7, 20])
+    mov(r4, r8)
+    str(r4, [r7, 84])  # r8, restored at the end
+    mov(r8, r7)  # _A lives in r8
+    str(r0, [r7, 12])  # xrow
+    str(r1, [r7, 16])  # y
+    str(r2, [r7, 20])  # W
     ldr(r6, [r7, 8])  # p
     ldr(r4, [r6, 0])
     str(r4, [r7, 24])  # rows
     ldr(r4, [r6, 4])  # n_in
+    str(r4, [r7, 76])  # bytes of a W row
     lsl(r5, r4, 2)
-    str(r5, [r7, 28])  # xlen = n_in * 4
+    str(r5, [r7, 28])  # xlen
     lsr(r4, r4, 2)
     lsl(r4, r4, 4)
-    str(r4, [r7, 32])  # x4len
+    str(r4, [r7, 32])  # x4len: the whole groups of 4
+    ldr(r5, [r7, 12])
+    ldr(r4, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 80])  # xend
     ldr(r4, [r6, 8])
     str(r4, [r7, 36])  # n_out
     ldr(r4, [r6, 12])
@@ -82,100 +91,136 @@ def _dense(r0, r1, r2, r3):
     lsl(r4, r4, 2)
     str(r4, [r7, 56])  # bstep
     ldr(r4, [r7, 0])
-    str(r4, [r7, 60])  # brow = b
+    str(r4, [r7, 60])  # brow
     label(ROW)
+    mov(r7, r8)
     ldr(r4, [r7, 60])
     str(r4, [r7, 64])  # bptr = brow
     ldr(r4, [r7, 4])
     str(r4, [r7, 68])  # mptr = M
     ldr(r4, [r7, 36])
-    str(r4, [r7, 72])  # outputs left = n_out
-    ldr(r2, [r7, 20])  # w = W: its rows follow each other
-    label(OUT)
-    ldr(r1, [r7, 12])  # x = xrow
+    str(r4, [r7, 72])  # outputs left
+    ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 2)
+    bge(PAIR)
+    b(SINGLE)
+    label(PAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
     ldr(r3, [r7, 32])
-    add(r3, r3, r1)  # end of the groups of 4
+    add(r3, r3, r1)
     ldr(r4, [r7, 64])
-    ldr(r0, [r4, 0])  # acc = b[o]
-    add(r4, 4)
+    ldr(r0, [r4, 0])
+    ldr(r6, [r4, 4])
+    add(r4, 8)
     str(r4, [r7, 64])
+    ldr(r5, [r7, 76])
+    add(r7, r2, r5)
     cmp(r1, r3)
-    beq(REST)
-    label(MAC4)
+    beq(PREST)
+    label(P4)
     ldr(r4, [r1, 0])
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)  # sxtb r5, r5
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
     ldr(r4, [r1, 4])
     ldrb(r5, [r2, 1])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 1])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r6, r6, r5)
     ldr(r4, [r1, 8])
     ldrb(r5, [r2, 2])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 2])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r6, r6, r5)
     ldr(r4, [r1, 12])
     ldrb(r5, [r2, 3])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 3])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r6, r6, r5)
     add(r1, 16)
     add(r2, 4)
+    add(r7, 4)
     cmp(r1, r3)
-    bne(MAC4)
-    label(REST)
-    ldr(r3, [r7, 12])
-    ldr(r4, [r7, 28])
-    add(r3, r3, r4)  # end of the row
+    bne(P4)
+    label(PREST)
+    mov(r4, r8)
+    ldr(r3, [r4, 80])  # xend
     cmp(r1, r3)
-    beq(REQ)
-    label(MAC1)
+    beq(PREQ)
+    label(P1)
     ldr(r4, [r1, 0])
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 4)
+    add(r2, 1)
+    add(r7, 1)
+    cmp(r1, r3)
+    bne(P1)
+    label(PREQ)
+    mov(r2, r7)  # W row o + 2
+    bl(RQ)
+    mov(r0, r6)
+    bl(RQ)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 2)
+    str(r4, [r7, 72])
+    cmp(r4, 2)
+    blt(NOPAIR)
+    b(PAIR)
+    label(NOPAIR)
+    cmp(r4, 0)
+    beq(ROWEND)
+    label(SINGLE)  # the last output of an odd n_out
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 80])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 64])
+    label(S1)
+    ldr(r4, [r1, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
     add(r1, 4)
     add(r2, 1)
     cmp(r1, r3)
-    bne(MAC1)
-    label(REQ)
-    ldr(r4, [r7, 68])
-    ldrh(r5, [r4, 0])  # M[o] (0..32767)
-    add(r4, 2)
-    str(r4, [r7, 68])
-    mul(r0, r5)
-    ldr(r4, [r7, 44])
-    add(r0, r0, r4)
-    ldr(r4, [r7, 40])
-    asr(r0, r4)
-    ldr(r4, [r7, 48])
-    cmp(r0, r4)
-    bge(LOOK)
-    mov(r0, r4)
-    label(LOOK)
-    ldr(r4, [r7, 52])
-    cmp(r0, r4)
-    ble(HIOK)
-    mov(r0, r4)
-    label(HIOK)
-    ldr(r4, [r7, 16])
-    str(r0, [r4, 0])
-    add(r4, 4)
-    str(r4, [r7, 16])  # y advances over every output of every row
-    ldr(r4, [r7, 72])
-    sub(r4, 1)
-    str(r4, [r7, 72])
-    beq(ROWEND)
-    b(OUT)
+    bne(S1)
+    bl(RQ)
     label(ROWEND)
-    ldr(r4, [r7, 12])
+    mov(r7, r8)
+    ldr(r4, [r7, 80])
+    str(r4, [r7, 12])  # xrow = xend
     ldr(r5, [r7, 28])
     add(r4, r4, r5)
-    str(r4, [r7, 12])  # xrow += n_in
+    str(r4, [r7, 80])
     ldr(r4, [r7, 60])
     ldr(r5, [r7, 56])
     add(r4, r4, r5)
@@ -185,7 +230,36 @@ def _dense(r0, r1, r2, r3):
     str(r4, [r7, 24])
     beq(DONE)
     b(ROW)
+    label(RQ)  # requant r0 into y[o], y advances (uses r3..r5)
+    mov(r3, r8)
+    ldr(r4, [r3, 68])
+    ldrh(r5, [r4, 0])  # M[o] (0..32767)
+    add(r4, 2)
+    str(r4, [r3, 68])
+    mul(r0, r5)
+    ldr(r4, [r3, 44])
+    add(r0, r0, r4)
+    ldr(r4, [r3, 40])
+    asr(r0, r4)
+    ldr(r4, [r3, 48])
+    cmp(r0, r4)
+    bge(RQLO)
+    mov(r0, r4)
+    label(RQLO)
+    ldr(r4, [r3, 52])
+    cmp(r0, r4)
+    ble(RQHI)
+    mov(r0, r4)
+    label(RQHI)
+    ldr(r4, [r3, 16])
+    str(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r3, 16])
+    bx(lr)
     label(DONE)
+    mov(r7, r8)
+    ldr(r4, [r7, 84])
+    mov(r8, r4)
     mov(r0, 0)
 
 
@@ -193,142 +267,216 @@ def _dense(r0, r1, r2, r3):
 @micropython.asm_thumb
 def _embed(r0, r1, r2, r3):
     mov(r7, r3)
-    str(r0, [r7, 12])
-    str(r1, [r7, 16])
-    str(r2, [r7, 20])
-    ldr(r6, [r7, 8])
+    mov(r4, r8)
+    str(r4, [r7, 84])  # r8, restored at the end
+    mov(r8, r7)  # _A lives in r8
+    str(r0, [r7, 12])  # xrow
+    str(r1, [r7, 16])  # y
+    str(r2, [r7, 20])  # W
+    ldr(r6, [r7, 8])  # p
     ldr(r4, [r6, 0])
     str(r4, [r7, 24])  # rows
-    ldr(r4, [r6, 4])
-    str(r4, [r7, 28])  # xlen = n_in bytes
+    ldr(r4, [r6, 4])  # n_in
+    str(r4, [r7, 76])  # bytes of a W row
+    str(r4, [r7, 28])  # xlen
     lsr(r4, r4, 2)
     lsl(r4, r4, 2)
-    str(r4, [r7, 32])  # x4len
+    str(r4, [r7, 32])  # x4len: the whole groups of 4
+    ldr(r5, [r7, 12])
+    ldr(r4, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 80])  # xend
     ldr(r4, [r6, 8])
-    str(r4, [r7, 36])
+    str(r4, [r7, 36])  # n_out
     ldr(r4, [r6, 12])
-    str(r4, [r7, 40])
+    str(r4, [r7, 40])  # shift
     sub(r4, 1)
     mov(r5, 1)
     lsl(r5, r4)
-    str(r5, [r7, 44])
+    str(r5, [r7, 44])  # rnd
     ldr(r4, [r6, 16])
-    str(r4, [r7, 48])
+    str(r4, [r7, 48])  # act_min
     ldr(r4, [r6, 20])
-    str(r4, [r7, 52])
+    str(r4, [r7, 52])  # act_max
     ldr(r4, [r6, 24])
     lsl(r4, r4, 2)
-    str(r4, [r7, 56])
+    str(r4, [r7, 56])  # bstep
     ldr(r4, [r7, 0])
-    str(r4, [r7, 60])
+    str(r4, [r7, 60])  # brow
     label(ROW)
+    mov(r7, r8)
     ldr(r4, [r7, 60])
-    str(r4, [r7, 64])
+    str(r4, [r7, 64])  # bptr = brow
     ldr(r4, [r7, 4])
-    str(r4, [r7, 68])
+    str(r4, [r7, 68])  # mptr = M
     ldr(r4, [r7, 36])
-    str(r4, [r7, 72])
-    ldr(r2, [r7, 20])
-    label(OUT)
+    str(r4, [r7, 72])  # outputs left
+    ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 2)
+    bge(PAIR)
+    b(SINGLE)
+    label(PAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
+    mov(r7, r8)
     ldr(r1, [r7, 12])
     ldr(r3, [r7, 32])
     add(r3, r3, r1)
     ldr(r4, [r7, 64])
     ldr(r0, [r4, 0])
-    add(r4, 4)
+    ldr(r6, [r4, 4])
+    add(r4, 8)
     str(r4, [r7, 64])
+    ldr(r5, [r7, 76])
+    add(r7, r2, r5)
     cmp(r1, r3)
-    beq(REST)
-    label(MAC4)
+    beq(PREST)
+    label(P4)
     ldrb(r4, [r1, 0])
     data(2, 0xB264)  # sxtb r4, r4
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)  # sxtb r5, r5
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
     ldrb(r4, [r1, 1])
-    data(2, 0xB264)
+    data(2, 0xB264)  # sxtb r4, r4
     ldrb(r5, [r2, 1])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 1])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r6, r6, r5)
     ldrb(r4, [r1, 2])
-    data(2, 0xB264)
+    data(2, 0xB264)  # sxtb r4, r4
     ldrb(r5, [r2, 2])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 2])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r6, r6, r5)
     ldrb(r4, [r1, 3])
-    data(2, 0xB264)
+    data(2, 0xB264)  # sxtb r4, r4
     ldrb(r5, [r2, 3])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 3])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r6, r6, r5)
     add(r1, 4)
     add(r2, 4)
+    add(r7, 4)
     cmp(r1, r3)
-    bne(MAC4)
-    label(REST)
-    ldr(r3, [r7, 12])
-    ldr(r4, [r7, 28])
-    add(r3, r3, r4)
+    bne(P4)
+    label(PREST)
+    mov(r4, r8)
+    ldr(r3, [r4, 80])  # xend
     cmp(r1, r3)
-    beq(REQ)
-    label(MAC1)
+    beq(PREQ)
+    label(P1)
     ldrb(r4, [r1, 0])
     data(2, 0xB264)
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)
-    mul(r4, r5)
-    add(r0, r0, r4)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 1)
+    add(r2, 1)
+    add(r7, 1)
+    cmp(r1, r3)
+    bne(P1)
+    label(PREQ)
+    mov(r2, r7)  # W row o + 2
+    bl(RQ)
+    mov(r0, r6)
+    bl(RQ)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 2)
+    str(r4, [r7, 72])
+    cmp(r4, 2)
+    blt(NOPAIR)
+    b(PAIR)
+    label(NOPAIR)
+    cmp(r4, 0)
+    beq(ROWEND)
+    label(SINGLE)  # the last output of an odd n_out
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 80])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 64])
+    label(S1)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
     add(r1, 1)
     add(r2, 1)
     cmp(r1, r3)
-    bne(MAC1)
-    label(REQ)
-    ldr(r4, [r7, 68])
-    ldrh(r5, [r4, 0])
-    add(r4, 2)
-    str(r4, [r7, 68])
-    mul(r0, r5)
-    ldr(r4, [r7, 44])
-    add(r0, r0, r4)
-    ldr(r4, [r7, 40])
-    asr(r0, r4)
-    ldr(r4, [r7, 48])
-    cmp(r0, r4)
-    bge(LOOK)
-    mov(r0, r4)
-    label(LOOK)
-    ldr(r4, [r7, 52])
-    cmp(r0, r4)
-    ble(HIOK)
-    mov(r0, r4)
-    label(HIOK)
-    ldr(r4, [r7, 16])
-    str(r0, [r4, 0])
-    add(r4, 4)
-    str(r4, [r7, 16])
-    ldr(r4, [r7, 72])
-    sub(r4, 1)
-    str(r4, [r7, 72])
-    beq(ROWEND)
-    b(OUT)
+    bne(S1)
+    bl(RQ)
     label(ROWEND)
-    ldr(r4, [r7, 12])
+    mov(r7, r8)
+    ldr(r4, [r7, 80])
+    str(r4, [r7, 12])  # xrow = xend
     ldr(r5, [r7, 28])
     add(r4, r4, r5)
-    str(r4, [r7, 12])
+    str(r4, [r7, 80])
     ldr(r4, [r7, 60])
     ldr(r5, [r7, 56])
     add(r4, r4, r5)
-    str(r4, [r7, 60])
+    str(r4, [r7, 60])  # brow += bstride
     ldr(r4, [r7, 24])
     sub(r4, 1)
     str(r4, [r7, 24])
     beq(DONE)
     b(ROW)
+    label(RQ)  # requant r0 into y[o], y advances (uses r3..r5)
+    mov(r3, r8)
+    ldr(r4, [r3, 68])
+    ldrh(r5, [r4, 0])  # M[o] (0..32767)
+    add(r4, 2)
+    str(r4, [r3, 68])
+    mul(r0, r5)
+    ldr(r4, [r3, 44])
+    add(r0, r0, r4)
+    ldr(r4, [r3, 40])
+    asr(r0, r4)
+    ldr(r4, [r3, 48])
+    cmp(r0, r4)
+    bge(RQLO)
+    mov(r0, r4)
+    label(RQLO)
+    ldr(r4, [r3, 52])
+    cmp(r0, r4)
+    ble(RQHI)
+    mov(r0, r4)
+    label(RQHI)
+    ldr(r4, [r3, 16])
+    str(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r3, 16])
+    bx(lr)
     label(DONE)
+    mov(r7, r8)
+    ldr(r4, [r7, 84])
+    mov(r8, r4)
     mov(r0, 0)
 
 
@@ -654,6 +802,103 @@ def _attn(r0, r1, r2, r3):
     mov(r0, 0)
 
 
+# --- add: r0 x, r1 y, r2 p = n, M_x, M_y, shift: y[i] = clamp((x M_x + y M_y + rnd) >> shift)
+@micropython.asm_thumb
+def _add(r0, r1, r2):
+    mov(r4, r8)
+    push({r4})
+    ldr(r3, [r2, 0])
+    lsl(r3, r3, 2)
+    add(r3, r3, r0)  # x end
+    ldr(r6, [r2, 4])  # M_x
+    ldr(r7, [r2, 8])  # M_y
+    ldr(r2, [r2, 12])  # shift
+    sub(r2, 1)
+    mov(r4, 1)
+    lsl(r4, r2)
+    mov(r8, r4)  # rnd
+    add(r2, 1)
+    cmp(r0, r3)
+    beq(END)
+    label(LOOP)
+    ldr(r4, [r0, 0])
+    mul(r4, r6)
+    ldr(r5, [r1, 0])
+    mul(r5, r7)
+    add(r4, r4, r5)
+    data(2, 0x4444)  # add r4, r8
+    asr(r4, r2)
+    mov(r5, 127)
+    cmp(r4, r5)
+    ble(HIOK)
+    mov(r4, r5)
+    label(HIOK)
+    mvn(r5, r5)  # -128
+    cmp(r4, r5)
+    bge(LOOK)
+    mov(r4, r5)
+    label(LOOK)
+    str(r4, [r1, 0])
+    add(r0, 4)
+    add(r1, 4)
+    cmp(r0, r3)
+    bne(LOOP)
+    label(END)
+    pop({r4})
+    mov(r8, r4)
+    mov(r0, 0)
+
+
+# --- pool: r0 x [S, E], r1 y [E], r2 p = S, E, M, shift: y[c] = requant(sum_s x[s, c])
+@micropython.asm_thumb
+def _pool(r0, r1, r2):
+    mov(r7, r8)
+    push({r7})
+    ldr(r3, [r2, 4])
+    lsl(r3, r3, 2)  # row = E * 4
+    add(r7, r1, r3)
+    mov(r8, r7)  # y end
+    label(COL)
+    mov(r4, r0)
+    ldr(r6, [r2, 0])
+    mul(r6, r3)
+    add(r6, r6, r0)  # the column's end
+    mov(r5, 0)
+    label(SUM)
+    ldr(r7, [r4, 0])
+    add(r5, r5, r7)
+    add(r4, r4, r3)
+    cmp(r4, r6)
+    bne(SUM)
+    ldr(r7, [r2, 8])
+    mul(r5, r7)
+    ldr(r6, [r2, 12])
+    sub(r6, 1)
+    mov(r7, 1)
+    lsl(r7, r6)
+    add(r5, r5, r7)
+    add(r6, 1)
+    asr(r5, r6)
+    mov(r7, 127)
+    cmp(r5, r7)
+    ble(HIOK)
+    mov(r5, r7)
+    label(HIOK)
+    mvn(r7, r7)
+    cmp(r5, r7)
+    bge(LOOK)
+    mov(r5, r7)
+    label(LOOK)
+    str(r5, [r1, 0])
+    add(r1, 4)
+    add(r0, 4)
+    data(2, 0x4541)  # cmp r1, r8
+    bne(COL)
+    pop({r7})
+    mov(r8, r7)
+    mov(r0, 0)
+
+
 @micropython.viper
 def dense(x, y, w, b: ptr32, m: ptr16, p: ptr32):
     a = ptr32(_A)
@@ -679,6 +924,16 @@ def attn(q, k, v, ctx: ptr32, sc: ptr32, p: ptr32):
     a[1] = int(sc)
     a[2] = int(p)
     _attn(q, k, v, _A)
+
+
+@micropython.viper
+def add(x, y, _a, _b, _c, p):
+    _add(x, y, p)
+
+
+@micropython.viper
+def pool(x, y, _a, _b, _c, p):
+    _pool(x, y, p)
 
 
 INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load)
