@@ -351,6 +351,12 @@ class Model:
                 self._loadp = array.array("i", [0, 0])
                 self.embed = self._prog8[0]  # run_int8_tokens starts after it
                 self._tail8 = self._prog8[1:]
+            # a set that runs a whole program in one call (thumb) fuses the steps
+            fuse = getattr(_kernel_module(kernels), "fuse", None)
+            if fuse is not None:
+                self._prog8 = fuse(self._prog8)
+                if self.seq:
+                    self._tail8 = fuse(self._tail8)
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
             self._outp = array.array("i", [4 * self.n_classes] * 2)

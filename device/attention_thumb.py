@@ -38,28 +38,44 @@ import array
 import sys
 
 import micropython
-from attention_viper import load, myattn, myquery, relu
+from attention_viper import load, myattn, myquery
+from micropython import const
 
 if not 4 <= (getattr(sys.implementation, "_mpy", 0) >> 10) & 0x0F <= 8:
     raise ImportError("attention_thumb: not a Thumb (Cortex-M) port")
 
 # loop state of the running kernel: [0..2] the shim's buffer addresses, then scratch words
 _A = array.array("i", [0] * 32)
+_ONE = array.array("i", [0] * 7)  # a one-step program
 
 
 # --- dense: r0 x (int32 rows), r1 y, r2 W (int8), r3 _A = [b, M, p, scratch...]; two outputs
 # at a time (one x load for two MACs; W row o + 1 is n_in bytes on), the last of an odd n_out
-# alone. _A lives in r8 (r7 walks W row o + 1). Scratch (byte offsets in _A): 12 xrow, 16 y,
-# 20 W, 24 rows left, 28 xlen, 32 x4len, 36 n_out, 40 shift, 44 rnd, 48 act_min, 52 act_max,
-# 56 bstep, 60 brow, 64 bptr, 68 mptr, 72 outputs left, 76 n_in, 80 xend, 84 saved r8
+# alone. High registers hold what the requant of every output reads (r8 _A, r9 M's walker,
+# r10 y's walker, r11 rnd, r12 shift; saved at 84..100 and restored); r7 walks W row o + 1.
+# Scratch (byte offsets in _A): 12 xrow, 20 W, 24 rows left, 28 xlen, 32 x4len, 36 n_out,
+# 40 x4end, 48 act_min, 52 act_max, 56 bstep, 60 brow, 64 bptr, 72 outputs left, 76 n_in,
+# 80 xend
 @micropython.asm_thumb
-def _dense(r0, r1, r2, r3):
+def _run(r0):
+    bl(RUN)  # the runner is last: it falls into the epilogue
+
+    label(DE)
+    data(2, 0xB500)  # push {lr}
     mov(r7, r3)
     mov(r4, r8)
     str(r4, [r7, 84])  # r8, restored at the end
-    mov(r8, r7)  # _A lives in r8
+    mov(r4, r9)
+    str(r4, [r7, 88])  # r9, restored at the end
+    mov(r4, r10)
+    str(r4, [r7, 92])  # r10, restored at the end
+    mov(r4, r11)
+    str(r4, [r7, 96])  # r11, restored at the end
+    mov(r4, r12)
+    str(r4, [r7, 100])  # r12, restored at the end
+    mov(r8, r7)  # _A
     str(r0, [r7, 12])  # xrow
-    str(r1, [r7, 16])  # y
+    mov(r10, r1)  # y
     str(r2, [r7, 20])  # W
     ldr(r6, [r7, 8])  # p
     ldr(r4, [r6, 0])
@@ -71,18 +87,14 @@ def _dense(r0, r1, r2, r3):
     lsr(r4, r4, 2)
     lsl(r4, r4, 4)
     str(r4, [r7, 32])  # x4len: the whole groups of 4
-    ldr(r5, [r7, 12])
-    ldr(r4, [r7, 28])
-    add(r4, r4, r5)
-    str(r4, [r7, 80])  # xend
     ldr(r4, [r6, 8])
     str(r4, [r7, 36])  # n_out
     ldr(r4, [r6, 12])
-    str(r4, [r7, 40])  # shift
+    mov(r12, r4)  # shift
     sub(r4, 1)
     mov(r5, 1)
     lsl(r5, r4)
-    str(r5, [r7, 44])  # rnd
+    mov(r11, r5)  # rnd
     ldr(r4, [r6, 16])
     str(r4, [r7, 48])  # act_min
     ldr(r4, [r6, 20])
@@ -92,23 +104,29 @@ def _dense(r0, r1, r2, r3):
     str(r4, [r7, 56])  # bstep
     ldr(r4, [r7, 0])
     str(r4, [r7, 60])  # brow
-    label(ROW)
+    label(DEROW)
     mov(r7, r8)
+    ldr(r5, [r7, 12])
+    ldr(r4, [r7, 32])
+    add(r4, r4, r5)
+    str(r4, [r7, 40])  # x4end
+    ldr(r4, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 80])  # xend
     ldr(r4, [r7, 60])
     str(r4, [r7, 64])  # bptr = brow
     ldr(r4, [r7, 4])
-    str(r4, [r7, 68])  # mptr = M
+    mov(r9, r4)  # mptr = M
     ldr(r4, [r7, 36])
     str(r4, [r7, 72])  # outputs left
     ldr(r2, [r7, 20])  # w = W (its rows follow each other)
     cmp(r4, 2)
-    bge(PAIR)
-    b(SINGLE)
-    label(PAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
+    bge(DEPAIR)
+    b(DESINGLE)
+    label(DEPAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
     mov(r7, r8)
     ldr(r1, [r7, 12])
-    ldr(r3, [r7, 32])
-    add(r3, r3, r1)
+    ldr(r3, [r7, 40])
     ldr(r4, [r7, 64])
     ldr(r0, [r4, 0])
     ldr(r6, [r4, 4])
@@ -117,8 +135,8 @@ def _dense(r0, r1, r2, r3):
     ldr(r5, [r7, 76])
     add(r7, r2, r5)
     cmp(r1, r3)
-    beq(PREST)
-    label(P4)
+    beq(DEPREST)
+    label(DEP4)
     ldr(r4, [r1, 0])
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)  # sxtb r5, r5
@@ -159,13 +177,13 @@ def _dense(r0, r1, r2, r3):
     add(r2, 4)
     add(r7, 4)
     cmp(r1, r3)
-    bne(P4)
-    label(PREST)
+    bne(DEP4)
+    label(DEPREST)
     mov(r4, r8)
     ldr(r3, [r4, 80])  # xend
     cmp(r1, r3)
-    beq(PREQ)
-    label(P1)
+    beq(DEPREQ)
+    label(DEP1)
     ldr(r4, [r1, 0])
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)
@@ -179,23 +197,23 @@ def _dense(r0, r1, r2, r3):
     add(r2, 1)
     add(r7, 1)
     cmp(r1, r3)
-    bne(P1)
-    label(PREQ)
+    bne(DEP1)
+    label(DEPREQ)
     mov(r2, r7)  # W row o + 2
-    bl(RQ)
+    bl(DERQ)
     mov(r0, r6)
-    bl(RQ)
+    bl(DERQ)
     mov(r7, r8)
     ldr(r4, [r7, 72])
     sub(r4, 2)
     str(r4, [r7, 72])
     cmp(r4, 2)
-    blt(NOPAIR)
-    b(PAIR)
-    label(NOPAIR)
+    blt(DENOPAIR)
+    b(DEPAIR)
+    label(DENOPAIR)
     cmp(r4, 0)
-    beq(ROWEND)
-    label(SINGLE)  # the last output of an odd n_out
+    beq(DEROWEND)
+    label(DESINGLE)  # the last output of an odd n_out
     mov(r7, r8)
     ldr(r1, [r7, 12])
     ldr(r3, [r7, 80])
@@ -203,7 +221,7 @@ def _dense(r0, r1, r2, r3):
     ldr(r0, [r4, 0])
     add(r4, 4)
     str(r4, [r7, 64])
-    label(S1)
+    label(DES1)
     ldr(r4, [r1, 0])
     ldrb(r5, [r2, 0])
     data(2, 0xB26D)
@@ -212,15 +230,12 @@ def _dense(r0, r1, r2, r3):
     add(r1, 4)
     add(r2, 1)
     cmp(r1, r3)
-    bne(S1)
-    bl(RQ)
-    label(ROWEND)
+    bne(DES1)
+    bl(DERQ)
+    label(DEROWEND)
     mov(r7, r8)
     ldr(r4, [r7, 80])
     str(r4, [r7, 12])  # xrow = xend
-    ldr(r5, [r7, 28])
-    add(r4, r4, r5)
-    str(r4, [r7, 80])
     ldr(r4, [r7, 60])
     ldr(r5, [r7, 56])
     add(r4, r4, r5)
@@ -228,265 +243,49 @@ def _dense(r0, r1, r2, r3):
     ldr(r4, [r7, 24])
     sub(r4, 1)
     str(r4, [r7, 24])
-    beq(DONE)
-    b(ROW)
-    label(RQ)  # requant r0 into y[o], y advances (uses r3..r5)
-    mov(r3, r8)
-    ldr(r4, [r3, 68])
+    beq(DEDONE)
+    b(DEROW)
+    label(DERQ)  # r0 = clamp((r0 M[o] + rnd) >> shift) into y[o]; M and y advance
+    mov(r4, r9)
     ldrh(r5, [r4, 0])  # M[o] (0..32767)
     add(r4, 2)
-    str(r4, [r3, 68])
+    mov(r9, r4)
     mul(r0, r5)
-    ldr(r4, [r3, 44])
-    add(r0, r0, r4)
-    ldr(r4, [r3, 40])
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    mov(r4, r12)
     asr(r0, r4)
-    ldr(r4, [r3, 48])
-    cmp(r0, r4)
-    bge(RQLO)
-    mov(r0, r4)
-    label(RQLO)
-    ldr(r4, [r3, 52])
-    cmp(r0, r4)
-    ble(RQHI)
-    mov(r0, r4)
-    label(RQHI)
-    ldr(r4, [r3, 16])
-    str(r0, [r4, 0])
-    add(r4, 4)
-    str(r4, [r3, 16])
-    bx(lr)
-    label(DONE)
-    mov(r7, r8)
-    ldr(r4, [r7, 84])
-    mov(r8, r4)
-    mov(r0, 0)
-
-
-# --- embed: dense over an int8 input buffer (a seq model's window): x is a byte too
-@micropython.asm_thumb
-def _embed(r0, r1, r2, r3):
-    mov(r7, r3)
-    mov(r4, r8)
-    str(r4, [r7, 84])  # r8, restored at the end
-    mov(r8, r7)  # _A lives in r8
-    str(r0, [r7, 12])  # xrow
-    str(r1, [r7, 16])  # y
-    str(r2, [r7, 20])  # W
-    ldr(r6, [r7, 8])  # p
-    ldr(r4, [r6, 0])
-    str(r4, [r7, 24])  # rows
-    ldr(r4, [r6, 4])  # n_in
-    str(r4, [r7, 76])  # bytes of a W row
-    str(r4, [r7, 28])  # xlen
-    lsr(r4, r4, 2)
-    lsl(r4, r4, 2)
-    str(r4, [r7, 32])  # x4len: the whole groups of 4
-    ldr(r5, [r7, 12])
-    ldr(r4, [r7, 28])
-    add(r4, r4, r5)
-    str(r4, [r7, 80])  # xend
-    ldr(r4, [r6, 8])
-    str(r4, [r7, 36])  # n_out
-    ldr(r4, [r6, 12])
-    str(r4, [r7, 40])  # shift
-    sub(r4, 1)
-    mov(r5, 1)
-    lsl(r5, r4)
-    str(r5, [r7, 44])  # rnd
-    ldr(r4, [r6, 16])
-    str(r4, [r7, 48])  # act_min
-    ldr(r4, [r6, 20])
-    str(r4, [r7, 52])  # act_max
-    ldr(r4, [r6, 24])
-    lsl(r4, r4, 2)
-    str(r4, [r7, 56])  # bstep
-    ldr(r4, [r7, 0])
-    str(r4, [r7, 60])  # brow
-    label(ROW)
-    mov(r7, r8)
-    ldr(r4, [r7, 60])
-    str(r4, [r7, 64])  # bptr = brow
-    ldr(r4, [r7, 4])
-    str(r4, [r7, 68])  # mptr = M
-    ldr(r4, [r7, 36])
-    str(r4, [r7, 72])  # outputs left
-    ldr(r2, [r7, 20])  # w = W (its rows follow each other)
-    cmp(r4, 2)
-    bge(PAIR)
-    b(SINGLE)
-    label(PAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
-    mov(r7, r8)
-    ldr(r1, [r7, 12])
-    ldr(r3, [r7, 32])
-    add(r3, r3, r1)
-    ldr(r4, [r7, 64])
-    ldr(r0, [r4, 0])
-    ldr(r6, [r4, 4])
-    add(r4, 8)
-    str(r4, [r7, 64])
-    ldr(r5, [r7, 76])
-    add(r7, r2, r5)
-    cmp(r1, r3)
-    beq(PREST)
-    label(P4)
-    ldrb(r4, [r1, 0])
-    data(2, 0xB264)  # sxtb r4, r4
-    ldrb(r5, [r2, 0])
-    data(2, 0xB26D)  # sxtb r5, r5
-    mul(r5, r4)
-    add(r0, r0, r5)
-    ldrb(r5, [r7, 0])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r6, r6, r5)
-    ldrb(r4, [r1, 1])
-    data(2, 0xB264)  # sxtb r4, r4
-    ldrb(r5, [r2, 1])
-    data(2, 0xB26D)  # sxtb r5, r5
-    mul(r5, r4)
-    add(r0, r0, r5)
-    ldrb(r5, [r7, 1])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r6, r6, r5)
-    ldrb(r4, [r1, 2])
-    data(2, 0xB264)  # sxtb r4, r4
-    ldrb(r5, [r2, 2])
-    data(2, 0xB26D)  # sxtb r5, r5
-    mul(r5, r4)
-    add(r0, r0, r5)
-    ldrb(r5, [r7, 2])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r6, r6, r5)
-    ldrb(r4, [r1, 3])
-    data(2, 0xB264)  # sxtb r4, r4
-    ldrb(r5, [r2, 3])
-    data(2, 0xB26D)  # sxtb r5, r5
-    mul(r5, r4)
-    add(r0, r0, r5)
-    ldrb(r5, [r7, 3])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r6, r6, r5)
-    add(r1, 4)
-    add(r2, 4)
-    add(r7, 4)
-    cmp(r1, r3)
-    bne(P4)
-    label(PREST)
-    mov(r4, r8)
-    ldr(r3, [r4, 80])  # xend
-    cmp(r1, r3)
-    beq(PREQ)
-    label(P1)
-    ldrb(r4, [r1, 0])
-    data(2, 0xB264)
-    ldrb(r5, [r2, 0])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r0, r0, r5)
-    ldrb(r5, [r7, 0])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r6, r6, r5)
-    add(r1, 1)
-    add(r2, 1)
-    add(r7, 1)
-    cmp(r1, r3)
-    bne(P1)
-    label(PREQ)
-    mov(r2, r7)  # W row o + 2
-    bl(RQ)
-    mov(r0, r6)
-    bl(RQ)
-    mov(r7, r8)
-    ldr(r4, [r7, 72])
-    sub(r4, 2)
-    str(r4, [r7, 72])
-    cmp(r4, 2)
-    blt(NOPAIR)
-    b(PAIR)
-    label(NOPAIR)
-    cmp(r4, 0)
-    beq(ROWEND)
-    label(SINGLE)  # the last output of an odd n_out
-    mov(r7, r8)
-    ldr(r1, [r7, 12])
-    ldr(r3, [r7, 80])
-    ldr(r4, [r7, 64])
-    ldr(r0, [r4, 0])
-    add(r4, 4)
-    str(r4, [r7, 64])
-    label(S1)
-    ldrb(r4, [r1, 0])
-    data(2, 0xB264)
-    ldrb(r5, [r2, 0])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r0, r0, r5)
-    add(r1, 1)
-    add(r2, 1)
-    cmp(r1, r3)
-    bne(S1)
-    bl(RQ)
-    label(ROWEND)
-    mov(r7, r8)
-    ldr(r4, [r7, 80])
-    str(r4, [r7, 12])  # xrow = xend
-    ldr(r5, [r7, 28])
-    add(r4, r4, r5)
-    str(r4, [r7, 80])
-    ldr(r4, [r7, 60])
-    ldr(r5, [r7, 56])
-    add(r4, r4, r5)
-    str(r4, [r7, 60])  # brow += bstride
-    ldr(r4, [r7, 24])
-    sub(r4, 1)
-    str(r4, [r7, 24])
-    beq(DONE)
-    b(ROW)
-    label(RQ)  # requant r0 into y[o], y advances (uses r3..r5)
     mov(r3, r8)
-    ldr(r4, [r3, 68])
-    ldrh(r5, [r4, 0])  # M[o] (0..32767)
-    add(r4, 2)
-    str(r4, [r3, 68])
-    mul(r0, r5)
-    ldr(r4, [r3, 44])
-    add(r0, r0, r4)
-    ldr(r4, [r3, 40])
-    asr(r0, r4)
     ldr(r4, [r3, 48])
     cmp(r0, r4)
-    bge(RQLO)
+    bge(DERQLO)
     mov(r0, r4)
-    label(RQLO)
+    label(DERQLO)
     ldr(r4, [r3, 52])
     cmp(r0, r4)
-    ble(RQHI)
+    ble(DERQHI)
     mov(r0, r4)
-    label(RQHI)
-    ldr(r4, [r3, 16])
+    label(DERQHI)
+    mov(r4, r10)
     str(r0, [r4, 0])
     add(r4, 4)
-    str(r4, [r3, 16])
+    mov(r10, r4)
     bx(lr)
-    label(DONE)
+    label(DEDONE)
     mov(r7, r8)
+    ldr(r4, [r7, 100])
+    mov(r12, r4)
+    ldr(r4, [r7, 96])
+    mov(r11, r4)
+    ldr(r4, [r7, 92])
+    mov(r10, r4)
+    ldr(r4, [r7, 88])
+    mov(r9, r4)
     ldr(r4, [r7, 84])
     mov(r8, r4)
-    mov(r0, 0)
+    data(2, 0xBD00)  # pop {pc}
 
-
-# --- attn: r0 q, r1 k, r2 v, r3 _A = [ctx, sc, p, scratch...]
-# scratch (byte offsets): 12 q, 16 k, 20 v, 24 S, 28 row (E*4), 32 dlen (D*4), 36 d4len,
-# 40 heads left, 44 c0 (bytes), 48 query rows left, 52 qrow, 56 M_sm, 60 shift_sm, 64 r_sm,
-# 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 mx, 84 sum, 88 R = 2**30 // sum, 92 ctx out,
-# 96 pb (the probabilities, sc + S*4), 100 pend, 104 saved r8, 108 col, 112 col end
-@micropython.asm_thumb
-def _attn(r0, r1, r2, r3):
+    label(AT)
+    data(2, 0xB500)  # push {lr}
     mov(r7, r3)
     str(r0, [r7, 12])
     str(r1, [r7, 16])
@@ -531,27 +330,27 @@ def _attn(r0, r1, r2, r3):
     str(r5, [r7, 76])  # r_ctx
     mov(r4, 0)
     str(r4, [r7, 44])  # c0 = 0
-    label(HEAD)
+    label(ATHEAD)
     ldr(r4, [r7, 24])
     str(r4, [r7, 48])  # query rows left = S
     ldr(r4, [r7, 12])
     ldr(r5, [r7, 44])
     add(r4, r4, r5)
     str(r4, [r7, 52])  # qrow = q + c0
-    label(QROW)
+    label(ATQROW)
     # scores: sc[j] = q[i, head] . k[j, head], their max
     ldr(r4, [r7, 16])
     ldr(r5, [r7, 44])
     add(r2, r4, r5)  # k[0, head]
     ldr(r6, [r7, 4])  # sc
-    label(SJ)
+    label(ATSJ)
     ldr(r1, [r7, 52])
     ldr(r3, [r7, 36])
     add(r3, r3, r1)
     mov(r0, 0)
     cmp(r1, r3)
-    beq(S1)
-    label(S4)
+    beq(ATS1)
+    label(ATS4)
     ldr(r4, [r1, 0])
     ldr(r5, [r2, 0])
     mul(r4, r5)
@@ -571,14 +370,14 @@ def _attn(r0, r1, r2, r3):
     add(r1, 16)
     add(r2, 16)
     cmp(r1, r3)
-    bne(S4)
-    label(S1)
+    bne(ATS4)
+    label(ATS1)
     ldr(r4, [r7, 52])
     ldr(r3, [r7, 32])
     add(r3, r3, r4)
     cmp(r1, r3)
-    beq(S2)
-    label(S1L)
+    beq(ATS2)
+    label(ATS1L)
     ldr(r4, [r1, 0])
     ldr(r5, [r2, 0])
     mul(r4, r5)
@@ -586,18 +385,18 @@ def _attn(r0, r1, r2, r3):
     add(r1, 4)
     add(r2, 4)
     cmp(r1, r3)
-    bne(S1L)
-    label(S2)
+    bne(ATS1L)
+    label(ATS2)
     str(r0, [r6, 0])
     ldr(r4, [r7, 4])
     cmp(r6, r4)
-    beq(SETMX)  # the first score sets the max
+    beq(ATSETMX)  # the first score sets the max
     ldr(r4, [r7, 80])
     cmp(r0, r4)
-    ble(NOMX)
-    label(SETMX)
+    ble(ATNOMX)
+    label(ATSETMX)
     str(r0, [r7, 80])
-    label(NOMX)
+    label(ATNOMX)
     ldr(r4, [r7, 28])
     ldr(r5, [r7, 32])
     sub(r4, r4, r5)
@@ -605,14 +404,14 @@ def _attn(r0, r1, r2, r3):
     add(r6, 4)
     ldr(r4, [r7, 96])
     cmp(r6, r4)
-    bne(SJ)
+    bne(ATSJ)
     # softmax_q14: e[j] at pb[j], their sum
     ldr(r6, [r7, 4])
     ldr(r2, [r7, 96])
     mov(r3, 0)
     ldr(r1, [r7, 8])
     add(r1, 32)  # EXP_HI = p[8:24]; EXP_LO 64 bytes on
-    label(EJ)
+    label(ATEJ)
     ldr(r0, [r7, 80])
     ldr(r4, [r6, 0])
     sub(r0, r0, r4)
@@ -624,7 +423,7 @@ def _attn(r0, r1, r2, r3):
     asr(r0, r4)  # idx >= 0
     mov(r5, 0)
     cmp(r0, 255)
-    bgt(EZ)  # e = 0 past the table
+    bgt(ATEZ)  # e = 0 past the table
     lsr(r4, r0, 4)
     lsl(r4, r4, 2)
     add(r4, r4, r1)
@@ -639,35 +438,35 @@ def _attn(r0, r1, r2, r3):
     lsl(r4, r4, 13)
     add(r5, r5, r4)
     asr(r5, r5, 14)
-    label(EZ)
+    label(ATEZ)
     str(r5, [r2, 0])
     add(r3, r3, r5)
     add(r6, 4)
     add(r2, 4)
     ldr(r4, [r7, 96])
     cmp(r6, r4)
-    bne(EJ)
+    bne(ATEJ)
     # R = 2**30 // sum, bit-serial (32 steps; the quotient bit is the carry after cmp/sub)
     mov(r0, 1)
     lsl(r0, r0, 30)
     mov(r1, 0)
     mov(r2, 0)
     mov(r4, 32)
-    label(RD)
+    label(ATRD)
     lsl(r0, r0, 1)
     adc(r1, r1)
     cmp(r1, r3)
-    bcc(RD1)
+    bcc(ATRD1)
     sub(r1, r1, r3)
-    label(RD1)
+    label(ATRD1)
     adc(r2, r2)
     sub(r4, 1)
-    bne(RD)
+    bne(ATRD)
     str(r2, [r7, 88])
     # p[j] = ((e << 14) + half) // sum
     ldr(r2, [r7, 96])
     lsr(r6, r3, 1)  # half
-    label(PJ)
+    label(ATPJ)
     ldr(r0, [r2, 0])
     lsl(r0, r0, 14)
     add(r0, r0, r6)  # N
@@ -678,18 +477,18 @@ def _attn(r0, r1, r2, r3):
     mov(r4, r1)
     mul(r4, r3)
     sub(r0, r0, r4)  # N - q0 sum >= 0
-    label(PFIX)
+    label(ATPFIX)
     cmp(r0, r3)
-    bcc(PDONE)
+    bcc(ATPDONE)
     sub(r0, r0, r3)
     add(r1, 1)
-    b(PFIX)
-    label(PDONE)
+    b(ATPFIX)
+    label(ATPDONE)
     str(r1, [r2, 0])
     add(r2, 4)
     ldr(r4, [r7, 100])
     cmp(r2, r4)
-    bne(PJ)
+    bne(ATPJ)
     # ctx[i, c] = requant(sum_j p[j] v[j, c]), two columns at a time
     ldr(r4, [r7, 52])
     ldr(r5, [r7, 12])
@@ -706,20 +505,20 @@ def _attn(r0, r1, r2, r3):
     str(r5, [r7, 112])  # col end
     ldr(r4, [r7, 100])
     mov(r8, r4)  # pend
-    label(CC)
+    label(ATCC)
     ldr(r2, [r7, 108])
     ldr(r4, [r7, 112])
     sub(r4, r4, r2)
     cmp(r4, 4)
-    bgt(PAIR)
-    beq(SINGLE)
-    b(CDONE)
-    label(PAIR)
+    bgt(ATPAIR)
+    beq(ATSINGLE)
+    b(ATCDONE)
+    label(ATPAIR)
     ldr(r1, [r7, 96])
     ldr(r3, [r7, 28])
     mov(r0, 0)
     mov(r6, 0)
-    label(CJ2)
+    label(ATCJ2)
     ldr(r4, [r1, 0])
     ldr(r5, [r2, 0])
     mul(r5, r4)
@@ -730,19 +529,19 @@ def _attn(r0, r1, r2, r3):
     add(r2, r2, r3)
     add(r1, 4)
     data(2, 0x4541)  # cmp r1, r8
-    bne(CJ2)
-    bl(REQ)
+    bne(ATCJ2)
+    bl(ATREQ)
     mov(r0, r6)
-    bl(REQ)
+    bl(ATREQ)
     ldr(r4, [r7, 108])
     add(r4, 8)
     str(r4, [r7, 108])
-    b(CC)
-    label(SINGLE)
+    b(ATCC)
+    label(ATSINGLE)
     ldr(r1, [r7, 96])
     ldr(r3, [r7, 28])
     mov(r0, 0)
-    label(CJ1)
+    label(ATCJ1)
     ldr(r4, [r1, 0])
     ldr(r5, [r2, 0])
     mul(r5, r4)
@@ -750,11 +549,11 @@ def _attn(r0, r1, r2, r3):
     add(r2, r2, r3)
     add(r1, 4)
     data(2, 0x4541)  # cmp r1, r8
-    bne(CJ1)
-    bl(REQ)
-    b(CDONE)
+    bne(ATCJ1)
+    bl(ATREQ)
+    b(ATCDONE)
     # requant r0 with M_ctx, shift_ctx into [-128, 127], store at ctx out and advance it
-    label(REQ)
+    label(ATREQ)
     ldr(r4, [r7, 68])
     mul(r0, r4)
     ldr(r4, [r7, 76])
@@ -763,20 +562,20 @@ def _attn(r0, r1, r2, r3):
     asr(r0, r4)
     mov(r4, 127)
     cmp(r0, r4)
-    ble(RQHI)
+    ble(ATRQHI)
     mov(r0, r4)
-    label(RQHI)
+    label(ATRQHI)
     mvn(r4, r4)  # -128
     cmp(r0, r4)
-    bge(RQLO)
+    bge(ATRQLO)
     mov(r0, r4)
-    label(RQLO)
+    label(ATRQLO)
     ldr(r4, [r7, 92])
     str(r0, [r4, 0])
     add(r4, 4)
     str(r4, [r7, 92])
     bx(lr)
-    label(CDONE)
+    label(ATCDONE)
     ldr(r4, [r7, 52])
     ldr(r5, [r7, 28])
     add(r4, r4, r5)
@@ -784,9 +583,9 @@ def _attn(r0, r1, r2, r3):
     ldr(r4, [r7, 48])
     sub(r4, 1)
     str(r4, [r7, 48])
-    beq(NEXTH)
-    b(QROW)
-    label(NEXTH)
+    beq(ATNEXTH)
+    b(ATQROW)
+    label(ATNEXTH)
     ldr(r4, [r7, 44])
     ldr(r5, [r7, 32])
     add(r4, r4, r5)
@@ -794,17 +593,16 @@ def _attn(r0, r1, r2, r3):
     ldr(r4, [r7, 40])
     sub(r4, 1)
     str(r4, [r7, 40])
-    beq(DONE)
-    b(HEAD)
-    label(DONE)
+    beq(ATDONE)
+    b(ATHEAD)
+    label(ATDONE)
     ldr(r4, [r7, 104])
     mov(r8, r4)
-    mov(r0, 0)
+    data(2, 0xBD00)  # pop {pc}
 
-
-# --- add: r0 x, r1 y, r2 p = n, M_x, M_y, shift: y[i] = clamp((x M_x + y M_y + rnd) >> shift)
-@micropython.asm_thumb
-def _add(r0, r1, r2):
+    label(AD)
+    data(2, 0xB500)  # push {lr}
+    ldr(r2, [r3, 8])  # p
     mov(r4, r8)
     push({r4})
     ldr(r3, [r2, 0])
@@ -819,8 +617,8 @@ def _add(r0, r1, r2):
     mov(r8, r4)  # rnd
     add(r2, 1)
     cmp(r0, r3)
-    beq(END)
-    label(LOOP)
+    beq(ADEND)
+    label(ADLOOP)
     ldr(r4, [r0, 0])
     mul(r4, r6)
     ldr(r5, [r1, 0])
@@ -830,46 +628,45 @@ def _add(r0, r1, r2):
     asr(r4, r2)
     mov(r5, 127)
     cmp(r4, r5)
-    ble(HIOK)
+    ble(ADHIOK)
     mov(r4, r5)
-    label(HIOK)
+    label(ADHIOK)
     mvn(r5, r5)  # -128
     cmp(r4, r5)
-    bge(LOOK)
+    bge(ADLOOK)
     mov(r4, r5)
-    label(LOOK)
+    label(ADLOOK)
     str(r4, [r1, 0])
     add(r0, 4)
     add(r1, 4)
     cmp(r0, r3)
-    bne(LOOP)
-    label(END)
+    bne(ADLOOP)
+    label(ADEND)
     pop({r4})
     mov(r8, r4)
-    mov(r0, 0)
+    data(2, 0xBD00)  # pop {pc}
 
-
-# --- pool: r0 x [S, E], r1 y [E], r2 p = S, E, M, shift: y[c] = requant(sum_s x[s, c])
-@micropython.asm_thumb
-def _pool(r0, r1, r2):
+    label(PO)
+    data(2, 0xB500)  # push {lr}
+    ldr(r2, [r3, 8])  # p
     mov(r7, r8)
     push({r7})
     ldr(r3, [r2, 4])
     lsl(r3, r3, 2)  # row = E * 4
     add(r7, r1, r3)
     mov(r8, r7)  # y end
-    label(COL)
+    label(POCOL)
     mov(r4, r0)
     ldr(r6, [r2, 0])
     mul(r6, r3)
     add(r6, r6, r0)  # the column's end
     mov(r5, 0)
-    label(SUM)
+    label(POSUM)
     ldr(r7, [r4, 0])
     add(r5, r5, r7)
     add(r4, r4, r3)
     cmp(r4, r6)
-    bne(SUM)
+    bne(POSUM)
     ldr(r7, [r2, 8])
     mul(r5, r7)
     ldr(r6, [r2, 12])
@@ -881,59 +678,417 @@ def _pool(r0, r1, r2):
     asr(r5, r6)
     mov(r7, 127)
     cmp(r5, r7)
-    ble(HIOK)
+    ble(POHIOK)
     mov(r5, r7)
-    label(HIOK)
+    label(POHIOK)
     mvn(r7, r7)
     cmp(r5, r7)
-    bge(LOOK)
+    bge(POLOOK)
     mov(r5, r7)
-    label(LOOK)
+    label(POLOOK)
     str(r5, [r1, 0])
     add(r1, 4)
     add(r0, 4)
     data(2, 0x4541)  # cmp r1, r8
-    bne(COL)
+    bne(POCOL)
     pop({r7})
     mov(r8, r7)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(EM)
+    data(2, 0xB500)  # push {lr}
+    mov(r7, r3)
+    mov(r4, r8)
+    str(r4, [r7, 84])  # r8, restored at the end
+    mov(r4, r9)
+    str(r4, [r7, 88])  # r9, restored at the end
+    mov(r4, r10)
+    str(r4, [r7, 92])  # r10, restored at the end
+    mov(r4, r11)
+    str(r4, [r7, 96])  # r11, restored at the end
+    mov(r4, r12)
+    str(r4, [r7, 100])  # r12, restored at the end
+    mov(r8, r7)  # _A
+    str(r0, [r7, 12])  # xrow
+    mov(r10, r1)  # y
+    str(r2, [r7, 20])  # W
+    ldr(r6, [r7, 8])  # p
+    ldr(r4, [r6, 0])
+    str(r4, [r7, 24])  # rows
+    ldr(r4, [r6, 4])  # n_in
+    str(r4, [r7, 76])  # bytes of a W row
+    str(r4, [r7, 28])  # xlen
+    lsr(r4, r4, 2)
+    lsl(r4, r4, 2)
+    str(r4, [r7, 32])  # x4len: the whole groups of 4
+    ldr(r4, [r6, 8])
+    str(r4, [r7, 36])  # n_out
+    ldr(r4, [r6, 12])
+    mov(r12, r4)  # shift
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    mov(r11, r5)  # rnd
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 48])  # act_min
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 52])  # act_max
+    ldr(r4, [r6, 24])
+    lsl(r4, r4, 2)
+    str(r4, [r7, 56])  # bstep
+    ldr(r4, [r7, 0])
+    str(r4, [r7, 60])  # brow
+    label(EMROW)
+    mov(r7, r8)
+    ldr(r5, [r7, 12])
+    ldr(r4, [r7, 32])
+    add(r4, r4, r5)
+    str(r4, [r7, 40])  # x4end
+    ldr(r4, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 80])  # xend
+    ldr(r4, [r7, 60])
+    str(r4, [r7, 64])  # bptr = brow
+    ldr(r4, [r7, 4])
+    mov(r9, r4)  # mptr = M
+    ldr(r4, [r7, 36])
+    str(r4, [r7, 72])  # outputs left
+    ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 2)
+    bge(EMPAIR)
+    b(EMSINGLE)
+    label(EMPAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 40])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    ldr(r6, [r4, 4])
+    add(r4, 8)
+    str(r4, [r7, 64])
+    ldr(r5, [r7, 76])
+    add(r7, r2, r5)
+    cmp(r1, r3)
+    beq(EMPREST)
+    label(EMP4)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldrb(r4, [r1, 1])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 1])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 1])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldrb(r4, [r1, 2])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 2])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 2])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldrb(r4, [r1, 3])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 3])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 3])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 4)
+    add(r2, 4)
+    add(r7, 4)
+    cmp(r1, r3)
+    bne(EMP4)
+    label(EMPREST)
+    mov(r4, r8)
+    ldr(r3, [r4, 80])  # xend
+    cmp(r1, r3)
+    beq(EMPREQ)
+    label(EMP1)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 1)
+    add(r2, 1)
+    add(r7, 1)
+    cmp(r1, r3)
+    bne(EMP1)
+    label(EMPREQ)
+    mov(r2, r7)  # W row o + 2
+    bl(EMRQ)
+    mov(r0, r6)
+    bl(EMRQ)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 2)
+    str(r4, [r7, 72])
+    cmp(r4, 2)
+    blt(EMNOPAIR)
+    b(EMPAIR)
+    label(EMNOPAIR)
+    cmp(r4, 0)
+    beq(EMROWEND)
+    label(EMSINGLE)  # the last output of an odd n_out
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 80])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 64])
+    label(EMS1)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    add(r1, 1)
+    add(r2, 1)
+    cmp(r1, r3)
+    bne(EMS1)
+    bl(EMRQ)
+    label(EMROWEND)
+    mov(r7, r8)
+    ldr(r4, [r7, 80])
+    str(r4, [r7, 12])  # xrow = xend
+    ldr(r4, [r7, 60])
+    ldr(r5, [r7, 56])
+    add(r4, r4, r5)
+    str(r4, [r7, 60])  # brow += bstride
+    ldr(r4, [r7, 24])
+    sub(r4, 1)
+    str(r4, [r7, 24])
+    beq(EMDONE)
+    b(EMROW)
+    label(EMRQ)  # r0 = clamp((r0 M[o] + rnd) >> shift) into y[o]; M and y advance
+    mov(r4, r9)
+    ldrh(r5, [r4, 0])  # M[o] (0..32767)
+    add(r4, 2)
+    mov(r9, r4)
+    mul(r0, r5)
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    mov(r4, r12)
+    asr(r0, r4)
+    mov(r3, r8)
+    ldr(r4, [r3, 48])
+    cmp(r0, r4)
+    bge(EMRQLO)
+    mov(r0, r4)
+    label(EMRQLO)
+    ldr(r4, [r3, 52])
+    cmp(r0, r4)
+    ble(EMRQHI)
+    mov(r0, r4)
+    label(EMRQHI)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    add(r4, 4)
+    mov(r10, r4)
+    bx(lr)
+    label(EMDONE)
+    mov(r7, r8)
+    ldr(r4, [r7, 100])
+    mov(r12, r4)
+    ldr(r4, [r7, 96])
+    mov(r11, r4)
+    ldr(r4, [r7, 92])
+    mov(r10, r4)
+    ldr(r4, [r7, 88])
+    mov(r9, r4)
+    ldr(r4, [r7, 84])
+    mov(r8, r4)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(RE)
+    data(2, 0xB500)  # push {lr}
+    ldr(r2, [r3, 8])  # p
+    ldr(r3, [r2, 0])
+    lsl(r3, r3, 2)
+    add(r3, r3, r1)  # y end
+    cmp(r1, r3)
+    beq(REEND)
+    mov(r5, 0)
+    label(RELOOP)
+    ldr(r4, [r1, 0])
+    cmp(r4, 0)
+    bge(REPOS)
+    str(r5, [r1, 0])
+    label(REPOS)
+    add(r1, 4)
+    cmp(r1, r3)
+    bne(RELOOP)
+    label(REEND)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(RUN)
+    mov(r4, r12)
+    push({r4})
+    mov(r12, r0)  # _A (every kernel keeps r12 or restores it)
+    label(STEP)
+    mov(r7, r12)
+    ldr(r6, [r7, 116])
+    ldr(r4, [r7, 120])
+    cmp(r6, r4)
+    beq(EXIT)
+    ldr(r0, [r6, 4])
+    ldr(r1, [r6, 8])
+    ldr(r2, [r6, 12])
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 0])
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 4])
+    ldr(r4, [r6, 24])
+    str(r4, [r7, 8])
+    ldr(r4, [r6, 0])  # the kernel's code
+    add(r6, 28)
+    str(r6, [r7, 116])
+    mov(r3, r7)
+    cmp(r4, 0)
+    bne(C0)
+    bl(DE)
+    b(STEP)
+    label(C0)
+    cmp(r4, 1)
+    bne(C1)
+    bl(AT)
+    b(STEP)
+    label(C1)
+    cmp(r4, 2)
+    bne(C2)
+    bl(AD)
+    b(STEP)
+    label(C2)
+    cmp(r4, 3)
+    bne(C3)
+    bl(PO)
+    b(STEP)
+    label(C3)
+    cmp(r4, 4)
+    bne(C4)
+    bl(EM)
+    b(STEP)
+    label(C4)
+    cmp(r4, 5)
+    bne(C5)
+    bl(RE)
+    b(STEP)
+    label(C5)
+    b(STEP)
+    label(EXIT)
+    pop({r4})
+    mov(r12, r4)
     mov(r0, 0)
 
 
+# The kernels' codes in a program (the order of _run's dispatch)
+_DENSE = const(0)
+_ATTN = const(1)
+_ADD = const(2)
+_POOL = const(3)
+_EMBED = const(4)
+_RELU = const(5)
+
+
+# one step called by itself (a kernel of INT8 called directly, e.g. by the stream's embed):
+# a one-step program in _ONE, run by _run
 @micropython.viper
-def dense(x, y, w, b: ptr32, m: ptr16, p: ptr32):
+def _one(code: int, x: ptr8, y: ptr8, c: ptr8, d: ptr8, e: ptr8, p: ptr8):
+    s = ptr32(_ONE)
+    s[0] = code
+    s[1] = int(x)
+    s[2] = int(y)
+    s[3] = int(c)
+    s[4] = int(d)
+    s[5] = int(e)
+    s[6] = int(p)
     a = ptr32(_A)
-    a[0] = int(b)
-    a[1] = int(m)
-    a[2] = int(p)
-    _dense(x, y, w, _A)
+    a[29] = int(s)
+    a[30] = int(s) + 28
+    _run(_A)
 
 
-@micropython.viper
-def embed(x, y, w, b: ptr32, m: ptr16, p: ptr32):
-    a = ptr32(_A)
-    a[0] = int(b)
-    a[1] = int(m)
-    a[2] = int(p)
-    _embed(x, y, w, _A)
+def dense(x, y, w, b, m, p):
+    _one(_DENSE, x, y, w, b, m, p)
 
 
-@micropython.viper
-def attn(q, k, v, ctx: ptr32, sc: ptr32, p: ptr32):
-    a = ptr32(_A)
-    a[0] = int(ctx)
-    a[1] = int(sc)
-    a[2] = int(p)
-    _attn(q, k, v, _A)
+def embed(x, y, w, b, m, p):
+    _one(_EMBED, x, y, w, b, m, p)
 
 
-@micropython.viper
+def attn(q, k, v, ctx, sc, p):
+    _one(_ATTN, q, k, v, ctx, sc, p)
+
+
 def add(x, y, _a, _b, _c, p):
-    _add(x, y, p)
+    _one(_ADD, x, y, None, None, None, p)
+
+
+def pool(x, y, _a, _b, _c, p):
+    _one(_POOL, x, y, None, None, None, p)
+
+
+def relu(y, _a, _b, _c, _d, p):
+    _one(_RELU, None, y, None, None, None, p)
 
 
 @micropython.viper
-def pool(x, y, _a, _b, _c, p):
-    _pool(x, y, p)
+def _program(w: ptr32, _b, _c, _d, _e, _f):
+    # a fused program (fuse): w[0] steps of 7 words from w[1] on
+    a = ptr32(_A)
+    a[29] = int(w) + 4
+    a[30] = int(w) + 4 + w[0] * 28
+    _run(_A)
+
+
+@micropython.viper
+def _addr(x: ptr8) -> int:
+    return int(x)
+
+
+_CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, relu: _RELU}
+
+
+def fuse(prog):
+    """prog's steps as one step: a program of (code, buffer addresses) words that _run walks
+    in one call (a call into the assembler costs ~25 µs on the Pico: Iris has 8 steps).
+    prog unchanged when one of its kernels is not an assembler one (myquery, myattn: viper).
+    The buffers stay referenced by prog's steps (kept in the fused step) and never move."""
+    words = array.array("I", [len(prog)] + [0] * (7 * len(prog)))
+    i = 1
+    for step in prog:
+        code = _CODES.get(step[0])
+        if code is None:
+            return prog
+        words[i] = code
+        for j in range(1, 7):
+            words[i + j] = 0 if step[j] is None else _addr(step[j])
+        i += 7
+    return [(_program, words, prog, None, None, None, None)]
 
 
 INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load)
