@@ -66,6 +66,9 @@ _ORDER = ("thumb", "viper", "native", "pure")
 _RAW = ("viper", "thumb")
 _loaded = {}
 _MICROPYTHON = sys.implementation.name == "micropython"
+# a Thumb port (sys.implementation._mpy arch bits 10..13: armv6m .. armv7emdp): where the
+# thumb set can import (elsewhere it is not even compiled: a .py import would cost heap)
+_THUMB = 4 <= (getattr(sys.implementation, "_mpy", 0) >> 10) & 0x0F <= 8
 # imported from .mpy: importing a module needs no compile heap, so a load-time module is
 # imported just for its phase (from .py, compiling one late, beside the tensors, costs more)
 _MPY = (globals().get("__file__") or "").endswith(".mpy")
@@ -254,6 +257,8 @@ def _forget(keep):
 
 def _kernel_module(name):
     """The kernel module of set `name`, or None when it cannot be imported here."""
+    if name == "thumb" and not _THUMB:
+        return None
     if name not in _loaded:
         try:
             _loaded[name] = __import__(_MODULES[name])

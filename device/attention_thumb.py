@@ -1,61 +1,71 @@
 # Device (MicroPython on ARM only: Cortex-M0+/M3/M4/M7): the int8 kernels in Thumb assembler.
 # ruff: noqa: F821  (r0..r8, label, data and the mnemonics are inline-assembler builtins)
-"""The int8 kernels of attention_kernels.py as `@micropython.asm_thumb` machine code: same
-signatures, same results bit for bit (tests compare them on the trained golden models, every
-row or window, on the emulated Pico and Cortex-M3 boards).
+"""The int8 kernels of attention_kernels.py in Thumb assembler (`@micropython.asm_thumb`): same
+results bit for bit (tests compare them with the host's integer reference on the trained golden
+models on the emulated Pico and Cortex-M3 boards: tests/test_emulated_boards.py).
 
 Thumb-1 only (the ARMv6-M subset), so one file serves a Cortex-M0+ (RP2040) and every ARMv7-M
-(Cortex-M3/M4/M7). Instructions the assembler has no mnemonic for are emitted with `data(2, …)`:
-`sxtb`, and `cmp`/`add` with r8. Only low registers and r8 are used (r8 is saved and restored).
+(Cortex-M3/M4/M7). The assembler has no mnemonic for some Thumb-1 instructions; they are
+emitted with `data(2, …)`: `sxtb`, `push {lr}` / `pop {pc}`, and `cmp`/`add` with a high
+register (r8..r12, which every kernel saves and restores).
 
-Why whole kernels in assembler: a call into an asm_thumb function costs ~15 µs on the Pico's
-clock (argument conversion), as much as ~190 int8 MACs, so a kernel called per output or per
-attention row would spend its time in calls. Each kernel here is one call per step: a small
-viper shim writes the addresses of its 4th..6th buffers into `_A` (the assembler takes four
-arguments, r0..r3) and calls the assembler, which keeps its loop state in `_A` too.
+One call per inference. A call into asm_thumb code costs ~25 µs on the Pico's clock (argument
+conversion: as much as ~300 int8 MACs), so every kernel lives in one assembler function,
+`_run(_A)`, which walks a program: per step 7 words, the kernel's code (_DENSE … _RELU) and the
+addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py once at
+load) turns a model's steps into one such program; a kernel of INT8 called by itself (the
+stream's embed) runs as a one-step program (`_one`). `_run` loads a step's first three buffers
+into r0..r2 and the other three into _A[0..2], points r3 at _A and branches to the kernel, which
+keeps its loop state in _A's words (byte offsets below; 116 and 120 are the program's walker
+and end).
 
-- dense / embed: per output acc = b[o] + x_row . W[o] (four MACs per step, then n_in % 4),
-  then requant: (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]
-  — the 32-bit product is exact by the small-int budget (docs/quantization.md), as viper's.
-  A MAC is ldr/ldrb + sxtb + muls + adds.
-- attn: per head and query row: the S scores (dot products of D words, four per step), the
-  softmax of attention_kernels.softmax_q14 (the same idx, table product and rounding), and ctx
-  two columns at a time. The probability p = ((e << 14) + (sum >> 1)) // sum is an exact floor
-  division without a divide instruction: R = 2**30 // sum once per row (bit-serial), then per
-  entry q0 = ((N >> 14) R) >> 16 <= N // sum (both floors round down; N < 2**30 and
-  sum >= 2**14 keep the product below 2**32) and q0 is raised while N - q0 sum >= sum (at most
-  three steps: q0 >= N / sum - 3).
-- relu, pool, myquery, myattn, add, load: the viper kernels (attention_viper.py): they are a
-  small share of a model's time (pool: S·E additions; add: one requant per element).
+- dense / embed (code 0 / 4; embed's input is int8 too): two outputs per pass over the input
+  row (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls + adds), four inputs per
+  loop step), the last output of an odd n_out alone; then per output the requant
+  (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit
+  product is exact by the small-int budget (docs/quantization.md), as viper's.
+- attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
+  of attention_kernels.softmax_q14 (the same idx, table product and rounding), ctx two columns at
+  a time, each requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
+  is an exact floor division without a divide instruction (ARMv6-M has none): R = 2**30 // sum
+  once per row (bit-serial), then per entry q0 = ((N >> 14) R) >> 16 <= N // sum (both floors
+  round down; N < 2**30 and sum >= 2**14 keep the product below 2**32) and q0 is raised while
+  N - q0 sum >= sum (at most three steps: q0 >= N / sum - 3).
+- add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
+  their requant; max(y, 0).
+- myquery, myattn (MyAttn models), load (the window copy): the viper kernels; a program with a
+  MyAttn step is left unfused.
 
-Imported by attention.py for kernels="thumb" (and first by "auto"): on a port that is not a
-Thumb one (sys.implementation._mpy arch: armv6m, armv7m, armv7em*), or without the emitter, the
-import fails and attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
+Imported by attention.py for kernels="thumb" (and first by "auto") on a Thumb port only
+(sys.implementation._mpy arch: armv6m, armv7m, armv7em*); elsewhere, or without the emitter,
+attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
 (runs on every Cortex-M) or the board's own arch.
 """
 
 import array
-import sys
 
 import micropython
 from attention_viper import load, myattn, myquery
 from micropython import const
 
-if not 4 <= (getattr(sys.implementation, "_mpy", 0) >> 10) & 0x0F <= 8:
-    raise ImportError("attention_thumb: not a Thumb (Cortex-M) port")
-
-# loop state of the running kernel: [0..2] the shim's buffer addresses, then scratch words
+# the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
 _A = array.array("i", [0] * 32)
 _ONE = array.array("i", [0] * 7)  # a one-step program
 
 
-# --- dense: r0 x (int32 rows), r1 y, r2 W (int8), r3 _A = [b, M, p, scratch...]; two outputs
-# at a time (one x load for two MACs; W row o + 1 is n_in bytes on), the last of an odd n_out
-# alone. High registers hold what the requant of every output reads (r8 _A, r9 M's walker,
-# r10 y's walker, r11 rnd, r12 shift; saved at 84..100 and restored); r7 walks W row o + 1.
-# Scratch (byte offsets in _A): 12 xrow, 20 W, 24 rows left, 28 xlen, 32 x4len, 36 n_out,
-# 40 x4end, 48 act_min, 52 act_max, 56 bstep, 60 brow, 64 bptr, 72 outputs left, 76 n_in,
-# 80 xend
+# The kernels, each entered with r3 = _A and left with pop {pc}; then the runner.
+# dense (DE), embed (EM): r0 x, r1 y, r2 W, _A[0..2] = b, M, p. High registers hold what the
+# requant of every output reads (r8 _A, r9 M's walker, r10 y's walker, r11 rnd, r12 shift;
+# saved at 84..100); r7 walks W row o + 1. Scratch: 12 xrow, 20 W, 24 rows left, 28 xlen,
+# 32 x4len, 36 n_out, 40 x4end, 48 act_min, 52 act_max, 56 bstep, 60 brow, 64 bptr,
+# 72 outputs left, 76 n_in, 80 xend.
+# attn (AT): r0 q, r1 k, r2 v, _A[0..2] = ctx, sc, p. Scratch: 12 q, 16 k, 20 v, 24 S, 28 row
+# (E*4), 32 dlen (D*4), 36 d4len, 40 heads left, 44 c0, 48 query rows left, 52 qrow, 56 M_sm,
+# 60 shift_sm, 64 r_sm, 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 max, 84 sum, 88 R, 92 ctx out,
+# 96 pb (the probabilities, sc + S*4), 100 pend, 104 saved r8, 108 col, 112 col end, 124 the
+# scores' walker.
+# add (AD): r0 x, r1 y, p = n, M_x, M_y, shift. pool (PO): r0 x [S, E], r1 y [E],
+# p = S, E, M, shift. relu (RE): r1 y, p = n.
 @micropython.asm_thumb
 def _run(r0):
     bl(RUN)  # the runner is last: it falls into the epilogue
