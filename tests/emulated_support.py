@@ -1,0 +1,71 @@
+# Host (CPython): helpers of the emulated-board tests (test_emulated_pico, _cortex_m3).
+"""The kernel sets and rows those tests check, the golden files they put on a board, the body of
+a board fixture (skips with the reason when the board cannot start here), and the check of a
+run's logits against the golden ones (the host integer reference's,
+tools/make_trained_golden.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tools.emulated_boards import GOLDEN_RUNNER, EmulatedBoard, parse_golden, skip_reason, write_xq
+from tools.make_trained_golden import GOLDEN, NAMES
+
+KERNELS = ("thumb", "viper", "pure")
+# (model, kernels) -> every n-th golden record is checked (Iris 150 rows, Wine 178,
+# BasicMotions 80 windows, JapaneseVowels 640): all with thumb but JapaneseVowels, a subset
+# on the slower sets
+STRIDE = {
+    ("iris", "thumb"): 1, ("iris", "viper"): 1, ("iris", "pure"): 5,
+    ("wine", "thumb"): 1, ("wine", "viper"): 1, ("wine", "pure"): 11,
+    ("basicmotions", "thumb"): 1, ("basicmotions", "viper"): 4, ("basicmotions", "pure"): 27,
+    ("japanesevowels", "thumb"): 8, ("japanesevowels", "viper"): 32,
+    ("japanesevowels", "pure"): 128,
+}  # fmt: skip
+
+
+def golden(name: str) -> dict[str, np.ndarray]:
+    """The golden file of model `name`: xq, logits_q (and steps of a seq model)."""
+    with np.load(GOLDEN / f"{name}_int8.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def golden_files(folder: Path) -> None:
+    """name.bin of every golden model, name-kernels.xq with the records STRIDE checks, and the
+    runner module, into folder."""
+    for name in NAMES:
+        g = golden(name)
+        steps = g.get("steps", np.zeros(len(g["xq"]), np.int64))
+        for kernels in KERNELS:
+            every = STRIDE[(name, kernels)]
+            write_xq(folder / f"{name}-{kernels}.xq", steps[::every], g["xq"][::every])
+        (folder / f"{name}.bin").write_bytes((GOLDEN / f"{name}.bin").read_bytes())
+    (folder / "golden_runner.py").write_text(GOLDEN_RUNNER)
+
+
+def running_board(kind: str) -> Iterator[EmulatedBoard]:
+    """Yield a started board of `kind`, stopped afterwards; skip when it cannot start here."""
+    why = skip_reason(kind)
+    if why:
+        pytest.skip(why)
+    board = EmulatedBoard(kind).start()
+    try:
+        yield board
+    finally:
+        board.stop()
+
+
+def check_logits(out: str, name: str, kernels: str) -> None:
+    """The runner's output `out` ran `kernels` and gave the golden logits on every
+    STRIDE-th record."""
+    rows, chosen, _ = parse_golden(out)
+    assert chosen == kernels, out[-2000:]
+    every = STRIDE[(name, kernels)]
+    want = golden(name)["logits_q"][::every]
+    assert sorted(rows) == list(range(len(want))), out[-2000:]
+    for i, logits in enumerate(want):
+        assert rows[i] == logits.tolist(), (name, kernels, i * every)
