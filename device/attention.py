@@ -327,7 +327,6 @@ class Model:
         self.float_kernels = float_set
         self._norm = (blob.mean, blob.std, blob.floor)  # floor None: no log view
         self._prog8 = None
-        self._sn8 = 0  # the token count the int8 program's parameters hold (0: not yet set)
         loaded = [name for name in _READER if name in sys.modules]
         try:
             mod = __import__("attention_build")
@@ -357,9 +356,8 @@ class Model:
                 self._loadp = array.array("i", [0, 0])
                 self.embed = self._prog8[0]  # run_int8_tokens starts after it
                 self._tail8 = self._prog8[1:]
-            # a set that runs a whole program in one call (thumb) fuses the steps
-            fuse = getattr(_kernel_module(kernels), "fuse", None)
-            if fuse is not None:
+            if kernels == "thumb":  # it runs a whole program in one call: the steps fused
+                fuse = _kernel_module(kernels).fuse
                 self._prog8 = fuse(self._prog8)
                 if self.seq:
                     self._tail8 = fuse(self._tail8)
@@ -469,8 +467,10 @@ class Model:
         # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
         # a call costs a frame), then the window and the zero tail of its last patch
         S_n = (n + self.patch - 1) // self.patch
-        if S_n != self._sn8:  # as set by the last run (a loop per step: ~0.3 ms on a Pico)
-            self._tokens8(S_n)
+        for p, i, unit in self._rows8:
+            p[i] = S_n * unit
+        for p, m in self._pools8:
+            p[2] = m[S_n - 1]
         x = self._x8
         if not self.seq:  # the n_features values
             for i in range(nf):
@@ -488,17 +488,11 @@ class Model:
         the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
         S = self.input_len // (self.patch * self.n_features)
-        if S != self._sn8:
-            self._tokens8(S)
-        return self._run8(self._tail8, out)
-
-    def _tokens8(self, S_n):
-        """S_n valid tokens into the int8 program's token-count parameters."""
         for p, i, unit in self._rows8:
-            p[i] = S_n * unit
+            p[i] = S * unit
         for p, m in self._pools8:
-            p[2] = m[S_n - 1]
-        self._sn8 = S_n
+            p[2] = m[S - 1]
+        return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):
         # one unpacking opcode per step, not seven subscripts (x, y, c, p reuse this frame's

@@ -554,13 +554,16 @@ def _run(r0):
     # p[j] = ((e << 14) + half) // sum
     ldr(r2, [r7, 96])
     lsr(r6, r3, 1)  # half
+    ldr(r5, [r7, 88])  # R
     label(ATPJ)
     ldr(r0, [r2, 0])
+    mov(r1, 0)
+    cmp(r0, 0)
+    beq(ATPDONE)  # e = 0: p = half // sum = 0
     lsl(r0, r0, 14)
     add(r0, r0, r6)  # N
     lsr(r1, r0, 14)
-    ldr(r4, [r7, 88])
-    mul(r1, r4)
+    mul(r1, r5)
     lsr(r1, r1, 16)  # q0 <= N // sum
     mov(r4, r1)
     mul(r4, r3)
