@@ -32,14 +32,14 @@ def cortex_m3(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
-def test_emulated_cortex_m3_golden_int8_exact(cortex_m3, name):
-    """Each kernel set in turn, in one session (each session mounts the folder and imports
-    the runtime over the serial link again)."""
-    runs = "; ".join(f"golden_runner.go({name!r}, {k!r}); print('END')" for k in KERNELS)
+def test_emulated_cortex_m3_golden_int8_exact(cortex_m3):
+    """Every model with each kernel set in turn, in one session: each session mounts the folder
+    and imports the runtime over the serial link again (~20 s)."""
+    runs = [(name, k) for name in NAMES for k in KERNELS]
+    calls = "; ".join(f"golden_runner.go({n!r}, {k!r}); print('END')" for n, k in runs)
     out = mpremote(cortex_m3.tty, "mount", str(cortex_m3.folder_served), "exec",
-                   f"import golden_runner; {runs}", timeout=900)  # fmt: skip
+                   f"import golden_runner; {calls}", timeout=1200)  # fmt: skip
     parts = out.split("END\n")
-    for kernels, part in zip(KERNELS, parts, strict=False):
+    assert len(parts) == len(runs) + 1, out[-2000:]
+    for (name, kernels), part in zip(runs, parts, strict=False):
         check_logits(part, name, kernels)
-    assert len(parts) == len(KERNELS) + 1, out[-2000:]

@@ -81,8 +81,8 @@ def test_emulated_pico_golden_int8_exact(pico, name, kernels):
 
 @pytest.mark.slow
 def test_emulated_pico_app_stream_decisions_equal_the_host(pico, tmp_path, capsys):
-    """`flash --app` with a replay source (BasicMotions' first 3 TEST recordings, 300 steps:
-    21 decisions at hop 10); `monitor --reset` shows the app's decisions after a soft reset,
+    """`flash --app` with a replay source (BasicMotions' first 2 TEST recordings, 200 steps:
+    11 decisions at hop 10); `monitor --reset` shows the app's decisions after a soft reset,
     each (class, score %) equal to the host's Stream; then a plain flash removes the app."""
     from tinyattn import cli
     from tinyattn.board.stream import host_decisions, write_replay
@@ -90,7 +90,7 @@ def test_emulated_pico_app_stream_decisions_equal_the_host(pico, tmp_path, capsy
 
     blob = GOLDEN / "basicmotions.bin"
     d = load_ts_dataset("basicmotions", "TEST")
-    steps = d.X[:3].astype(np.float32).reshape(-1, d.n_channels)
+    steps = d.X[:2].astype(np.float32).reshape(-1, d.n_channels)
     replay = write_replay(tmp_path / "bm.tasr", steps)
     argv = ["flash", "--port", pico.tty, "--blob", str(blob), "--quiet", "--app", "--source",
             f"replay:{replay}", "--rate", "1000", "--hop", "10", "--smooth", "3"]  # fmt: skip
