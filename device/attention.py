@@ -353,7 +353,7 @@ class Model:
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
-                self._loadp = array.array("i", [0, 0])
+                self._loadp = array.array("i", [0, 0, 0])  # load's n, end; [2]: S_n set
                 self.embed = self._prog8[0]  # run_int8_tokens starts after it
                 self._tail8 = self._prog8[1:]
             if kernels == "thumb":  # it runs a whole program in one call: the steps fused
@@ -467,16 +467,19 @@ class Model:
         # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
         # a call costs a frame), then the window and the zero tail of its last patch
         S_n = (n + self.patch - 1) // self.patch
-        for p, i, unit in self._rows8:
-            p[i] = S_n * unit
-        for p, m in self._pools8:
-            p[2] = m[S_n - 1]
         x = self._x8
-        if not self.seq:  # the n_features values
+        if not self.seq:  # the n_features values (no token counts: one token)
             for i in range(nf):
                 x[i] = xq[i]
         else:  # the window, zeros to the end of its last patch
             p = self._loadp
+            if p[2] != S_n:  # as the last run left them (a loop per step: ~0.3 ms on a Pico)
+                for p, i, unit in self._rows8:
+                    p[i] = S_n * unit
+                for p, m in self._pools8:
+                    p[2] = m[S_n - 1]
+                p = self._loadp
+                p[2] = S_n
             p[0] = nf
             p[1] = S_n * self.patch * self.n_features
             self._load(xq, x, None, None, None, p)
@@ -488,10 +491,12 @@ class Model:
         the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
         S = self.input_len // (self.patch * self.n_features)
-        for p, i, unit in self._rows8:
-            p[i] = S * unit
-        for p, m in self._pools8:
-            p[2] = m[S - 1]
+        if self._loadp[2] != S:  # the token counts as the last run left them
+            for p, i, unit in self._rows8:
+                p[i] = S * unit
+            for p, m in self._pools8:
+                p[2] = m[S - 1]
+            self._loadp[2] = S
         return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):
