@@ -88,9 +88,9 @@ class BoardPreset:
 
 def _measured(name: str) -> BoardPreset:
     """The preset from the board's table that `make bench` measures (tools/bench_pico.py
-    writes host/board/NAME.json): µs per MAC of the kernel set the board runs on its largest
-    golden model, and half the heap free with the runtime and server imported, at most 48 KiB
-    for the model (the rest: the server's line buffer and batches)."""
+    writes host/board/NAME.json): µs per MAC of the kernel set the board runs, the most on its
+    golden models of >= 50k MACs, and half the heap free with the runtime and server imported,
+    at most 48 KiB for the model (the rest: the server's line buffer and batches)."""
     t = json.loads((Path(__file__).resolve().parent.parent / "board" / f"{name}.json").read_text())
     p = t["preset"]
     heap = min(48 * 1024, t["free_heap_runtime"] // 2)
