@@ -96,23 +96,33 @@ def go(name, kernels):
     m = Model(name + ".bin", kernels=kernels)
     out = m.new_logits()
     xq = m.quantize([0.0] * m.n_features)
-    f = open(name + "-" + kernels + ".xq", "rb")
-    data = f.read()  # in one read: a file served by mpremote mount pays per read
-    f.close()
     size = 2 + len(xq)
-    rec = memoryview(data)
+    chunk = bytearray(8 * size)  # 8 records a read: few round trips to a mounted file
+    view = memoryview(chunk)
     into = memoryview(xq)
     best = -1
-    for i in range(len(data) // size):
-        at = i * size
-        n = data[at] | (data[at + 1] << 8)
-        into[:] = rec[at + 2 : at + size]
-        t = time.ticks_us()
-        m.run_int8(xq, out, n if n else None)
-        dt = time.ticks_diff(time.ticks_us(), t)
-        if best < 0 or dt < best:
-            best = dt
-        print("L", i, " ".join([str(v) for v in out]))
+    i = 0
+    f = open(name + "-" + kernels + ".xq", "rb")
+    while True:
+        got = 0
+        while got < len(chunk):
+            k = f.readinto(view[got:])
+            if not k:
+                break
+            got += k
+        if not got:
+            break
+        for at in range(0, got - size + 1, size):
+            n = chunk[at] | (chunk[at + 1] << 8)
+            into[:] = view[at + 2 : at + size]
+            t = time.ticks_us()
+            m.run_int8(xq, out, n if n else None)
+            dt = time.ticks_diff(time.ticks_us(), t)
+            if best < 0 or dt < best:
+                best = dt
+            print("L", i, " ".join([str(v) for v in out]))
+            i += 1
+    f.close()
     print("T", m.kernels, best)
 """
 
