@@ -240,7 +240,10 @@ T = m.steps
 C = m.n_features
 size = 4 * C
 buf = bytearray(hop * size)
-win = []
+# the reference window, its room taken now while the heap has large spans (growing it block
+# by block later asked a fragmented heap for 8 KB at once); a slice delete keeps the room
+win = [0.0] * (T * C + hop * C)
+del win[:]
 ref = m.new_logits()
 xq = m.quantize([0.0] * (T * C))
 f = open(sys.argv[4], 'rb')

@@ -85,7 +85,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class BoardPreset:
-    """A board's measured costs (DESIGN §13): µs per MAC of the int8 viper kernels and the
+    """A board's measured costs (DESIGN §13): µs per MAC of the int8 kernels it runs and the
     heap a model may take there."""
 
     name: str
@@ -94,16 +94,21 @@ class BoardPreset:
     source: str
 
 
-BOARDS = {
-    "rp2040": BoardPreset(
-        "rp2040", 0.7, 48 * 1024,
-        "MicroPython rp2 firmware (RPI_PICO, 125 MHz Cortex-M0+) under a cycle-counting RP2040 "
-        "emulator, int8 viper kernels: a plain viper int8 dot-product loop 0.7 µs per MAC "
-        "(BasicMotions' model 24.6 ms for 63,744 MACs, 0.39 µs/MAC; small models pay per-op "
-        "overhead, Iris 1.3 µs/MAC); 229 KB free at the REPL, of which the model may take 48 KiB "
-        "beside the server and a line buffer",
-    ),
-}  # fmt: skip
+def _measured(name: str) -> BoardPreset:
+    """The preset from the board's table that `make bench` measures (tools/bench_pico.py
+    writes host/board/NAME.json): µs per MAC of the kernel set the board runs, the most on its
+    golden models of >= 50k MACs, and half the heap free with the runtime and server imported,
+    at most 48 KiB for the model (the rest: the server's line buffer and batches)."""
+    t = json.loads((Path(__file__).resolve().parent.parent / "board" / f"{name}.json").read_text())
+    p = t["preset"]
+    heap = min(48 * 1024, t["free_heap_runtime"] // 2)
+    return BoardPreset(name, p["us_per_mac"], heap, f"{t['board']}: int8 {p['kernels']} "
+                       f"kernels, {p['us_per_mac']} µs/MAC on a {p['from_macs']:,}-MAC model; "
+                       f"{t['free_heap_runtime']:,} B free with the runtime, {heap} B for the "
+                       "model")  # fmt: skip
+
+
+BOARDS = {"rp2040": _measured("rp2040")}
 
 
 def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Budget:
