@@ -427,8 +427,8 @@ class Model:
         """Valid tokens S_n = ceil(n/P) of a window of n steps, written into the token-count
         parameters of the float program; returns S_n*P*C, the end of the last patch."""
         S_n = (n + self.patch - 1) // self.patch
-        for p, i, unit in rows:
-            p[i] = S_n * unit
+        for p, i, unit, div in rows:
+            p[i] = (S_n + div - 1) // div * unit
         return S_n * self.patch * self.n_features
 
     def run_int8(self, xq, out, n=None):
@@ -451,12 +451,13 @@ class Model:
         if len(xq) < nf or len(out) < nc or (len(xq) != nf and not self.seq):
             raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
         # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
-        # a call costs a frame), then the window and the zero tail of its last patch
+        # a call costs a frame; ceil(S_n/div) after convs of strides div), then the window
+        # and the zero tail of its last patch
         S_n = (n + self.patch - 1) // self.patch
-        for p, i, unit in self._rows8:
-            p[i] = S_n * unit
-        for p, m in self._pools8:
-            p[2] = m[S_n - 1]
+        for p, i, unit, div in self._rows8:  # ceil(S_n/div) tokens after convs of strides div
+            p[i] = (S_n + div - 1) // div * unit
+        for p, m, div in self._pools8:
+            p[2] = m[(S_n + div - 1) // div - 1]
         x = self._x8
         if not self.seq:  # the n_features values
             for i in range(nf):
@@ -474,10 +475,10 @@ class Model:
         the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
         S = self.input_len // (self.patch * self.n_features)
-        for p, i, unit in self._rows8:
-            p[i] = S * unit
-        for p, m in self._pools8:
-            p[2] = m[S - 1]
+        for p, i, unit, div in self._rows8:
+            p[i] = (S + div - 1) // div * unit
+        for p, m, div in self._pools8:
+            p[2] = m[(S + div - 1) // div - 1]
         return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):

@@ -58,7 +58,7 @@ def op_table():
     }  # fmt: skip
 
 
-# 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS,
+# 7-11 (seq-attn: embed, res_attention, res_ff, masked_pool, conv) are in attention_ops_seq.OPS,
 # added to the read's op table when a blob has an opcode >= 7 (a non-seq blob never loads
 # that module)
 RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
