@@ -163,6 +163,9 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
     from tinyattn.learn.seqmodel import build_seq_model, default_max_steps
 
     check_recipe(data.name, augment, distill)
+    if arch.stem != "patch":
+        raise CLIError("--on-board: the board trains the patch stem only, not a conv stem; "
+                       "train with --stem conv on the host, then export and flash")
     if arch.log_view:
         raise CLIError("--on-board: the board trains on the values as they are, not their log "
                        "view; train with --log-view on the host, then export and flash")

@@ -119,11 +119,18 @@ def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Bud
 # A 32-bit board's objects are smaller: the estimate is an upper bound there.
 HEAP_FIT = (10_400, 1.75, 4.94, 3.58, 7.17)  # + per blob byte, S·P·C, S·E, S·F
 HEAP_MARGIN = 1536
+HEAP_STEM = 8.0  # a conv stem's widest activation: bytes per value (docs/search.md)
 
 
-def model_heap(blob_bytes: int, S: int, P: int, C: int, E: int, F: int) -> int:
+def model_heap(blob_bytes: int, S: int, P: int, C: int, E: int, F: int, stem: int = 0,
+               S_in: int | None = None) -> int:
+    """The heap estimate (docs/search.md): `S` tokens at the attention blocks, `S_in` of the
+    patch embedding (default `S`; a conv stem strides from `S_in` to `S`), `stem` the values
+    of its widest activation (`S_in · stem_width`, `HEAP_STEM` bytes each)."""
     a, per_byte, per_in, per_e, per_f = HEAP_FIT
-    est = a + per_byte * blob_bytes + per_in * S * P * C + per_e * S * E + per_f * S * F
+    S_in = S if S_in is None else S_in
+    est = (a + per_byte * blob_bytes + per_in * S_in * P * C + per_e * S * E
+           + HEAP_STEM * stem + per_f * S * F)  # fmt: skip
     return int(est) + HEAP_MARGIN
 
 
@@ -186,8 +193,12 @@ def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     X = data.X[few, :T]
     spec = quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
     nbytes = len(blob_bytes(spec))
-    S = -(-T // arch.patch)
-    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim)
+    S_in = -(-T // arch.patch)
+    S, stem = S_in, 0
+    if arch.stem == "conv":
+        S = -(-S_in // arch.stem_stride)
+        stem = S_in * arch.stem_width
+    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim, stem, S_in)
     return {"macs": macs(model.ops), "bytes": nbytes, "heap": heap}
 
 

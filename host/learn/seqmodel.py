@@ -161,6 +161,28 @@ def param_names(ops: list[dict[str, Any]]) -> list[str]:
     return names
 
 
+def token_steps(ops: list[dict[str, Any]]) -> int:
+    """Steps a token stands for at the attention blocks: P times the strides of the convs."""
+    steps = int(ops[0]["patch"])
+    for op in ops:
+        if op["op"] == "conv":
+            steps *= int(op["stride"])
+    return steps
+
+
+def stem_text(ops: list[dict[str, Any]]) -> str:
+    """The stem in words: `patch 10 -> 16` or `patch 8 -> 8, conv k5 s8 d1 dw, conv k1 ...`."""
+    e = ops[0]
+    parts = [f"patch {e['patch']} -> {e['embed_dim']}"]
+    for op in ops:
+        if op["op"] == "conv":
+            dw = " dw" if int(op["groups"]) == int(op["channels"]) > 1 else ""
+            relu = " relu" if op["relu"] else ""
+            parts.append(f"conv k{op['kernel']} s{op['stride']} d{op['dilation']}{dw} -> "
+                         f"{op['filters']}{relu}")  # fmt: skip
+    return ", ".join(parts)
+
+
 def macs(ops: list[dict[str, Any]]) -> int:
     """Multiply-accumulates of one full-length inference (what the device computes)."""
     total, S, width = 0, 1, 0
