@@ -13,7 +13,8 @@ record in the model file:
 - **The budget.** A candidate whose blob bytes, MACs or heap (loaded model + buffers, the
   estimate `model_heap`) exceed it is never trained; its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
-  embed, heads, blocks, ff), `view` (the values, or their log view), `recipe` (lr, weight
+  embed, heads, blocks, ff), `stem` (the patch embedding, or conv stems: `stem_grid`), `view`
+  (the values, or their log view), `recipe` (lr, weight
   decay, label smoothing; epochs), `augment` (time shift, scaling, jitter, time stretch),
   `average` (none, EMA, SWA), `distill` (none, or an ensemble of 4 teachers). The first
   stage starts from the dataset's tuned defaults when it has them, else from
@@ -160,6 +161,9 @@ class Candidate:
         teach = f" | teachers{d.teachers} T{d.temperature:g} a{d.alpha:g}" if d.active else ""
         stretch = f" stretch{g.stretch:g}" if g.stretch else ""
         view = " log" if a.log_view else ""
+        if a.stem == "conv":
+            dil = ",".join(str(d) for d in a.stem_dilations)
+            view += f" conv{a.stem_width} k{a.stem_kernel} s{a.stem_stride} d{dil}"
         return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim}{view} | "
                 f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} | "
                 f"shift{g.shift} scale{g.scale:g} noise{g.noise:g}{stretch} | "
@@ -342,6 +346,22 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
+def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
+    """The stem stage: the base, then conv stems (docs/search.md "The conv stem") at the base's
+    E, H, L, ff: a stride s in {4, 8} after a patch P that leaves 16 or 32 tokens at the
+    attention (`P = ceil(longest / (tokens·s))`), width 8 with dilations 1, 2 or width 16
+    with dilations 2, 4; and the patch stem at the base's sizes when the base is a conv."""
+    longest = int(np.max(data.lengths))
+    out = [base, replace(base, stem="patch")]
+    for tokens in (16, 32):
+        for stride in (4, 8):
+            P = max(1, -(-longest // (tokens * stride)))
+            for width, dilations in ((8, (1, 2)), (16, (2, 4))):
+                out.append(replace(base, stem="conv", patch=P, stem_width=width, stem_kernel=5,
+                                   stem_stride=stride, stem_dilations=dilations))  # fmt: skip
+    return list(dict.fromkeys(out))
+
+
 # The distillation the `distill` stage tries beside none and the start's (JapaneseVowels' tuned
 # round 4: 4 teachers of the same architecture and recipe, temperature 2, alpha 0.9).
 TEACHERS = Distill(teachers=4, temperature=2.0, alpha=0.9)
@@ -352,6 +372,8 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     t, g = base.train, base.augment
     if stage == "arch":
         return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
+    if stage == "stem":
+        return [replace(base, arch=a) for a in stem_grid(data, base.arch)]
     if stage == "view":  # the values as they are, or their log view (heavy-tailed levels)
         grid = [base.arch, replace(base.arch, log_view=not base.arch.log_view)]
         return [replace(base, arch=a) for a in grid]
@@ -375,7 +397,7 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     raise ValueError(f"unknown stage {stage!r}")
 
 
-STAGES = ("arch", "view", "recipe", "augment", "average", "distill")
+STAGES = ("arch", "stem", "view", "recipe", "augment", "average", "distill")
 
 
 @dataclass
