@@ -145,3 +145,43 @@ def test_conv_stem_padding_further_changes_no_logit(patch, stride):
         logits2, grad2 = _grads(model, longer, y, lengths)
         assert np.abs(logits2 - logits).max() <= 1e-13 * np.abs(logits).max(), T
         assert np.abs(grad2 - grad).max() <= 1e-13 * np.abs(grad).max(), T
+
+
+def _conv_blob(seed: int = 5):
+    from seq_models import random_seq_case
+
+    from tinyattn.intmodel.blob import blob_bytes, read_blob
+    from tinyattn.intmodel.quantize import quantize
+
+    cfg = SeqAttnConfig(patch=2, embed_dim=8, num_heads=2, blocks=1, ff_dim=8, stem="conv",
+                        stem_width=4, stem_kernel=5, stem_dilations=(1, 3), stem_stride=3)
+    npz, X, lengths, Xt, nt = random_seq_case(seed, 20, 2, 3, cfg, 60)
+    return read_blob(blob_bytes(quantize(npz, X, lengths))), Xt, nt
+
+
+def test_conv_stem_int8_padding_garbage_changes_no_logit():
+    """The same windows padded with different garbage (huge values, NaN): identical int8
+    logits, every integer (quantize_input zeroes past n; the conv taps read valid tokens)."""
+    from tinyattn.intmodel.intref import quantize_input, run_int8
+
+    blob, X, n = _conv_blob()
+    ref = run_int8(blob, quantize_input(blob, X, n), n)
+    rng = np.random.default_rng(1)
+    pad = np.arange(X.shape[1])[None, :] >= n[:, None]
+    for garbage in (rng.normal(0, 1e4, size=(int(pad.sum()), 2)), np.nan, -1e30):
+        X2 = X.copy()
+        X2[pad] = garbage
+        assert np.array_equal(run_int8(blob, quantize_input(blob, X2, n), n), ref)
+
+
+def test_conv_stem_long_window_runs_its_last_T_steps():
+    """A window longer than T: the logits of its last T steps (the long window rule)."""
+    from tinyattn.intmodel.intref import quantize_input, run_int8
+
+    blob, X, _ = _conv_blob(6)
+    rng = np.random.default_rng(2)
+    longer = np.concatenate([rng.normal(0, 5, size=(len(X), 7, 2)), X], axis=1)  # 27 steps
+    full = np.full(len(X), 20)
+    want = run_int8(blob, quantize_input(blob, X, full), full)
+    got_n = np.full(len(X), 27)
+    assert np.array_equal(run_int8(blob, quantize_input(blob, longer, got_n), None), want)
