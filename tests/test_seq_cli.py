@@ -176,10 +176,12 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     model = tmp_path / "m.npz"
     argv = ["--patch", "10", "--embed", "8", "--heads", "4", "--blocks", "2", "--ff", "12",
             "--epochs", "3", "--lr", "0.002", "--label-smoothing", "0.05",
-            "--shift", "0", "--log-view"]  # fmt: skip
+            "--shift", "0", "--log-view", "--stem", "conv", "--stem-width", "6",
+            "--stem-kernel", "3", "--stem-stride", "3", "--stem-dilations", "2"]  # fmt: skip
     s = run(capsys, "train", "--dataset", "basicmotions", *argv, "--out", str(model), "--quiet")
     assert s["arch"] == {"patch": 10, "embed_dim": 8, "num_heads": 4, "blocks": 2, "ff_dim": 12,
-                         "bias": True, "log_view": True}  # fmt: skip
+                         "bias": True, "log_view": True, "stem": "conv", "stem_width": 6,
+                         "stem_kernel": 3, "stem_dilations": [2], "stem_stride": 3}  # fmt: skip
     assert s["augment"]["shift"] == 0 and s["epochs"] == 3
     train = load_model(model).meta["train"]
     assert (train["lr"], train["label_smoothing"]) == (0.002, 0.05)
@@ -187,6 +189,9 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     assert (train["weight_decay"], train["batch_size"]) == (d.weight_decay, d.batch_size)
     ops = load_model(model).model.ops
     assert ops[0]["patch"] == 10 and sum(op["op"] == "ff" for op in ops) == 2
+    convs = [op for op in ops if op["op"] == "conv"]  # depthwise k3 s3 d2, pointwise -> E
+    assert [(c["kernel"], c["stride"], c["dilation"], c["groups"]) for c in convs] == [
+        (3, 3, 2, 6), (1, 1, 1, 1)] and convs[-1]["filters"] == 8  # fmt: skip
     assert len(ops[0]["log_floor"]) == 6  # one floor per channel
     assert len(load_model(model).meta["history"]["loss"]) == 3
 
