@@ -130,9 +130,13 @@ def test_device_seq_mp_float32_blob_matches_floatref(mpy, blobs, name):
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_device_seq_mp_run_int8_allocates_nothing_under_heap_lock(mpy, blobs, tmp_path, kernels):
-    q8, _, X, _, _ = blobs["bm"]
-    n = 37  # 4 valid tokens of 10, the last one 7 steps and 3 of padding
+@pytest.mark.parametrize(("name", "n"), [("bm", 37), ("conv", 13)])
+def test_device_seq_mp_run_int8_allocates_nothing_under_heap_lock(
+    mpy, blobs, tmp_path, kernels, name, n
+):
+    # bm: 4 valid tokens of 10, the last one 7 steps and 3 of padding; conv: 7 patch tokens,
+    # 3 after the stride
+    q8, _, X, _, _ = blobs[name]
     rows = write_windows(tmp_path / "w.txt", X[:1], [n])
     rows.write_text(rows.read_text().split(" ", 1)[1])  # HEAP_LOCK's rows: the values only
     delta, control, out = literals(
