@@ -185,3 +185,19 @@ def test_conv_stem_long_window_runs_its_last_T_steps():
     want = run_int8(blob, quantize_input(blob, X, full), full)
     got_n = np.full(len(X), 27)
     assert np.array_equal(run_int8(blob, quantize_input(blob, longer, got_n), None), want)
+
+
+def test_conv_stem_blob_macs_equal_the_model_macs_and_export_lists_each_conv():
+    """export's MACs of the blob (the budget's figure after export) count the stem as
+    seqmodel.macs does; its layer table has a row per conv."""
+    from seq_models import random_seq_case
+
+    from tinyattn.intmodel.blob import blob_bytes, read_blob
+    from tinyattn.intmodel.export import blob_macs, layer_table
+    from tinyattn.intmodel.quantize import quantize
+
+    npz, X, lengths, _, _ = random_seq_case(2, 20, 2, 3, CONV, 1)
+    blob = read_blob(blob_bytes(quantize(npz, X, lengths)))
+    assert blob_macs(blob) == macs(npz.ops)
+    convs = [r for r in layer_table(blob) if r["what"].startswith("conv")]
+    assert len(convs) == 4 and convs[0]["what"] == "conv k3 s2 d1 g3 3->3"
