@@ -310,8 +310,10 @@ def mpy(tmp_path_factory):
 def test_stream_mp_heap_locked_and_bit_exact(mpy, bm_steps, tmp_path, kernels, hop):
     replay = tmp_path / "bm.tasr"
     replay.write_bytes(replay_bytes(bm_steps))
+    # the script's own list of the window's floats needs an 8 KB span besides the model: 176k
+    # (160k failed once the kernel modules grew by the conv kernel, 0.1-0.7 KB)
     lines = run_micropython(STREAM_MP, [str(mpy), str(BM), kernels, str(replay), str(hop)],
-                            "160k", timeout=300)  # fmt: skip
+                            "176k", timeout=300)  # fmt: skip
     *rows, (worst, n, reuse) = literals(lines)
     assert reuse == (hop % 5 == 0)  # P = 5
     assert worst == 0  # bytes allocated by a block of a hop (a decision included), gc off
