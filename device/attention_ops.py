@@ -8,7 +8,8 @@ phases never sit in a small heap together).
 
 Messages as the host reader's (`tinyattn.intmodel.blob._check_op`): `shape mismatch in op K
 (dense): ...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
-The rules only the seq-attn ops (7-11) need live in attention_ops_seq.py, imported from here
+The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py (the conv op's, 11,
+in attention_ops_conv.py), imported from here
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """
 
@@ -98,8 +99,10 @@ def _slots(op, quantized, k, fail):
         groups = (("a", ip["v1"], ip["q"] + ip["k"]), ("c", ip["out"], ip["q"] + ip["v2"]))
     elif op.code == 9:  # res_ff: Dense(E -> F) as W1, b1; Dense(F -> E) as W2, b2
         groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
-    elif op.code == 7 or op.code == 10 or op.code == 11:  # embed, masked_pool, conv
-        return _seq().slots(op, quantized, k, fail)
+    elif op.code == 7 or op.code == 10:  # embed, masked_pool
+        return _seq().slots(op, quantized)
+    elif op.code == 11:  # conv (attention_ops_conv: loaded for a blob that has one)
+        return __import__("attention_ops_conv").slots(op, quantized, k, fail)
     else:
         return []
     slots = []
@@ -216,8 +219,10 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                 "op %d (myattn): mode = %d, must be 0 (explicit) or 1 (pool)" % (k, ip["mode"])
             )
         return (ip["out"],)
-    if op.code == 7 or op.code == 9 or op.code == 11:  # embed, res_ff, conv
+    if op.code == 7 or op.code == 9:  # embed, res_ff
         return _seq().shape(k, op, shape, mismatch, fail)
+    if op.code == 11:  # conv
+        return __import__("attention_ops_conv").shape(op, shape, mismatch)
     # attention, avgpool, res_attention, masked_pool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))

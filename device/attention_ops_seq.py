@@ -1,8 +1,8 @@
 # Device (MicroPython; also runs unchanged under CPython): the seq-attn part of the op checks.
-"""The checks of a blob's seq-attn ops (opcodes 7-11: embed, res_attention, res_ff,
-masked_pool, conv) that attention_ops.check_ops delegates here, in its order and with the host
-reader's messages (`tinyattn.intmodel.blob._check_op`, `budget_sites`): the tensor slots of embed
-and masked_pool, where ops may stand (embed is op 0 of a seq model; 8-10 only in one; reshape,
+"""The checks of a blob's seq-attn ops (opcodes 7-10: embed, res_attention, res_ff,
+masked_pool; the conv stem's conv, 11, in attention_ops_conv.py) that attention_ops.check_ops
+delegates here, in its order and with the host reader's messages (`tinyattn.intmodel.blob._check_op`, `budget_sites`): the tensor slots of embed
+and masked_pool, where ops may stand (embed is op 0 of a seq model; 8-11 only in one; reshape,
 attention, avgpool and myattn, which do not mask padded tokens, never in one), the shape
 rules of embed and res_ff, and the budget sites of the residual adds, res_ff and masked_pool.
 
@@ -24,26 +24,12 @@ OPS = {
     9: ("res_ff", ("E", "F", "has_bias", "shift_1", "shift_2", "M_x", "M_f", "shift_add"),
         ("s_in", "s_h", "s_f", "s_y"), ("shift_1", "shift_2", "shift_add"), ("M_x", "M_f")),
     10: ("masked_pool", ("S", "E", "shift"), (), ("shift",), ()),
-    11: ("conv", ("S", "C", "F", "K", "stride", "dilation", "groups", "relu", "has_bias",
-                  "shift"), ("s_in", "s_out"), ("shift",), ()),
 }  # fmt: skip
 
 
-def slots(op, quantized, k, fail):
-    """Tensor slots [(role, dtype code, shape)] of embed (7), masked_pool (10) and conv (11)."""
+def slots(op, quantized):
+    """Tensor slots [(role, dtype code, shape)] of embed (7) and masked_pool (10)."""
     ip = op.ip
-    if op.code == 11:  # conv: W [F, (C/groups)*K] (PyTorch's [F, C/groups, K]), b [F]
-        if ip["relu"] not in (0, 1):
-            raise fail("op %d (conv): relu = %d, must be 0 or 1" % (k, ip["relu"]))
-        if ip["C"] % ip["groups"] or ip["F"] % ip["groups"]:
-            raise fail("op %d (conv): groups = %d must divide C = %d and F = %d"
-                       % (k, ip["groups"], ip["C"], ip["F"]))  # fmt: skip
-        out = [("W", 1 if quantized else 4, (ip["F"], ip["C"] // ip["groups"] * ip["K"]))]
-        if ip["has_bias"]:
-            out.append(("b", 3 if quantized else 4, (ip["F"],)))
-        if quantized:
-            out += [("s", 4, (ip["F"],)), ("m", 2, (ip["F"],))]
-        return out
     if op.code == 10:  # masked_pool: m[k-1] / 2**shift ~ 1/k for k valid tokens
         return [("m", 2, (ip["S"],))] if quantized else []
     # embed: W [E, P*C], per-token bias b [S, E] (dense bias + positional embedding)
@@ -81,15 +67,8 @@ def place(k, op, seq, fail):
 
 
 def shape(k, op, shape, mismatch, fail):
-    """Output shape of embed (7: [F] = [C] -> [S, E]), res_ff (9: [S, E] -> [S, E]) and
-    conv (11: [S, C] -> [ceil(S/stride), F])."""
+    """Output shape of embed (7: [F] = [C] -> [S, E]) and res_ff (9: [S, E] -> [S, E])."""
     ip = op.ip
-    if op.code == 11:
-        if shape != (ip["S"], ip["C"]):
-            raise mismatch(
-                "input shape %r, op has S, C = %d, %d" % (list(shape), ip["S"], ip["C"])
-            )
-        return (-(-ip["S"] // ip["stride"]), ip["F"])
     if op.code == 9:  # res_ff, token-wise
         if len(shape) != 2 or shape[1] != ip["E"]:
             raise mismatch("input shape %r, op has [S, E] with E = %d" % (list(shape), ip["E"]))
