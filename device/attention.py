@@ -56,7 +56,7 @@ except ImportError:  # a port built without binascii.crc32
 REMEDY = "re-run 'make export' and 'make flash'"
 # load-time modules: imported by read_blob / Model to load a blob, then dropped again
 _READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_ops_seq",
-           "attention_build", "attention_build_seq")  # fmt: skip
+           "attention_ops_conv", "attention_build", "attention_build_seq")  # fmt: skip
 # kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
 # of _ORDER that imports
 _MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper",
@@ -446,8 +446,8 @@ class Model:
         """Valid tokens S_n = ceil(n/P) of a window of n steps, written into the token-count
         parameters of the float program; returns S_n*P*C, the end of the last patch."""
         S_n = (n + self.patch - 1) // self.patch
-        for p, i, unit in rows:
-            p[i] = S_n * unit
+        for p, i, unit, div in rows:
+            p[i] = (S_n + div - 1) // div * unit
         return S_n * self.patch * self.n_features
 
     def run_int8(self, xq, out, n=None):
@@ -470,7 +470,8 @@ class Model:
         if len(xq) < nf or len(out) < nc or (len(xq) != nf and not self.seq):
             raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
         # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
-        # a call costs a frame), then the window and the zero tail of its last patch
+        # a call costs a frame; ceil(S_n/div) after convs of strides div), then the window
+        # and the zero tail of its last patch
         S_n = (n + self.patch - 1) // self.patch
         x = self._x8
         if not self.seq:  # the n_features values (no token counts: one token)
@@ -479,10 +480,10 @@ class Model:
         else:  # the window, zeros to the end of its last patch
             p = self._loadp
             if p[2] != S_n:  # as the last run left them (a loop per step: ~0.3 ms on a Pico)
-                for p, i, unit in self._rows8:
-                    p[i] = S_n * unit
-                for p, m in self._pools8:
-                    p[2] = m[S_n - 1]
+                for p, i, unit, div in self._rows8:  # ceil(S_n/div) after convs of strides div
+                    p[i] = (S_n + div - 1) // div * unit
+                for p, m, div in self._pools8:
+                    p[2] = m[(S_n + div - 1) // div - 1]
                 p = self._loadp
                 p[2] = S_n
             p[0] = nf
@@ -497,10 +498,10 @@ class Model:
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
         S = self.input_len // (self.patch * self.n_features)
         if self._loadp[2] != S:  # the token counts as the last run left them
-            for p, i, unit in self._rows8:
-                p[i] = S * unit
-            for p, m in self._pools8:
-                p[2] = m[S - 1]
+            for p, i, unit, div in self._rows8:  # ceil(S/div) tokens after convs of strides div
+                p[i] = (S + div - 1) // div * unit
+            for p, m, div in self._pools8:
+                p[2] = m[(S + div - 1) // div - 1]
             self._loadp[2] = S
         return self._run8(self._tail8, out)
 

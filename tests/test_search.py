@@ -259,3 +259,26 @@ def test_search_one_se_pick_prefers_the_steadier_within_one_se():
     assert S.one_se_pick(rows)["order"] == 0
     rows[1]["score"]["int8"] = 0.86  # below 0.90 - 0.03: the start stays
     assert S.one_se_pick(rows, lambda r: prefer.get(r["order"], False))["order"] == 0
+
+
+def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget(tmp_path):
+    """The stem stage: the base (patch) first, then conv stems whose attention sees at most 32
+    tokens; a search of that stage alone ends in a model whose costs fit the budget."""
+    from tinyattn.learn.seqmodel import default_max_steps, token_steps
+
+    data, base = _data(), _start()
+    cands = S.stage_candidates("stem", data, base)
+    convs = [c for c in cands if c.arch.stem == "conv"]
+    assert cands[0] == base and len(convs) >= 4
+    for c in convs:
+        T = default_max_steps(data.lengths, c.arch.patch)
+        ops = S.build_seq_model(T, 2, 3, c.arch).ops
+        assert -(-T // token_steps(ops)) <= 32
+        assert " conv" in c.label()
+    budget = S.Budget(max_macs=20_000)
+    res = S.search(data, base, budget, k=3, repeats=1, stages=("stem",), cache_dir=tmp_path,
+                   progress=False)  # fmt: skip
+    assert res.complete and [st["stage"] for st in res.stages] == ["stem"]
+    rows = res.stages[0]["rows"]
+    assert len(rows) == len(cands) and any("score" in r for r in rows if " conv" in r["label"])
+    assert not budget.over(S.cost(data, res.pick.arch))
