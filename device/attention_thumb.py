@@ -33,8 +33,8 @@ and end).
   N - q0 sum >= sum (at most three steps: q0 >= N / sum - 3).
 - add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
   their requant; max(y, 0).
-- myquery, myattn (MyAttn models), load (the window copy): the viper kernels; a program with a
-  MyAttn step is left unfused.
+- conv (the conv stem), myquery, myattn (MyAttn models), load (the window copy): the viper
+  kernels, each a step of its own between the fused runs of assembler steps.
 
 Imported by attention.py for kernels="thumb" (and first by "auto") on a Thumb port only
 (sys.implementation._mpy arch: armv6m, armv7m, armv7em*); elsewhere, or without the emitter,
@@ -45,7 +45,7 @@ attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
 import array
 
 import micropython
-from attention_viper import load, myattn, myquery
+from attention_viper import conv, load, myattn, myquery
 from micropython import const
 
 # the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
@@ -1190,21 +1190,30 @@ _CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, rel
 
 
 def fuse(prog):
-    """prog's steps as one step: a program of (code, buffer addresses) words that _run walks
-    in one call (a call into the assembler costs ~25 µs on the Pico: Iris has 8 steps).
-    prog unchanged when one of its kernels is not an assembler one (myquery, myattn: viper).
-    The buffers stay referenced by prog's steps (kept in the fused step) and never move."""
-    words = array.array("I", [len(prog)] + [0] * (7 * len(prog)))
-    i = 1
-    for step in prog:
-        code = _CODES.get(step[0])
-        if code is None:
-            return prog
-        words[i] = code
-        for j in range(1, 7):
-            words[i + j] = 0 if step[j] is None else _addr(step[j])
-        i += 7
-    return [(_program, words, prog, None, None, None, None)]
+    """prog with each run of consecutive assembler steps as one step: a program of (code,
+    buffer addresses) words that _run walks in one call (a call into the assembler costs
+    ~25 µs on the Pico: Iris has 8 steps). A step whose kernel is not an assembler one (conv,
+    myquery, myattn: viper) stays a step of its own between the runs. The buffers stay
+    referenced by the run's steps (kept in the fused step) and never move."""
+    out = []
+    run = []
+    for step in prog + [None]:
+        if step is not None and step[0] in _CODES:
+            run.append(step)
+            continue
+        if run:
+            words = array.array("I", [len(run)] + [0] * (7 * len(run)))
+            i = 1
+            for st in run:
+                words[i] = _CODES[st[0]]
+                for j in range(1, 7):
+                    words[i + j] = 0 if st[j] is None else _addr(st[j])
+                i += 7
+            out.append((_program, words, run, None, None, None, None))
+            run = []
+        if step is not None:
+            out.append(step)
+    return out
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load)
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)

@@ -73,3 +73,29 @@ def check_logits(out: str, name: str, kernels: str) -> None:
     assert sorted(rows) == list(range(len(want))), out[-2000:]
     for i, logits in enumerate(want):
         assert rows[i] == logits.tolist(), (name, kernels, i * every)
+
+
+def conv_case(folder: Path) -> np.ndarray:
+    """A conv-stem model (random weights; tests/test_device_seq.py's "conv" shape: depthwise k5
+    stride 3, dilations 1 and 3, pointwise convs, then attention) as conv.bin, 24 windows of
+    random lengths as conv-KERNELS.xq in folder; returns the host integer reference's logits
+    [24, K] (every record is checked with every kernel set: thumb runs the convs with viper's
+    kernel between its fused assembler steps)."""
+    from seq_models import random_seq_case
+
+    from tinyattn.intmodel.blob import blob_bytes, read_blob
+    from tinyattn.intmodel.intref import quantize_input, run_int8
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.seqmodel import SeqAttnConfig
+
+    conv = SeqAttnConfig(patch=2, embed_dim=8, num_heads=2, blocks=1, ff_dim=12, stem="conv",
+                         stem_width=6, stem_kernel=5, stem_dilations=(1, 3), stem_stride=3)
+    npz, Xc, lc, Xt, nt = random_seq_case(9, 23, 2, 3, conv, 24)
+    raw = blob_bytes(quantize(npz, Xc, lc))
+    blob = read_blob(raw)
+    xq = quantize_input(blob, Xt, nt)
+    (folder / "conv.bin").write_bytes(raw)
+    for kernels in KERNELS:
+        write_xq(folder / f"conv-{kernels}.xq", nt, xq)
+    return run_int8(blob, xq, nt)
+

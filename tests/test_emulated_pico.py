@@ -11,6 +11,7 @@ kernels among them.
   one in wall time and CI must stay short: every row of Iris and Wine with thumb and viper,
   every window of BasicMotions with thumb; the slower sets and JapaneseVowels' 640 windows a
   stated subset).
+- A conv-stem model (random weights) with each kernel set: every logit exact on 24 windows.
 - The app (`flash --app`, a replay source) and `monitor`: every decision equal to the host's.
 One board per session (a module-scoped fixture); skipped with the reason when
 ../shared/boards or Node.js is not there.
@@ -22,9 +23,10 @@ import json
 
 import numpy as np
 import pytest
-from emulated_support import KERNELS, check_logits, golden_files, running_board
+from emulated_support import KERNELS, check_logits, conv_case, golden_files, running_board
 
 from tinyattn.board.flash import mpremote
+from tools.emulated_boards import parse_golden
 from tools.make_trained_golden import GOLDEN, NAMES
 
 pytestmark = pytest.mark.emulated
@@ -39,6 +41,7 @@ def pico(tmp_path_factory):
     for board in running_board("pico"):
         files = tmp_path_factory.mktemp("pico-golden")
         golden_files(files)
+        board.conv_logits = conv_case(files)
         board.flash_code = cli.main(["flash", "--port", board.tty, "--blob",
                                      str(GOLDEN / "iris.bin"), "--quiet"])  # fmt: skip
         chain = []
@@ -106,3 +109,18 @@ def test_emulated_pico_app_stream_decisions_equal_the_host(pico, tmp_path, capsy
     assert all(r["us"] > 0 for r in rows)
     assert cli.main(["flash", "--port", pico.tty, "--blob", str(blob), "--quiet"]) == 0
     assert "the app (main.py) was removed" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
+    """A conv-stem model on the Pico: every logit of 24 windows of random lengths equal to the
+    host integer reference's, with each kernel set (thumb: viper's conv between fused runs)."""
+    out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go('conv', "
+                   f"{kernels!r})", timeout=900)  # fmt: skip
+    rows, chosen, _ = parse_golden(out)
+    assert chosen == kernels, out[-2000:]
+    assert sorted(rows) == list(range(len(pico.conv_logits))), out[-2000:]
+    for i, logits in enumerate(pico.conv_logits):
+        assert rows[i] == logits.tolist(), (kernels, i)
+
