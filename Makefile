@@ -14,7 +14,7 @@ BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
-        parity demo board bench bench-train bench-device bench-accuracy bench-stream report lint clean \
+        parity demo board bench bench-train bench-pico test-boards bench-device bench-accuracy bench-stream report lint clean \
         train-board
 
 help:  ## list targets
@@ -41,7 +41,10 @@ install-peers: install  ## add scikit-learn, sktime and numba (extra 'peers'): t
 XDIST = $(if $(TINYATTN_PORT),,-n auto)
 
 test: install  ## run the test suite in parallel (starts virtual boards itself)
-	$(BIN)/python -m pytest $(XDIST) -m "not fuzz"
+	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated"
+
+test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~3 min
+	$(BIN)/python -m pytest -m emulated
 
 test-fuzz: install  ## the large fuzz volumes (hypothesis, thousands of blobs; CI runs them)
 	$(BIN)/python -m pytest $(XDIST) -m fuzz
@@ -91,6 +94,9 @@ bench-accuracy: install  ## ~50 min: 10x5-fold CV on Iris+Wine, the time series'
 
 bench-stream: install  ## ~1 min: BasicMotions TEST as one live stream, host vs the app on a virtual board
 	$(BIN)/tinyattn bench --stream --write docs/benchmarks.md
+
+bench-pico: install  ## ~6 min: the int8 kernel sets and the stream on the emulated Pico (../shared/boards); rewrites host/board/rp2040.json
+	$(BIN)/tinyattn bench --pico --write docs/benchmarks.md
 
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
 	$(BIN)/tinyattn report --model $(MODEL) --blob $(BLOB) --out build/report

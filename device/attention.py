@@ -30,11 +30,12 @@ Files on the board (each module small enough for MicroPython to compile in a sma
   their bytecode does not stay in the heap (MicroPython; CPython keeps them).
 - attention_kernels.py: pure-Python kernels, the reference (needed for the float path too
   unless attention_native.py is there).
-- attention_native.py / attention_viper.py: optional accelerated kernels, imported only when
-  chosen. attention_native.py is generated from attention_kernels.py when deploying
-  (tinyattn.board.native: `tinyattn flash` adds it; a `mip` install has viper and pure).
-  `kernels="auto"` takes viper, else native, else pure (see `kernels_available()`); all
-  give identical int8 results.
+- attention_native.py / attention_viper.py / attention_thumb.py: optional accelerated kernels,
+  imported only when chosen. attention_native.py is generated from attention_kernels.py when
+  deploying (tinyattn.board.native: `tinyattn flash` adds it; a `mip` install has viper and
+  pure); attention_thumb.py (Thumb assembler) imports on ARM Cortex-M ports only.
+  `kernels="auto"` takes thumb, else viper, else native, else pure (see
+  `kernels_available()`); all give identical int8 results.
 On a 64 KiB heap deploy them as .mpy (`mpy-cross -march=<arch>`): compiling the .py sources
 at import needs transient heap on top (about 60 KB on the 64-bit unix port).
 
@@ -55,13 +56,19 @@ except ImportError:  # a port built without binascii.crc32
 REMEDY = "re-run 'make export' and 'make flash'"
 # load-time modules: imported by read_blob / Model to load a blob, then dropped again
 _READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_ops_seq",
-           "attention_build", "attention_build_seq")  # fmt: skip
+           "attention_ops_conv", "attention_build", "attention_build_seq")  # fmt: skip
 # kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
 # of _ORDER that imports
-_MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper"}
-_ORDER = ("viper", "native", "pure")
+_MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper",
+            "thumb": "attention_thumb"}  # fmt: skip
+_ORDER = ("thumb", "viper", "native", "pure")
+# int8 sets that address their buffers as raw 32-bit words (typed pointers, machine code)
+_RAW = ("viper", "thumb")
 _loaded = {}
 _MICROPYTHON = sys.implementation.name == "micropython"
+# a Thumb port (sys.implementation._mpy arch bits 10..13: armv6m .. armv7emdp): where the
+# thumb set can import (elsewhere it is not even compiled: a .py import would cost heap)
+_THUMB = 4 <= (getattr(sys.implementation, "_mpy", 0) >> 10) & 0x0F <= 8
 # imported from .mpy: importing a module needs no compile heap, so a load-time module is
 # imported just for its phase (from .py, compiling one late, beside the tensors, costs more)
 _MPY = (globals().get("__file__") or "").endswith(".mpy")
@@ -250,6 +257,8 @@ def _forget(keep):
 
 def _kernel_module(name):
     """The kernel module of set `name`, or None when it cannot be imported here."""
+    if name == "thumb" and not _THUMB:
+        return None
     if name not in _loaded:
         try:
             _loaded[name] = __import__(_MODULES[name])
@@ -273,7 +282,7 @@ def _zeros(tc, n):
 class Model:
     """A loaded blob, ready to run. `src`: a file path or the blob's bytes.
 
-    `kernels`: "auto", "pure", "native" or "viper". Attributes: n_features, n_classes,
+    `kernels`: "auto", "pure", "native", "viper" or "thumb". Attributes: n_features, n_classes,
     class_names, quantized, op_names, format_version, input_scale, logit_scale, kernels (the
     int8 set chosen), float_kernels; seq (op 0 embed), steps (T) and patch (P) of the input
     window (1 and 1 for a non-seq model), input_len (the int8 input buffer: n_features, or
@@ -283,13 +292,13 @@ class Model:
 
     def __init__(self, src, kernels="auto"):
         if kernels != "auto" and kernels not in _MODULES:
-            raise ValueError("kernels must be 'auto', 'pure', 'native' or 'viper'")
+            raise ValueError("kernels must be 'auto', 'pure', 'native', 'viper' or 'thumb'")
         # both programs' buffers come right after the op records (read_blob's `buffers`),
-        # while the heap has its large spans; with viper's int8 kernels (raw 32-bit words)
+        # while the heap has its large spans; with viper's or thumb's int8 kernels (raw words)
         # a seq model's int8 program shares the float program's (attention_build_seq): asked
         # for before the kernels are imported (the reader first: on a board native code takes
-        # heap too), and undone below when viper is not the set chosen
-        shared = _MICROPYTHON and kernels in ("auto", "viper")
+        # heap too), and undone below when the set chosen is not one of those
+        shared = _MICROPYTHON and (kernels == "auto" or kernels in _RAW)
         blob = read_blob(src, lean=True, buffers=(True, True, shared))
         if kernels == "auto":
             for kernels in _ORDER:
@@ -300,9 +309,9 @@ class Model:
                 "kernels %r not available here (available: %s)"
                 % (kernels, ", ".join(kernels_available()))
             )
-        if shared and kernels != "viper" and blob.bufs is not None and blob.ops[0].code == 7:
+        if shared and kernels not in _RAW and blob.bufs is not None and blob.ops[0].code == 7:
             blob.bufs[0] = None  # the int8 program gets buffers of its own (build allocates)
-        shared = shared and kernels == "viper"
+        shared = shared and kernels in _RAW
         # float path: native when the int8 set is accelerated and native imports
         float_set = "pure" if kernels == "pure" or _kernel_module("native") is None else "native"
         self.format_version = blob.version
@@ -344,9 +353,14 @@ class Model:
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
-                self._loadp = array.array("i", [0, 0])
+                self._loadp = array.array("i", [0, 0, 0])  # load's n, end; [2]: S_n set
                 self.embed = self._prog8[0]  # run_int8_tokens starts after it
                 self._tail8 = self._prog8[1:]
+            if kernels == "thumb":  # it runs a whole program in one call: the steps fused
+                fuse = _kernel_module(kernels).fuse
+                self._prog8 = fuse(self._prog8)
+                if self.seq:
+                    self._tail8 = fuse(self._tail8)
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
             self._outp = array.array("i", [4 * self.n_classes] * 2)
@@ -432,8 +446,8 @@ class Model:
         """Valid tokens S_n = ceil(n/P) of a window of n steps, written into the token-count
         parameters of the float program; returns S_n*P*C, the end of the last patch."""
         S_n = (n + self.patch - 1) // self.patch
-        for p, i, unit in rows:
-            p[i] = S_n * unit
+        for p, i, unit, div in rows:
+            p[i] = (S_n + div - 1) // div * unit
         return S_n * self.patch * self.n_features
 
     def run_int8(self, xq, out, n=None):
@@ -456,18 +470,22 @@ class Model:
         if len(xq) < nf or len(out) < nc or (len(xq) != nf and not self.seq):
             raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
         # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
-        # a call costs a frame), then the window and the zero tail of its last patch
+        # a call costs a frame; ceil(S_n/div) after convs of strides div), then the window
+        # and the zero tail of its last patch
         S_n = (n + self.patch - 1) // self.patch
-        for p, i, unit in self._rows8:
-            p[i] = S_n * unit
-        for p, m in self._pools8:
-            p[2] = m[S_n - 1]
         x = self._x8
-        if not self.seq:  # the n_features values
+        if not self.seq:  # the n_features values (no token counts: one token)
             for i in range(nf):
                 x[i] = xq[i]
         else:  # the window, zeros to the end of its last patch
             p = self._loadp
+            if p[2] != S_n:  # as the last run left them (a loop per step: ~0.3 ms on a Pico)
+                for p, i, unit, div in self._rows8:  # ceil(S_n/div) after convs of strides div
+                    p[i] = (S_n + div - 1) // div * unit
+                for p, m, div in self._pools8:
+                    p[2] = m[(S_n + div - 1) // div - 1]
+                p = self._loadp
+                p[2] = S_n
             p[0] = nf
             p[1] = S_n * self.patch * self.n_features
             self._load(xq, x, None, None, None, p)
@@ -479,10 +497,12 @@ class Model:
         the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
         S = self.input_len // (self.patch * self.n_features)
-        for p, i, unit in self._rows8:
-            p[i] = S * unit
-        for p, m in self._pools8:
-            p[2] = m[S - 1]
+        if self._loadp[2] != S:  # the token counts as the last run left them
+            for p, i, unit, div in self._rows8:  # ceil(S/div) tokens after convs of strides div
+                p[i] = (S + div - 1) // div * unit
+            for p, m, div in self._pools8:
+                p[2] = m[(S + div - 1) // div - 1]
+            self._loadp[2] = S
         return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):

@@ -58,7 +58,8 @@ def op_table():
     }  # fmt: skip
 
 
-# 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS,
+# 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS, 11
+# (conv) in attention_ops_conv.OPS,
 # added to the read's op table when a blob has an opcode >= 7 (a non-seq blob never loads
 # that module)
 RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
@@ -211,6 +212,8 @@ def read_records(api, mv, source):
             )
         if code >= 7 and code not in OPS:
             OPS.update(__import__("attention_ops_seq").OPS)
+        if code == 11 and code not in OPS:
+            OPS.update(__import__("attention_ops_conv").OPS)
         if code not in OPS:
             raise fail("unknown opcode %d in op %d" % (code, k))
         name, inames, fnames = OPS[code][0], OPS[code][1], OPS[code][2]

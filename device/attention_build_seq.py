@@ -16,9 +16,14 @@ allocated here once, as attention_build's, plus where the valid-token count goes
   rounding).
 - masked_pool: pool over the valid tokens, M = m[S_n - 1].
 
+- conv: the conv kernel (INT8[9]; FLOAT[7] is the same kernel, run with shift 0) into the
+  other buffer; its S_out and S_in count
+  tokens, and every op after a conv of stride s sees ceil(S/s) of them.
+
 Every parameter that counts tokens is written here for the full window (S tokens); `rows`
-lists (p, index, unit) to set p[index] = S_n * unit, `pools` (p, m) to set p[2] = m[S_n - 1],
-before a run on n steps (attention.Model.run_int8 / run_float; S_n = ceil(n/P)).
+lists (p, index, unit, div) to set p[index] = ceil(S_n / div) * unit, `pools` (p, m, div) to
+set p[2] = m[ceil(S_n / div) - 1], before a run on n steps (attention.Model.run_int8 /
+run_float; S_n = ceil(n/P); div: the product of the strides of the convs before).
 
 Load-time only, dropped with attention_build.
 """
@@ -40,25 +45,31 @@ def buffers(ops, int8, flt, shared=False):
     logits are then float32-typed words, which attention.Model.run_int8 copies into `out` as
     bytes. 8.9 KB less for BasicMotions, 11.9 KB for JapaneseVowels."""
     e = ops[0].ip
-    S = -(-e["T"] // e["P"])  # tokens of a full window
+    S = -(-e["T"] // e["P"])  # tokens of a full window, at the current op (a conv strides)
     width = [0, 0]  # of the ping-pong buffers (the input, S patches, is buffer 0 of float)
-    E = 0
+    SE = 0  # attention scratch: the largest S*E at an attention or res_ff op
+    S_att = 0  # tokens at the attention ops (the scores)
     cur = 0
     for op in ops:
         ip = op.ip
-        if "E" in ip:
-            E = max(E, ip["E"])
+        if op.code == 8 or op.code == 9:
+            SE = max(SE, S * ip["E"])
+            S_att = max(S_att, S)
         if op.code == 9:  # res_ff: Dense1's output [S, F] in the other buffer, in place after
             width[1 - cur] = max(width[1 - cur], S * ip["F"])
-        elif op.code != 2:  # embed, dense, res_attention, masked_pool: into the other buffer
+        elif op.code != 2:  # embed, conv, dense, res_attention, masked_pool: the other buffer
             cur = 1 - cur
-            n = ip["E"] if op.code == 10 else S * (ip["out"] if op.code == 1 else ip["E"])
+            if op.code == 11:
+                S = -(-S // ip["stride"])
+            n = ip["E"] if op.code == 10 else S * (ip["out"] if op.code == 1 else
+                                                   ip["F"] if op.code == 11 else ip["E"])
             width[cur] = max(width[cur], n)
     out = [None, None]
     for i, tc in ((1, "f"), (0, "i")):  # the float input (the largest) first
         if not (int8 if i == 0 else flt):
             continue
-        n = S * e["P"] * e["C"]  # the input window: float buffer 0, int8 a buffer of its own
+        n = -(-e["T"] // e["P"]) * e["P"] * e["C"]  # the input window (float buffer 0, int8
+        # a buffer of its own)
         if i == 0 and shared and out[1] is not None:
             bufs, sc = out[1]
             out[0] = (bufs, sc[:6] + [_zeros("b", n)])
@@ -67,11 +78,11 @@ def buffers(ops, int8, flt, shared=False):
         # attention scratch q, k, v, ctx [S*E], scores [2S]; res_ff's residual buffer r [S*E]
         # is q's memory (res_ff runs when no attention scratch is live: 1.3 KB less a program
         # for BasicMotions); int8: the input window, array('b') (the embed kernel reads int8)
-        sc = [_zeros(tc, S * E) for _ in range(4)]
-        sc += [sc[0], _zeros(tc, 2 * S)]
+        sc = [_zeros(tc, SE) for _ in range(4)]
+        sc += [sc[0], _zeros(tc, 2 * S_att)]
         sc.append(_zeros("b", n) if tc == "i" else bufs[0])
         if tc == "f":  # embed's per-token float bias [S, E] (2 KB for JapaneseVowels): here,
-            sc.append(_zeros("f", S * e["E"]))  # not in a heap the tensors have split
+            sc.append(_zeros("f", -(-e["T"] // e["P"]) * e["E"]))  # not in a split heap
         out[i] = (bufs, sc)
     return out
 
@@ -89,6 +100,7 @@ def build(blob, kernels, float_kernels, bufs):
             progs.append((ks, int8, b[0], b[1], [], [], []))
     bufs = None
     tokens = S  # S while the activation is the tokens [S, ·], 0 after masked_pool
+    div = 1  # strides so far: S_n tokens of the embed are ceil(S_n/div) here
     size = e["C"]
     cur = 0
     ops = blob.ops
@@ -139,13 +151,27 @@ def build(blob, kernels, float_kernels, bufs):
                 st = (pool, x, y, None, None, None, array.array("i", p))
                 new.append((st, 1))
                 if int8:
-                    pools.append((st[6], op.t["m"]))
+                    pools.append((st[6], op.t["m"], div))
+            elif op.code == 11:  # conv: S_out (p[0]) and S_in (p[1]) count tokens; float:
+                # the same kernel with shift 0 (its float sum times s_w, plus the float bias)
+                st = dense_step(ks[9 if int8 else 7], op, "", x, y, 1, 0, 0, int8)
+                g, s_out = ip["groups"], -(-S // ip["stride"])
+                p = [s_out, S, ip["C"], ip["F"], ip["K"], ip["stride"], ip["dilation"],
+                     ip["C"] // g, ip["F"] // g, (ip["K"] - 1) * ip["dilation"] // 2,
+                     ip["shift"] if int8 else 0, 0 if ip["relu"] else -128, 127]  # fmt: skip
+                steps.append(st[:6] + (array.array("i", p),))
+                rows.append((steps[-1][6], 0, 1, div * ip["stride"]))
+                rows.append((steps[-1][6], 1, 1, div))
             for st, unit in new:
                 steps.append(st)
                 if tokens and unit:
-                    rows.append((st[6], 0, unit))
+                    rows.append((st[6], 0, unit, div))
         if op.code == 7:
             size = S * ip["E"]
+        elif op.code == 11:  # a conv of stride s: ceil(S/s) tokens of F from here
+            S = -(-S // ip["stride"])
+            div *= ip["stride"]
+            size = S * ip["F"]
         elif op.code == 1:
             size = size // ip["in"] * ip["out"]
         elif op.code == 10:

@@ -32,20 +32,31 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
          -128, 127) (one rounding of the exact sum)
   load   (xq, x, -, -, -, p)  p = n, end: x[i] = xq[i] for i < n, 0 for n <= i < end: a seq
          model's window into its input buffer (array('b'), S*P*C), the last patch's tail zeroed
+  conv   (x, y, W, b, M, p)  p = S_out, S_in, C, F, K, stride, dilation, C/groups,
+         F/groups, pad, shift, act_min, act_max: a 1-D convolution over tokens
+         x [S_in, C] -> y [S_out, F],
+         y[t,o] = requant(b[o] + sum_{c<C/g} sum_{j<K} x[i, g(o)*C/g + c] W[o, c*K + j], M[o],
+         shift, act_min, act_max), i = t*stride + j*dilation - pad, a term only for
+         0 <= i < S_in (a token outside the valid ones reads 0), g(o) = o // (F/groups),
+         pad = (K-1)*dilation // 2;
+         the sum in the order of W's row (c, then j)
   INT8 ends with embed (dense on an int8 input buffer: here dense itself, any array will do;
-  viper has its own) and load; FLOAT has the first seven's float versions.
+  viper has its own), load and conv; FLOAT has the first seven's float versions and conv
+  itself (shift 0).
 float (array('f') buffers): the same shapes; dense_f (x, y, W, b, s, p) computes
 y[r,o] = (sum_i x[r,i] W[o,i]) s[o] + b[r*bstride + o]: an int8 blob's W_q as stored (the
 int8 program's own array) with its scales s_w, so no float copy of the weights exists, and b
 dequantized (b_q s_in s_w); a float32 blob's W and b with s = 1. p = rows, n_in, n_out,
 bstride (dense), n (relu), S, E, H, D (attn), S, E (pool), n, q, dup (myquery: the mean),
-v1, v2, vo, q (myattn), n (add: y = x + y).
+v1, v2, vo, q (myattn), n (add: y = x + y); conv with shift 0 is the float conv
+(x, y, W, b, s, p): y[t,o] = (sum ...) s[o] + b[o], then max(., 0) when act_min is 0.
 
 Sequence models (op 0 embed, docs/quantization.md "Masking"): every op runs on the S_n =
 ceil(n/P) valid tokens only. attention.py writes S_n into the parameter arrays before the
 steps run (array('i') stores of small ints allocate nothing): dense rows, relu and add n
 (S_n times the row width), attn S, pool S and M (= masked_pool's m[S_n - 1]; the float pool
-divides by S). The kernels themselves know nothing of padding.
+divides by S), conv S_out and S_in; after a conv of stride s the count is ceil(S_n/s). The
+kernels themselves know nothing of padding (conv's S_in bounds its taps).
 
 This file is the only hand-written copy of these kernels: attention_native.py is this file with
 `@micropython.native` on each function (tests/test_native.py).
@@ -243,6 +254,54 @@ def load(xq, x, _a, _b, _c, p):
         x[i] = 0
 
 
+def conv(x, y, w, b, m, p):
+    S_out = p[0]
+    S_in = p[1]
+    C = p[2]
+    F = p[3]
+    K = p[4]
+    st = p[5]
+    dil = p[6]
+    Cg = p[7]
+    Fg = p[8]
+    pad = p[9]
+    shift = p[10]  # 0: the float path (m holds s_w, b the float bias)
+    lo = p[11]
+    hi = p[12]
+    rnd = 1 << (shift - 1) if shift else 0
+    yo = 0
+    for t in range(S_out):
+        i0 = t * st - pad
+        wi = 0
+        c0 = 0  # first input channel of output o's group
+        n = 0  # outputs of this group done
+        for o in range(F):
+            acc = b[o] if shift else 0.0
+            for c in range(c0, c0 + Cg):
+                i = i0
+                for _ in range(K):
+                    if 0 <= i < S_in:
+                        acc += x[i * C + c] * w[wi]
+                    wi += 1
+                    i += dil
+            n += 1
+            if n == Fg:
+                n = 0
+                c0 += Cg
+            if shift:
+                v = (acc * m[o] + rnd) >> shift  # round half up, arithmetic shift
+                if v < lo:
+                    v = lo
+                elif v > hi:
+                    v = hi
+            else:  # float: (sum) s_w[o] + b[o], ReLU when act_min is 0
+                v = acc * m[o] + b[o]
+                if lo == 0 and v < 0.0:
+                    v = 0.0
+            y[yo + o] = v
+        yo += F
+
+
 def dense_f(x, y, w, b, s, p):
     rows = p[0]
     n_in = p[1]
@@ -369,5 +428,5 @@ def add_f(x, y, _a, _b, _c, p):
         y[i] = x[i] + y[i]
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add, dense, load)  # 8th: embed
-FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f, add_f)
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, dense, load, conv)  # 8th: embed
+FLOAT = (dense_f, relu_f, attn_f, pool_f, myquery_f, myattn_f, add_f, conv)

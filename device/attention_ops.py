@@ -8,7 +8,8 @@ phases never sit in a small heap together).
 
 Messages as the host reader's (`tinyattn.intmodel.blob._check_op`): `shape mismatch in op K
 (dense): ...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
-The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py, imported from here
+The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py (the conv op's, 11,
+in attention_ops_conv.py), imported from here
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """
 
@@ -75,7 +76,7 @@ def check_ops(api, blob, ops, tensors, tables, source, lean=False):
 
 
 def _seq():
-    # the checks of the seq-attn ops (7-10): a module of their own, loaded only for a blob
+    # the checks of the seq-attn ops (7-11): a module of their own, loaded only for a blob
     # that has them (a small board reading a non-seq blob never holds their bytecode)
     return __import__("attention_ops_seq")
 
@@ -83,7 +84,8 @@ def _seq():
 def _slots(op, quantized, k, fail):
     """The tensors an op must reference: [(role, dtype code, shape)] in record order."""
     ip = op.ip
-    for p in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F"):
+    for p in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F", "K",
+              "stride", "dilation", "groups"):  # fmt: skip
         if p in ip and not 1 <= ip[p] <= 65535:
             raise fail("op %d (%s): %s = %d out of range 1..65535" % (k, op.name, p, ip[p]))
     if ip.get("has_bias", 0) not in (0, 1):
@@ -99,6 +101,8 @@ def _slots(op, quantized, k, fail):
         groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
     elif op.code == 7 or op.code == 10:  # embed, masked_pool
         return _seq().slots(op, quantized)
+    elif op.code == 11:  # conv (attention_ops_conv: loaded for a blob that has one)
+        return __import__("attention_ops_conv").slots(op, quantized, k, fail)
     else:
         return []
     slots = []
@@ -217,6 +221,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
         return (ip["out"],)
     if op.code == 7 or op.code == 9:  # embed, res_ff
         return _seq().shape(k, op, shape, mismatch, fail)
+    if op.code == 11:  # conv
+        return __import__("attention_ops_conv").shape(op, shape, mismatch)
     # attention, avgpool, res_attention, masked_pool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))
@@ -236,7 +242,7 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
 
 def _check_budget(k, op, fail):
     ip, code = op.ip, op.code
-    if code == 1 or code == 7:  # dense; embed (its bias [S, E]: the largest |b[s, o]|)
+    if code == 1 or code == 7 or code == 11:  # dense, conv; embed (bias [S, E]: max |b[s, o]|)
         _dense_budget(k, op, "", ip["shift"], fail)
     elif code == 4 or code == 8:  # attention: q, k, v, softmax index (max - score), ctx, o
         _dense_budget(k, op, "q", ip["shift_q"], fail)

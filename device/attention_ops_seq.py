@@ -1,8 +1,9 @@
 # Device (MicroPython; also runs unchanged under CPython): the seq-attn part of the op checks.
 """The checks of a blob's seq-attn ops (opcodes 7-10: embed, res_attention, res_ff,
-masked_pool) that attention_ops.check_ops delegates here, in its order and with the host
-reader's messages (`tinyattn.intmodel.blob._check_op`, `budget_sites`): the tensor slots of embed
-and masked_pool, where ops may stand (embed is op 0 of a seq model; 8-10 only in one; reshape,
+masked_pool; the conv stem's conv, 11, in attention_ops_conv.py) that attention_ops.check_ops
+delegates here, in its order and with the host reader's messages
+(`tinyattn.intmodel.blob._check_op`, `budget_sites`): the tensor slots of embed and
+masked_pool, where ops may stand (embed is op 0 of a seq model; 8-11 only in one; reshape,
 attention, avgpool and myattn, which do not mask padded tokens, never in one), the shape
 rules of embed and res_ff, and the budget sites of the residual adds, res_ff and masked_pool.
 
@@ -56,8 +57,8 @@ def pool_table(k, shift, m, fail):
 
 
 def place(k, op, seq, fail):
-    """Ops 8-10 need a seq model (op 0 embed); ops 3-6 cannot run in one."""
-    if op.code in (8, 9, 10) and not seq:
+    """Ops 8-11 need a seq model (op 0 embed); ops 3-6 cannot run in one."""
+    if op.code in (8, 9, 10, 11) and not seq:
         raise fail("op %d (%s) needs a seq model (op 0 embed), op 0 is not embed" % (k, op.name))
     if op.code in (3, 4, 5, 6) and seq:
         raise fail(

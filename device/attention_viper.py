@@ -392,4 +392,54 @@ def add(x: ptr32, y: ptr32, _a, _b, _c, p: ptr32):
         y = ptr32(int(y) + 4)
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load)
+# conv: taps outside 0..S_in-1 skipped (a token outside the valid ones reads 0); the sum in
+# W's row order, as the pure kernel; x read unsigned, one sign fix-up of acc (as dense)
+@micropython.viper
+def conv(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
+    one = 1
+    sg = one << 31
+    lo32 = sg | (sg - 1)
+    S_out = p[0]
+    S_in = p[1]
+    C = p[2]
+    F = p[3]
+    K = p[4]
+    st = p[5]
+    dil = p[6]
+    Cg = p[7]
+    Fg = p[8]
+    pad = p[9]
+    shift = p[10]
+    lo = (p[11] ^ sg) - sg
+    hi = (p[12] ^ sg) - sg
+    rnd = one << (shift - 1)
+    yo = 0
+    for t in range(S_out):
+        i0 = t * st - pad
+        wi = 0
+        c0 = 0  # first input channel of output o's group
+        n = 0  # outputs of this group done
+        for o in range(F):
+            acc = b[o]
+            for c in range(c0, c0 + Cg):
+                i = i0
+                for _ in range(K):
+                    if i >= 0 and i < S_in:
+                        acc += x[i * C + c] * ((w[wi] ^ 0x80) - 0x80)
+                    wi += 1
+                    i += dil
+            n += 1
+            if n == Fg:
+                n = 0
+                c0 += Cg
+            acc = ((acc & lo32) ^ sg) - sg
+            v = (acc * m[o] + rnd) >> shift
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            y[yo + o] = v
+        yo += F
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)

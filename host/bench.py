@@ -31,6 +31,12 @@
   pure and viper, side by side in one run on the unix port) with its logits equal to the full
   recompute's (tools/bench_stream.py). `--stream --write FILE` replaces only its section
   (and its summary rows).
+- pico: the trained golden models on an emulated Raspberry Pi Pico (../shared/boards: the rp2
+  firmware, µs on the board's own clock): µs per inference and per MAC by int8 kernel set
+  (thumb, viper, pure), thumb's over a bare asm_thumb MAC loop timed in the same run, free
+  heap, and the app's µs per decision over a replay with its decisions equal to the host's
+  (tools/bench_pico.py; writes host/board/rp2040.json, the `rp2040` search preset's figures).
+  Skipped, with the reason, where the emulated boards are not there.
 - search (not part of `--all`: ~40 min): `tinyattn train --search` with the default budget on
   each development problem, as a user runs it, in a fresh cache: TEST float/int8, blob bytes,
   MACs, CV estimate, minutes, next to MiniRocket, 1-NN DTW and logistic regression on the same
@@ -79,6 +85,7 @@ TRAIN_TITLE = "Training (NumPy vs PyTorch, same run)"
 ACCURACY_TITLE = "Accuracy (repeated stratified CV, the same folds for every method)"
 SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same split)"
 STREAM_TITLE = "Stream (BasicMotions TEST as one live stream, the app on a virtual board)"
+PICO_TITLE = "Pico (emulated RP2040, rp2 firmware; µs on the board's own clock)"
 SEARCH_TITLE = "Model search on the development problems (peers on the same split, same run)"
 
 
@@ -207,6 +214,24 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if "vs_bare" in viper:
         add("device seq viper ÷ bare viper loop", viper["vs_bare"], ".2f", "≤ 1.5×",
             viper["vs_bare"] <= TARGETS["seq_vs_bare"])  # fmt: skip
+    pico = r.get("pico", {})
+    if "models" in pico:
+        models = pico["models"]
+        if "basicmotions" in models:
+            add("Pico int8 thumb µs BasicMotions", models["basicmotions"]["thumb"]["us"], "d",
+                "≤ 6000", models["basicmotions"]["thumb"]["us"] <= 6000)  # fmt: skip
+        if "iris" in models:
+            add("Pico int8 thumb µs Iris", models["iris"]["thumb"]["us"], "d", "≤ 500",
+                models["iris"]["thumb"]["us"] <= 500)  # fmt: skip
+        big = [m["thumb"]["us_per_mac"] for m in models.values() if m["macs"] >= 50_000]
+        if big:
+            add("Pico int8 thumb µs/MAC (≥ 50k MACs)", max(big), ".3f", "≤ 0.1",
+                max(big) <= 0.1)  # fmt: skip
+        st = pico.get("stream") or {}
+        if st.get("us_per_decision"):
+            add("Pico stream µs/decision (thumb)", st["us_per_decision"], ".0f", "", None)
+            add("Pico stream decisions = host", "yes" if st["host_equal"] else "no", "",
+                "all", st["host_equal"])  # fmt: skip
     if "blob_bytes" in r:
         add("blob bytes (reference)", r["blob_bytes"], "d", "≤ 2048",
             r["blob_bytes"] <= TARGETS["blob_bytes"])  # fmt: skip
@@ -458,6 +483,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the model search on the six development problems, next to the sktime peers, "
         "and its --jobs 1 vs 2 speed-up (~40 min on 2 cores; not part of --all)",
     )  # fmt: skip
+    parser.add_argument(
+        "--pico", action="store_true",
+        help="the int8 kernel sets and the stream on an emulated Pico (../shared/boards), on "
+        "its own clock; writes host/board/rp2040.json (the rp2040 search preset)",
+    )  # fmt: skip
     parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
     parser.add_argument("--json", action="store_true", help="print all figures as JSON last")
 
@@ -475,10 +505,10 @@ def check_blob(path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "search")
+    chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "pico", "search")
               if getattr(args, k)}  # fmt: skip
     if args.all or not chosen:
-        chosen = {"train", "device", "link", "accuracy", "stream"} | (chosen & {"search"})
+        chosen = {"train", "device", "link", "accuracy", "stream", "pico"} | (chosen & {"search"})
         print("== every benchmark: about 9 minutes on a 2-core machine", flush=True)
     needs_blob = chosen & {"device", "link"}
     if needs_blob:
@@ -539,6 +569,15 @@ def main(args: argparse.Namespace) -> int:
             result["stream"] = bench_stream(seq_blob(Path(tmp) / "basicmotions.bin"))
         sections.append((STREAM_TITLE, stream_table(result["stream"])))
         print(sections[-1][1], flush=True)
+    if "pico" in chosen:
+        from tools.bench_pico import bench_pico
+        from tools.bench_pico import format_table as pico_table
+
+        print("\n== pico: the int8 kernel sets on an emulated Pico's clock ...", flush=True)
+        result["pico"] = bench_pico()
+        if "skipped" not in result["pico"]:
+            sections.append((PICO_TITLE, pico_table(result["pico"])))
+        print(pico_table(result["pico"]), flush=True)
     if "search" in chosen:
         from tools.bench_search import bench_search
         from tools.bench_search import format_table as search_table
@@ -567,7 +606,7 @@ def main(args: argparse.Namespace) -> int:
     rows = summary_rows(result)
     if rows:  # a search-only run has its table above and no summary row
         print("\n== summary\n" + format_table(rows))
-    if args.write and chosen <= {"accuracy", "stream", "search"} and not args.all:
+    if args.write and chosen <= {"accuracy", "stream", "search", "pico"} and not args.all:
         m = result["machine"]
         run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
         committed, notes = read_doc(args.write)[0], []
@@ -578,6 +617,8 @@ def main(args: argparse.Namespace) -> int:
             update_doc_section(args.write, title, body + run)
         if "stream" in chosen:  # its summary rows too (the accuracy rows stay as committed)
             update_summary(args.write, [r for r in rows if r[0].startswith("stream ")])
+        if "pico" in chosen:
+            update_summary(args.write, [r for r in rows if r[0].startswith("Pico ")])
         print(f"written: the {' and '.join(sorted(chosen))} sections of {args.write}")
     elif args.write:
         notes = write_doc(args.write, result, sections, rows)

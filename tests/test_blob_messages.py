@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "blob-format.md"
 DEVICE = ROOT / "device"
 DEVICE_READERS = ("attention.py", "attention_blob.py", "attention_tensors.py", "attention_ops.py",
-                  "attention_ops_seq.py")  # fmt: skip
+                  "attention_ops_seq.py", "attention_ops_conv.py")  # fmt: skip
 HOLE = "\x00"  # a value in a source template
 
 

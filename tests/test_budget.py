@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 import pytest
 from device_support import DEVICE_DIR, find, odd_blob, op_offsets
-from seq_models import seq_spec
+from seq_models import random_seq_case, seq_spec
 from synth_models import iris_synthetic, random_model
 
 from tinyattn.intmodel.blob import (
@@ -38,6 +38,7 @@ from tinyattn.intmodel.blob import (
 from tinyattn.intmodel.intref import run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.model import myattn_op
+from tinyattn.learn.seqmodel import SeqAttnConfig
 
 pytestmark = pytest.mark.host
 
@@ -191,10 +192,16 @@ def test_budget_boundary_of_every_site_is_exact(attention, base):
         assert "M_sm" in kinds
 
 
+CONV_STEM = SeqAttnConfig(patch=2, embed_dim=4, num_heads=2, blocks=1, ff_dim=4, stem="conv",
+                          stem_width=4)  # fmt: skip
+
+
 def test_budget_sites_cover_every_multiplier_of_the_format():
     """Each multiplier of OP_LAYOUTS (iparams and `m·` tensors) is a budget site."""
     seen = {}
     seq = [blob_bytes(seq_spec())]  # embed, res_attention, res_ff, masked_pool (issue 11)
+    npz, X, lengths, _, _ = random_seq_case(3, 12, 2, 3, CONV_STEM, 1)
+    seq.append(blob_bytes(quantize(npz, X, lengths)))  # conv
     for data in list(budget_bases().values()) + seq:
         for op in read_blob(data).ops:
             seen.setdefault(op.kind, set()).update(s[0] for s in budget_sites(op))

@@ -18,7 +18,10 @@ TEST windows cut at random lengths; "odd" (T=13 not a multiple of P=4, C=2, E=8,
 block, F=12, no biases) and "steps" (P=1: time steps are tokens, T=6, C=3, E=4, H=1, two
 blocks, F=8), random-weight models quantized on random unequal-length windows; "hot" (T=24,
 C=3, P=2, E=12, H=2, two blocks, F=8) with Wq, Wk, bq, bk scaled by 300: score scales past
-the ones that once broke export (real softmax multiplier above 1e4), its softmax a hard max.
+the ones that once broke export (real softmax multiplier above 1e4), its softmax a hard
+max; "conv" (a conv stem: T=23, C=2, P=2, width 6, depthwise k5 stride 3 and dilation 1,
+then dilation 3, each with a pointwise conv + ReLU, E=8, H=2, F=12: 12 tokens strided to
+4, their counts ceil(S_n/3)).
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def seq_cases() -> dict[str, tuple[bytes, bytes, np.ndarray, np.ndarray]]:
     cases["steps"] = random_seq_case(7, 6, 3, 2, steps, 40)
     hot = SeqAttnConfig(patch=2, embed_dim=12, num_heads=2, blocks=2, ff_dim=8)
     cases["hot"] = random_seq_case(3, 24, 3, 3, hot, 120, hot=300.0)
+    conv = SeqAttnConfig(patch=2, embed_dim=8, num_heads=2, blocks=1, ff_dim=12, stem="conv",
+                         stem_width=6, stem_kernel=5, stem_dilations=(1, 3), stem_stride=3)
+    cases["conv"] = random_seq_case(9, 23, 2, 3, conv, 120)
     out = {}
     for name, (npz, Xc, lc, Xt, nt) in cases.items():
         q8 = blob_bytes(quantize(npz, Xc, lc))
@@ -108,7 +114,7 @@ def _device_rows(m, X, n):
     return rows
 
 
-@pytest.mark.parametrize("name", ["bm", "odd", "steps", "hot"])
+@pytest.mark.parametrize("name", ["bm", "odd", "steps", "hot", "conv"])
 def test_device_seq_int8_bit_exact_on_windows_of_random_lengths(attention, cases, name):
     data, _, X, n = cases[name]
     m = attention.Model(data, kernels="pure")
@@ -128,7 +134,7 @@ def test_device_seq_int8_bit_exact_on_windows_of_random_lengths(attention, cases
         assert right >= 34, right
 
 
-@pytest.mark.parametrize("name", ["bm", "odd"])
+@pytest.mark.parametrize("name", ["bm", "odd", "conv"])
 def test_device_seq_float32_blob_matches_floatref(attention, cases, name):
     _, data, X, n = cases[name]
     m = attention.Model(data)
@@ -138,10 +144,11 @@ def test_device_seq_float32_blob_matches_floatref(attention, cases, name):
         assert np.max(np.abs(np.array(dlf) - lf[i])) <= FLOAT_TOL, (name, i)
 
 
-def test_device_seq_padding_never_changes_a_logit(attention, cases):
+@pytest.mark.parametrize("name", ["odd", "conv"])
+def test_device_seq_padding_never_changes_a_logit(attention, cases, name):
     """Garbage in xq past the window, the window inside a longer xq, a longer window run just
     before (stale buffers), and quantize into a reused buffer: identical logits."""
-    data, _, X, n = cases["odd"]
+    data, _, X, n = cases[name]
     m = attention.Model(data, kernels="pure")
     rng = np.random.default_rng(2)
     out = m.new_logits()
@@ -224,9 +231,9 @@ def _recrc(data: bytearray) -> bytes:
     return bytes(data)
 
 
-@pytest.mark.parametrize("which", [0, 1])
-def test_device_seq_random_mutations_get_the_host_readers_verdict(attention, cases, which):
-    ref = cases["odd"][which]  # int8, float32
+@pytest.mark.parametrize(("name", "which"), [("odd", 0), ("odd", 1), ("conv", 0), ("conv", 1)])
+def test_device_seq_random_mutations_get_the_host_readers_verdict(attention, cases, name, which):
+    ref = cases[name][which]  # int8, float32
     rng = np.random.default_rng(9 + which)
     rejected = 0
     for _ in range(300):
@@ -237,6 +244,28 @@ def test_device_seq_random_mutations_get_the_host_readers_verdict(attention, cas
         assert device == host
         rejected += host is not None
     assert rejected > 40
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "problem"),
+    [
+        ("groups", 4, "op 1 (conv): groups = 4 must divide C = 6 and F = 6"),
+        ("relu", 2, "op 1 (conv): relu = 2, must be 0 or 1"),
+        ("stride", 0, "op 1 (conv): stride = 0 out of range 1..65535"),
+        ("K", 4, "shape mismatch in op 1 (conv): tensor"),
+        ("S", 11, "shape mismatch in op 1 (conv): input shape [12, 6], op has S, C = 11, 6"),
+        ("shift", 31, "op 1 (conv): shift = 31 out of range 1..30"),
+    ],
+)
+def test_device_seq_edited_conv_refused_by_both_readers(attention, cases, param, value, problem):
+    """A conv op's parameters edited (CRC fixed): both readers refuse with one message."""
+    data = cases["conv"][0]
+    at = _offsets(data)[1] + 4 * OP_LAYOUTS[11].iparams.index(param)
+    bad = bytearray(data)
+    struct.pack_into("<i", bad, at, value)
+    host, device = _verdicts(attention, _recrc(bad))
+    assert host is not None and problem in host, host
+    assert device == host
 
 
 def _offsets(data: bytes) -> list[int]:
@@ -254,9 +283,16 @@ def _offsets(data: bytes) -> list[int]:
 
 
 def test_device_seq_budget_sites_bind_at_the_same_multiplier_on_both_readers(attention, cases):
-    """Every site of embed, res_attention, res_ff and masked_pool: with M one above the largest
-    the budget allows both readers refuse with the same message; at that largest both accept."""
-    data = cases["steps"][0]
+    """Every site of embed, conv, res_attention, res_ff and masked_pool: with M one above the
+    largest the budget allows both readers refuse with the same message; at that largest both
+    accept."""
+    seen = set()
+    for data in (cases["steps"][0], cases["conv"][0]):
+        seen |= _budget_sites_bind(attention, data)
+    assert {"embed", "res_attention", "res_ff", "conv"} <= seen
+
+
+def _budget_sites_bind(attention, data: bytes) -> set[str]:
     blob = read_blob(data)
     entries = {e.name: e for e in blob.tensor_table}
     seen = set()
@@ -277,7 +313,7 @@ def test_device_seq_budget_sites_bind_at_the_same_multiplier_on_both_readers(att
                 assert device == host, (k, name)
                 assert (host is None) == ok, (k, name, host)
             seen.add(op.kind)
-    assert {"embed", "res_attention", "res_ff"} <= seen
+    return seen
 
 
 def test_device_seq_kernel_table_documents_every_kernel(attention):
@@ -289,7 +325,9 @@ def test_device_seq_kernel_table_documents_every_kernel(attention):
     for f in k.INT8:
         assert f"\n  {f.__name__} " in doc, f.__name__
     assert "bstride" in doc and "add    (x, y" in doc and "S_n" in doc
-    assert [f.__name__ for f in k.FLOAT] == [f.__name__ + "_f" for f in k.INT8[:7]]
+    assert [f.__name__ for f in k.FLOAT[:7]] == [f.__name__ + "_f" for f in k.INT8[:7]]
+    assert k.FLOAT[7] is k.conv  # the float conv: the same kernel, run with shift 0
+    assert k.INT8[9] is k.conv
 
 
 def _edited_pool_tables(data: bytes) -> list[tuple[bytes, str]]:

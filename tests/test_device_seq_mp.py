@@ -2,7 +2,7 @@
 """seq-attn blobs on MicroPython, every kernel set (pure, native, viper), the runtime as .mpy
 (mpy-cross -march=x64), against the host references window by window (the models and windows
 of tests/test_device_seq.py: the trained BasicMotions model on TEST windows full and cut at
-random lengths, and two random-weight models with T % P != 0 and P = 1):
+random lengths, two random-weight models with T % P != 0 and P = 1, and one with a conv stem):
 
 - int8 logits identical to intref's, every integer, and `xq` identical to the host's; float
   logits within 1e-4 of floatref; padding invariance on the board (the same window with
@@ -100,7 +100,7 @@ def blobs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-@pytest.mark.parametrize("name", ["bm", "odd", "steps", "hot"])
+@pytest.mark.parametrize("name", ["bm", "odd", "steps", "hot", "conv"])
 def test_device_seq_mp_int8_bit_exact_and_padding_invariant(mpy, blobs, name, kernels):
     q8, _, X, n, rows = blobs[name]
     head, *out = literals(
@@ -117,7 +117,7 @@ def test_device_seq_mp_int8_bit_exact_and_padding_invariant(mpy, blobs, name, ke
         assert np.max(np.abs(np.array(dlf) - lf[i])) <= FLOAT_TOL, (i, dlf, lf[i])
 
 
-@pytest.mark.parametrize("name", ["bm", "odd"])
+@pytest.mark.parametrize("name", ["bm", "odd", "conv"])
 def test_device_seq_mp_float32_blob_matches_floatref(mpy, blobs, name):
     _, f32, X, n, rows = blobs[name]
     head, *out = literals(
@@ -130,9 +130,13 @@ def test_device_seq_mp_float32_blob_matches_floatref(mpy, blobs, name):
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_device_seq_mp_run_int8_allocates_nothing_under_heap_lock(mpy, blobs, tmp_path, kernels):
-    q8, _, X, _, _ = blobs["bm"]
-    n = 37  # 4 valid tokens of 10, the last one 7 steps and 3 of padding
+@pytest.mark.parametrize(("name", "n"), [("bm", 37), ("conv", 13)])
+def test_device_seq_mp_run_int8_allocates_nothing_under_heap_lock(
+    mpy, blobs, tmp_path, kernels, name, n
+):
+    # bm: 4 valid tokens of 10, the last one 7 steps and 3 of padding; conv: 7 patch tokens,
+    # 3 after the stride
+    q8, _, X, _, _ = blobs[name]
     rows = write_windows(tmp_path / "w.txt", X[:1], [n])
     rows.write_text(rows.read_text().split(" ", 1)[1])  # HEAP_LOCK's rows: the values only
     delta, control, out = literals(

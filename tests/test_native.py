@@ -37,7 +37,7 @@ def test_native_kernels_are_the_pure_kernels_decorated(tmp_path):
     native = path.read_text()
     assert _code(native) == _code(_pure("attention_native"))
     funcs = [n for n in ast.parse(native).body if isinstance(n, ast.FunctionDef)]
-    assert len(funcs) == 16  # 9 int8 (softmax_q14 a helper), 7 float
+    assert len(funcs) == 17  # 10 int8 (softmax_q14 a helper; conv also the float conv), 7 float
     assert all(ast.unparse(f.decorator_list[0]) == "micropython.native" for f in funcs)
     assert "\nimport math\n\nimport micropython\n" in native  # the emitter's module, once
 

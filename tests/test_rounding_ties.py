@@ -35,6 +35,7 @@ kernels at
   device_matches_formula[attention_softmax-*, myattn_scores_softmax-*], 6 tests;
 - pool (`pool`: avgpool and masked_pool): [avgpool-*, masked_pool-*, embed-*], 9 tests;
 - attention's ctx (`attn`): [attention_ctx-*, attention_softmax-*], 6 tests;
+- conv (`conv`): device_matches_formula[conv-*], 3 tests;
 and alone: viper's `embed` kernel: [embed-viper]; the host's `intref.requant` and
 `intref.residual_add`: host_intref_matches_formula[every case], 15 tests.
 """
@@ -169,6 +170,25 @@ class Formula:
         return self.dense("myattn.combine", [Q + applied], t["Wc"], t.get("bc"), t["mc"],
                           ip["shift_c"], *INT8)  # fmt: skip
 
+    def conv(self, x, ip, t):
+        """1-D conv over the valid tokens x [S_n][C] (docs "conv"): taps outside read 0."""
+        K, st, dil, g = ip["K"], ip["stride"], ip["dilation"], ip["groups"]
+        Cg, Fg, pad = ip["C"] // g, ip["F"] // g, (K - 1) * ip["dilation"] // 2
+        lo = 0 if ip["relu"] else INT8[0]
+        out = []
+        for t_ in range(-(-len(x) // st)):
+            y = []
+            for o in range(ip["F"]):
+                acc = t["b"][o] if "b" in t else 0
+                for c in range(Cg):
+                    for j in range(K):
+                        i = t_ * st + j * dil - pad
+                        if 0 <= i < len(x):
+                            acc += x[i][(o // Fg) * Cg + c] * t["W"][o][c * K + j]
+                y.append(self.rnd("conv", acc * t["m"][o], ip["shift"], lo, INT8[1]))
+            out.append(y)
+        return out
+
     def add(self, site, x, a, M_x, M_a, shift):
         """Residual add: clamp((x·M_x + a·M_a + 2**(shift-1)) >> shift), one rounding."""
         return [
@@ -215,6 +235,8 @@ class Formula:
                 f = self.dense("res_ff.f", h, t["W2"], t.get("b2"), t["m2"], ip["shift_2"],
                                *INT8)  # fmt: skip
                 rows = self.add("res_ff.add", rows, f, ip["M_x"], ip["M_f"], ip["shift_add"])
+            elif op.kind == "conv":
+                rows = self.conv(rows, ip, t)
             elif op.kind == "masked_pool":
                 k = len(rows)
                 acc = [sum(r[c] for r in rows) for c in range(ip["E"])]
@@ -296,6 +318,14 @@ def embed_op(T, P, C, W, b, m, shift) -> Op:
 def embed_identity(T: int, C: int) -> Op:
     """Patches of one step, y[s] = x[s] exactly (P = 1, W = I, b = 0, m = 2, shift = 1)."""
     return embed_op(T, 1, C, np.eye(C), np.zeros((T, C)), [2] * C, 1)
+
+
+def conv_op(S, C, F, K, stride, dilation, groups, W, b, m, shift, relu=0) -> Op:
+    t = {"W": np.array(W, np.int8), "b": np.array(b, np.int32), "s": ones(F),
+         "m": np.array(m, np.int16)}  # fmt: skip
+    ip = {"S": S, "C": C, "F": F, "K": K, "stride": stride, "dilation": dilation,
+          "groups": groups, "relu": relu, "has_bias": 1, "shift": shift}  # fmt: skip
+    return Op("conv", ip, {"s_in": 1.0, "s_out": 1.0}, t)
 
 
 def masked_pool_op(S: int, E: int) -> Op:
@@ -563,6 +593,22 @@ def case_res_ff_dense():
     return spec(ops, 3), xs, {"res_ff.h": {"hi"}, "res_ff.f": {"hi", "lo", "neg"}}
 
 
+def case_conv():
+    """T = 3, P = 1, C = F = 2, a depthwise conv K = 3, stride 2, pad 1, m = 1, shift 1 (1/2):
+    output 0 reads tokens -1 (nothing), 0, 1: ch0 (1 + x0[0] + x0[1])/2: 127 + 127 -> 127.5,
+    -128 - 128 -> -127.5, 126 + 126 -> 126.5; ch1 (128 + x1[0] - x1[1])/2 (negative ties from
+    x1[0] - x1[1] < -128). n = 1, 2: one output (masked_pool k = 1, exact); n = 3: a second
+    output from tokens 1, 2 (and 3: nothing)."""
+    ops = [embed_identity(3, 2), conv_op(3, 2, 2, 3, 2, 1, 2, [[1, 1, 1], [0, 1, -1]], [1, 128],
+                                         [1, 1], 1),
+           masked_pool_op(2, 2), identity(2)]  # fmt: skip
+    xs = [([a0, a1, b0, b1, c0, c1], n) for a0, a1, b0, b1, c0, c1, n in (
+        (127, -1, 127, 0, 0, 0, 2), (-128, -128, -128, 127, 0, 0, 2), (126, 5, 126, 2, 0, 0, 2),
+        (2, -127, 0, 0, 0, 0, 1), (-4, 3, 0, 0, 0, 0, 1), (3, -100, 9, 60, -7, 2, 3),
+        (-9, 17, 4, -20, 1, 5, 3))]  # fmt: skip
+    return spec(ops, 2), xs, {"conv": {"hi", "lo", "neg"}}
+
+
 CASES = {
     "dense": case_dense,
     "logits": case_logits,
@@ -579,6 +625,7 @@ CASES = {
     "res_attention": case_res_attention,
     "res_ff_add": case_res_ff_add,
     "res_ff_dense": case_res_ff_dense,
+    "conv": case_conv,
 }
 SITES = sorted({site for make in CASES.values() for site in make()[2]})
 

@@ -59,9 +59,11 @@ def test_search_one_se_pick_prefers_the_start_then_the_simplest():
 
 
 def test_search_board_preset_turns_ms_into_macs_and_heap():
-    b = S.board_budget("rp2040", 50, S.Budget())
-    assert b.max_macs == int(50_000 / 0.7) == 71428  # ≈ 70k MACs (DESIGN §13: 0.7 µs/MAC)
-    assert b.max_heap == 48 * 1024 and b.max_bytes == 32 * 1024
+    preset = S.BOARDS["rp2040"]  # from the measured Pico table (host/board/rp2040.json)
+    b = S.board_budget("rp2040", 5, S.Budget())
+    assert b.max_macs == int(5_000 / preset.us_per_mac) < S.Budget().max_macs
+    assert b.max_heap == preset.max_heap <= 48 * 1024 and b.max_bytes == 32 * 1024
+    assert S.board_budget("rp2040", 50, S.Budget()).max_macs == S.Budget().max_macs  # capped
     assert S.board_budget(None, None, S.Budget(max_macs=5)).max_macs == 5
     with pytest.raises(ValueError, match="--max-ms needs --board"):
         S.board_budget(None, 50, S.Budget())
@@ -257,3 +259,26 @@ def test_search_one_se_pick_prefers_the_steadier_within_one_se():
     assert S.one_se_pick(rows)["order"] == 0
     rows[1]["score"]["int8"] = 0.86  # below 0.90 - 0.03: the start stays
     assert S.one_se_pick(rows, lambda r: prefer.get(r["order"], False))["order"] == 0
+
+
+def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget(tmp_path):
+    """The stem stage: the base (patch) first, then conv stems whose attention sees at most 32
+    tokens; a search of that stage alone ends in a model whose costs fit the budget."""
+    from tinyattn.learn.seqmodel import default_max_steps, token_steps
+
+    data, base = _data(), _start()
+    cands = S.stage_candidates("stem", data, base)
+    convs = [c for c in cands if c.arch.stem == "conv"]
+    assert cands[0] == base and len(convs) >= 4
+    for c in convs:
+        T = default_max_steps(data.lengths, c.arch.patch)
+        ops = S.build_seq_model(T, 2, 3, c.arch).ops
+        assert -(-T // token_steps(ops)) <= 32
+        assert " conv" in c.label()
+    budget = S.Budget(max_macs=20_000)
+    res = S.search(data, base, budget, k=3, repeats=1, stages=("stem",), cache_dir=tmp_path,
+                   progress=False)  # fmt: skip
+    assert res.complete and [st["stage"] for st in res.stages] == ["stem"]
+    rows = res.stages[0]["rows"]
+    assert len(rows) == len(cands) and any("score" in r for r in rows if " conv" in r["label"])
+    assert not budget.over(S.cost(data, res.pick.arch))

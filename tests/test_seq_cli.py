@@ -176,10 +176,12 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     model = tmp_path / "m.npz"
     argv = ["--patch", "10", "--embed", "8", "--heads", "4", "--blocks", "2", "--ff", "12",
             "--epochs", "3", "--lr", "0.002", "--label-smoothing", "0.05",
-            "--shift", "0", "--log-view"]  # fmt: skip
+            "--shift", "0", "--log-view", "--stem", "conv", "--stem-width", "6",
+            "--stem-kernel", "3", "--stem-stride", "3", "--stem-dilations", "2"]  # fmt: skip
     s = run(capsys, "train", "--dataset", "basicmotions", *argv, "--out", str(model), "--quiet")
     assert s["arch"] == {"patch": 10, "embed_dim": 8, "num_heads": 4, "blocks": 2, "ff_dim": 12,
-                         "bias": True, "log_view": True}  # fmt: skip
+                         "bias": True, "log_view": True, "stem": "conv", "stem_width": 6,
+                         "stem_kernel": 3, "stem_dilations": [2], "stem_stride": 3}  # fmt: skip
     assert s["augment"]["shift"] == 0 and s["epochs"] == 3
     train = load_model(model).meta["train"]
     assert (train["lr"], train["label_smoothing"]) == (0.002, 0.05)
@@ -187,6 +189,9 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     assert (train["weight_decay"], train["batch_size"]) == (d.weight_decay, d.batch_size)
     ops = load_model(model).model.ops
     assert ops[0]["patch"] == 10 and sum(op["op"] == "ff" for op in ops) == 2
+    convs = [op for op in ops if op["op"] == "conv"]  # depthwise k3 s3 d2, pointwise -> E
+    assert [(c["kernel"], c["stride"], c["dilation"], c["groups"]) for c in convs] == [
+        (3, 3, 2, 6), (1, 1, 1, 1)] and convs[-1]["filters"] == 8  # fmt: skip
     assert len(ops[0]["log_floor"]) == 6  # one floor per channel
     assert len(load_model(model).meta["history"]["loss"]) == 3
 
@@ -227,6 +232,11 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--dataset", "japanesevowels", "--on-board"], "distils from 4 teachers"),
         (["--dataset", "basicmotions", "--on-board", "--head-only"], "leave out --head-only"),
         (["--ts", "nope.ts"], "nope.ts: cannot read"),
+        (["--dataset", "basicmotions", "--stem", "conv", "--on-board"], "not a conv stem"),
+        (["--stem", "conv"], "--stem: seq-attn flags"),
+        (["--dataset", "basicmotions", "--stem-dilations", "1,x"], "integers separated by"),
+        (["--dataset", "basicmotions", "--stem", "conv", "--stem-stride", "0"],
+         "--stem-stride 0: must be at least 1"),
     ],
 )
 @pytest.mark.host
@@ -271,11 +281,14 @@ def test_seq_cli_refuses_train_windows_of_one_class(capsys, tmp_path):
 def ts_models(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
     """kind -> (model.npz, model.bin, TEST .ts) trained and exported through the CLI."""
     out = {}
-    for kind in ("univariate", "unequal"):
+    for kind in ("univariate", "unequal", "conv"):
         d = tmp_path_factory.mktemp(kind)
-        ts_train, ts_test = write_pair(d, kind)
+        ts_train, ts_test = write_pair(d, "unequal" if kind == "conv" else kind)
         model, blob = d / "m.npz", d / "m.bin"
         argv = ["train", "--ts", str(ts_train), "--test", str(ts_test), *SMALL, "--quiet"]
+        if kind == "conv":  # the conv stem: unequal windows, longer TEST ones (T = 20)
+            argv += ["--patch", "2", "--stem", "conv", "--stem-width", "4", "--stem-stride",
+                     "2", "--stem-dilations", "1,3"]  # fmt: skip
         assert cli.main([*argv, "--out", str(model)]) == 0
         assert cli.main(["export", "--model", str(model), "--out", str(blob)]) == 0
         out[kind] = (model, blob, ts_test)
@@ -283,7 +296,7 @@ def ts_models(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
 
 
 @pytest.mark.micropython
-@pytest.mark.parametrize("kind", ["univariate", "unequal"])
+@pytest.mark.parametrize("kind", ["univariate", "unequal", "conv"])
 def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kind):
     """The exported blob under the MicroPython unix port (.mpy, viper) on every TEST window
     (cut to T as export does): int8 logits and xq identical to the host's, float within 1e-4."""
@@ -313,7 +326,7 @@ def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kin
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("kind", ["univariate", "unequal"])
+@pytest.mark.parametrize("kind", ["univariate", "unequal", "conv"])
 def test_seq_cli_ts_model_parity_on_a_virtual_board(
     ts_models, vboard_factory, capsys, tmp_path, kind
 ):

@@ -77,9 +77,13 @@ def find_tool(name: str) -> str | None:
 def compile_mpy(out_dir: Path, mpy_cross: str, arch: str = "x64") -> None:
     """Compile the device modules (the native kernels generated from the pure ones) and the
     runner to .mpy files in `out_dir`."""
+    from tinyattn.board.flash import THUMB_ARCHS, THUMB_MODULES
+
     tree = runtime_tree(DEVICE_DIR, out_dir / "src")
     sources = sorted(tree.glob("attention*.py")) + [tree / "naive.py", RUNNER, BARE]
     for src in sources:
+        if src.stem in THUMB_MODULES and arch not in THUMB_ARCHS:
+            continue  # the Thumb assembler kernels: ARM boards only
         out = out_dir / (src.stem + ".mpy")
         subprocess.run([mpy_cross, f"-march={arch}", "-o", str(out), str(src)], check=True,
                        capture_output=True, text=True)  # fmt: skip

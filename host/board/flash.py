@@ -10,7 +10,8 @@ The runtime goes as `.mpy` by default, compiled by mpy-cross for the board's own
 read from `sys.implementation._mpy` as `mip` does (native/viper code is architecture-specific:
 armv6m on RP2040, xtensawin on ESP32, x64 on the virtual board; on a board without a native
 architecture the native/viper modules are left out and the pure kernels run; the native ones
-are generated from the pure kernels first, tinyattn.board.native). `.py` sources
+are generated from the pure kernels first, tinyattn.board.native; the Thumb assembler kernels,
+attention_thumb, go only to an ARM Cortex-M board: THUMB_ARCHS). `.py` sources
 only with `--py`, or when no mpy-cross matching the board's .mpy version is installed: then
 the board compiles them at import, which needs about 40 KB more heap while the model loads.
 
@@ -50,6 +51,9 @@ PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (al
 BLOB_NAME = "model.bin"
 # need an arch; optional at import
 NATIVE_MODULES = ("attention_native", "attention_viper", "attention_train_native")
+# need a Thumb arch (inline assembler): left out of any other board's .mpy
+THUMB_MODULES = ("attention_thumb",)
+THUMB_ARCHS = ("armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp")
 # Heap to start the server, load a blob and run both paths, as free heap at the prompt
 # (compared with the board's gc.mem_free()), measured on the 64-bit virtual board (the
 # smallest -X heapsize at which flash + parity with bench pass, less the 3.4 KB its REPL and
@@ -373,6 +377,8 @@ def flash(
     if as_mpy:
         if arch is None:
             sources = [src for src in sources if src.stem not in NATIVE_MODULES]
+        if arch not in THUMB_ARCHS:
+            sources = [src for src in sources if src.stem not in THUMB_MODULES]
         sources = compile_mpy(sources, arch, BUILD_DIR / "mpy" / (arch or "bytecode"))
     need, free = heap_needed(parsed, as_mpy) if parsed else None, board["free_heap"]
     if free is not None and need is not None and need > free:

@@ -164,6 +164,9 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
 
     check_recipe(data.name, augment, distill)
     check_schedule(config)
+    if arch.stem != "patch":
+        raise CLIError("--on-board: the board trains the patch stem only, not a conv stem; "
+                       "train with --stem conv on the host, then export and flash")
     if arch.log_view:
         raise CLIError("--on-board: the board trains on the values as they are, not their log "
                        "view; train with --log-view on the host, then export and flash")

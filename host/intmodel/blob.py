@@ -140,6 +140,22 @@ def _embed_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
     return slots
 
 
+def _conv_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
+    # W [F, C/groups, K] as PyTorch's conv1d, stored [F, (C/groups)·K] (value c·K + j)
+    F, n_in = ip["F"], ip["C"] // ip["groups"] * ip["K"]
+    slots: list[TensorSlot] = [("W", I8 if quantized else F32, (F, n_in))]
+    if ip["has_bias"]:
+        slots.append(("b", I32 if quantized else F32, (F,)))
+    if quantized:
+        slots += [("s", F32, (F,)), ("m", I16, (F,))]
+    return slots
+
+
+def conv_out_tokens(S: int, stride: int) -> int:
+    """Tokens out of a conv of `stride` over S tokens: ceil(S / stride)."""
+    return -(-S // stride)
+
+
 def _res_ff_tensors(ip: dict[str, int], quantized: bool) -> list[TensorSlot]:
     E, F = ip["E"], ip["F"]
     slots: list[TensorSlot] = []
@@ -179,7 +195,7 @@ _ATTENTION_IPARAMS = tuple(
 _ATTENTION_FPARAMS = ("s_in", "s_q", "s_k", "s_v", "s_ctx", "s_out")
 _ATTENTION_SHIFTS = ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "shift_ctx")
 # Ops of a seq model (op 0 is `embed`): token-wise ops run on the S_n valid tokens only.
-SEQ_ONLY_OPS = ("embed", "res_attention", "res_ff", "masked_pool")
+SEQ_ONLY_OPS = ("embed", "res_attention", "res_ff", "masked_pool", "conv")
 NOT_IN_SEQ_OPS = ("reshape", "attention", "avgpool", "myattn")  # unmasked: refused after embed
 
 OP_LAYOUTS: dict[int, OpLayout] = {
@@ -247,6 +263,13 @@ OP_LAYOUTS: dict[int, OpLayout] = {
         ("S", "E", "shift"),
         (),
         _masked_pool_tensors,
+        shifts=("shift",),
+    ),
+    11: OpLayout(
+        "conv",
+        ("S", "C", "F", "K", "stride", "dilation", "groups", "relu", "has_bias", "shift"),
+        ("s_in", "s_out"),
+        _conv_tensors,
         shifts=("shift",),
     ),
 }
@@ -751,11 +774,21 @@ def _check_ops(raw_ops: list[RawOp], table, arrays, head: _Header, fail) -> list
 
 
 def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
-    for name in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F"):
+    for name in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F", "K",
+                 "stride", "dilation", "groups"):  # fmt: skip
         if name in iparams and not 1 <= iparams[name] <= 65535:
             raise fail(f"op {k} ({layout.name}): {name} = {iparams[name]} out of range 1..65535")
     if "has_bias" in iparams and iparams["has_bias"] not in (0, 1):
         raise fail(f"op {k} ({layout.name}): has_bias = {iparams['has_bias']}, must be 0 or 1")
+    if layout.name != "conv":
+        return layout.tensors(iparams, quantized)
+    if iparams["relu"] not in (0, 1):
+        raise fail(f"op {k} (conv): relu = {iparams['relu']}, must be 0 or 1")
+    if iparams["C"] % iparams["groups"] or iparams["F"] % iparams["groups"]:
+        raise fail(
+            f"op {k} (conv): groups = {iparams['groups']} must divide C = {iparams['C']} and "
+            f"F = {iparams['F']}"
+        )
     return layout.tensors(iparams, quantized)
 
 
@@ -908,6 +941,10 @@ def _check_op(
         if shape != (ip["S"], ip["E"]):
             raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
         return (ip["E"],)
+    if kind == "conv":
+        if shape != (ip["S"], ip["C"]):
+            raise mismatch(f"input shape {list(shape)}, op has S, C = {ip['S']}, {ip['C']}")
+        return (conv_out_tokens(ip["S"], ip["stride"]), ip["F"])
     raise fail(f"op {k}: no shape rule for {kind}")  # pragma: no cover - table and rules agree
 
 
@@ -969,7 +1006,7 @@ def budget_sites(op: Op) -> list[BudgetSite]:
             dense("o", "shift_o"),
         ]
 
-    if op.kind == "dense":
+    if op.kind in ("dense", "conv"):
         return [dense("", "shift")]
     if op.kind == "attention":
         return attention()

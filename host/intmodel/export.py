@@ -153,7 +153,7 @@ def blob_macs(blob) -> int:
     """Multiply-accumulates of one inference of the blob's ops (seq: a full window of T
     steps, S tokens): dense `in·out` per row, attention `4·S·E² + 2·S²·E` (projections,
     scores, context), feed-forward `2·S·E·F`, pooling `S·E`, myattn its two Linears and
-    the weighted sum."""
+    the weighted sum, conv `ceil(S/stride)·F·(C/groups)·K` (as seqmodel.macs)."""
     total, rows = 0, 1  # rows: tokens a token-wise op runs on
     for op in blob.ops:
         ip = op.iparams
@@ -162,6 +162,9 @@ def blob_macs(blob) -> int:
             total += rows * ip["P"] * ip["C"] * ip["E"]
         elif op.kind == "dense":
             total += rows * ip["in"] * ip["out"]
+        elif op.kind == "conv":
+            rows = -(-rows // ip["stride"])
+            total += rows * ip["F"] * ip["C"] // ip["groups"] * ip["K"]
         elif op.kind == "reshape":
             rows = ip["S"]
         elif op.kind in ("attention", "res_attention"):
@@ -275,7 +278,7 @@ def layer_table(blob: Blob) -> list[dict[str, Any]]:
                         "M_max": int(M.max()),
                     }
                 )
-        elif op.kind in ("embed", "res_ff", "res_attention", "masked_pool"):
+        elif op.kind in ("embed", "res_ff", "res_attention", "masked_pool", "conv"):
             rows += _seq_layer_rows(k, op)
         elif op.kind == "avgpool":
             rows.append(
@@ -305,6 +308,10 @@ def _seq_layer_rows(k: int, op) -> list[dict[str, Any]]:
                     t["m"])]  # fmt: skip
     if op.kind == "masked_pool":
         return [row(f"masked_pool over 1..{ip['S']}", None, None, "shift", t["m"])]
+    if op.kind == "conv":
+        what = (f"conv k{ip['K']} s{ip['stride']} d{ip['dilation']} g{ip['groups']} "
+                f"{ip['C']}->{ip['F']}" + " (relu)" * ip["relu"])  # fmt: skip
+        return [row(what, fp["s_in"], fp["s_out"], "shift", t["m"])]
     if op.kind == "res_ff":
         return [
             row("ff W1 (relu)", fp["s_in"], fp["s_h"], "shift_1", t["m1"]),

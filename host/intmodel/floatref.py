@@ -57,6 +57,27 @@ def seq_patches(x: np.ndarray, lengths: np.ndarray, S_n: int, P: int) -> np.ndar
     return tok.reshape(B, S_n, P * C)
 
 
+def conv(x: np.ndarray, W: np.ndarray, b, ip: dict[str, int]) -> np.ndarray:
+    """The conv op on tokens `x [B, S_n, C]`, every token valid: `[B, ceil(S_n/stride), F]`,
+    `y[t, o] = act(b[o] + Σ_{j,c} W[o, c·K + j]·x[t·stride + j·dilation - pad, g(o)·C/g + c])`,
+    a token outside `0..S_n-1` reading 0, `pad = (K-1)·dilation // 2` (docs/quantization.md)."""
+    B, S, C = x.shape  # batch, valid tokens, channels
+    K, s, d, g, F = (ip[n] for n in ("K", "stride", "dilation", "groups", "F"))
+    pad = (K - 1) * d // 2
+    S_out = -(-S // s)
+    L = max((S_out - 1) * s + (K - 1) * d + 1, pad + S)
+    xp = np.zeros((B, L, C), dtype=x.dtype)
+    xp[:, pad : pad + S] = x
+    span = (S_out - 1) * s + 1
+    cols = np.stack([xp[:, j * d : j * d + span : s] for j in range(K)], axis=2)
+    cols = cols.reshape(B, S_out, K, g, C // g)  # (B, S', K, g, C/g)
+    Wg = W.reshape(g, F // g, C // g, K)
+    y = np.einsum("btjgc,gocj->btgo", cols, Wg).reshape(B, S_out, F)
+    if b is not None:
+        y = y + b
+    return np.maximum(y, 0) if ip["relu"] else y
+
+
 def softmax(z: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, subtracting the row max first (any float dtype)."""
     e = np.exp(z - z.max(axis=-1, keepdims=True))
@@ -190,20 +211,31 @@ def seq_float_ops(model: ModelFile) -> list[Op]:
     b = model.param(0, "b")
     t = {"W": model.param(0, "W"), "b": pos + (b if b is not None else 0.0)}  # (S, E)
     ops.append(Op("embed", {"T": T, "C": C, "P": P, "E": E}, {}, t))
+    width = E  # of the tokens; S and width change in the conv stem
     for i, op in enumerate(ops_in[2:], start=2):
         kind = op["op"]
         p = {n: model.param(i, n) for n in ("W", "b", "W1", "b1", "W2", "b2")}
         p.update({f"{w}{g}": model.param(i, f"{w}{g}") for w in "Wb" for g in "qkvo"})
         t = {role: v for role, v in p.items() if v is not None}
-        if kind == "attention" and op.get("residual"):
+        if kind == "conv":
+            names = ("channels", "filters", "kernel", "stride", "dilation", "groups", "relu")
+            C_in, F, K, stride, dil, g, relu = (int(op[n]) for n in names)
+            if C_in != width:
+                raise ValueError(f"op {i} (conv): channels {C_in}, its input has {width}")
+            ip = {"S": S, "C": C_in, "F": F, "K": K, "stride": stride, "dilation": dil,
+                  "groups": g, "relu": relu, "has_bias": int("b" in t)}  # fmt: skip
+            ops.append(Op("conv", ip, {}, t))
+            S, width = -(-S // stride), F
+        elif kind == "attention" and op.get("residual"):
             H = int(op["num_heads"])
+            E = width
             ip = {"S": S, "E": E, "H": H, "has_bias": int("bq" in t)}
             ops.append(Op("res_attention", ip, {}, t))
         elif kind == "ff":
-            ip = {"E": E, "F": int(op["hidden"]), "has_bias": int("b1" in t)}
+            ip = {"E": width, "F": int(op["hidden"]), "has_bias": int("b1" in t)}
             ops.append(Op("res_ff", ip, {}, t))
         elif kind == "masked_pool":
-            ops.append(Op("masked_pool", {"S": S, "E": E}, {}, {}))
+            ops.append(Op("masked_pool", {"S": S, "E": width}, {}, {}))
         elif kind == "dense":
             n_out, n_in = t["W"].shape
             ops.append(Op("dense", {"in": n_in, "out": n_out, "has_bias": int("b" in t)}, {}, t))
@@ -212,7 +244,7 @@ def seq_float_ops(model: ModelFile) -> list[Op]:
         else:
             raise ValueError(
                 f"op {i} ({kind}) has no seq blob opcode; a seq model has patch_embed, pos_add, "
-                "attention (residual), ff, masked_pool, dense (host/learn/seqmodel.py)"
+                "conv, attention (residual), ff, masked_pool, dense (host/learn/seqmodel.py)"
             )
     return ops
 
@@ -224,6 +256,8 @@ def _seq_float_forward(ops, tok: np.ndarray, params, record, H_of) -> np.ndarray
         p = params(op)
         if op.kind == "embed":
             x = x @ p["W"].T + p["b"][: x.shape[1]]  # (B, S_n, E): bias + pos per token
+        elif op.kind == "conv":
+            x = conv(x, p["W"], p.get("b"), op.iparams)  # (B, ceil(S_n/stride), F)
         elif op.kind == "res_attention":
             a = attention(x, *(p.get(n) for n in ATT_PARAMS), H_of(op), record, f"{k}.")
             if record is not None:
@@ -308,7 +342,9 @@ def _dequantized_seq(op, quantized: bool) -> dict[str, np.ndarray]:
         if quantized:
             b = b * (np.float32(op.fparams["s_in"]) * op.tensors["s"].astype(np.float32))
         return {"W": W, "b": b}
-    groups = {"res_attention": "qkvo", "res_ff": "12", "dense": ("",)}.get(op.kind, ())
+    groups = {"res_attention": "qkvo", "res_ff": "12", "dense": ("",), "conv": ("",)}.get(
+        op.kind, ()
+    )
     s_in = {"o": "s_ctx", "2": "s_h"}
     out = {}
     for g in groups:

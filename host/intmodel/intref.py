@@ -167,12 +167,36 @@ def residual_add(x, y, M_x: int, M_y: int, shift: int, what: str) -> np.ndarray:
     return np.clip(t >> shift, -128, 127)
 
 
+def conv(x: np.ndarray, op, what: str) -> np.ndarray:
+    """Integer conv over tokens `x [B, S_n, C]` (every token valid) -> `[B, ceil(S_n/stride),
+    F]`: `y[t, o] = requant(b[o] + Σ_{c, j} x[t·stride + j·dilation - pad, g(o)·C/g + c]·
+    W[o, c·K + j], m[o], shift, lo, 127)`, lo = 0 with relu (else -128), a token outside
+    `0..S_n-1` adding nothing; partial sums in the order of W's row (docs/quantization.md)."""
+    ip, t = op.iparams, op.tensors
+    B, S, C = x.shape  # batch, valid tokens, channels
+    K, s, d, g, F = (ip[n] for n in ("K", "stride", "dilation", "groups", "F"))
+    pad = (K - 1) * d // 2
+    S_out = -(-S // s)
+    L = max((S_out - 1) * s + (K - 1) * d + 1, pad + S)
+    xp = np.zeros((B, L, C), np.int64)
+    xp[:, pad : pad + S] = x
+    span = (S_out - 1) * s + 1
+    cols = np.stack([xp[:, j * d : j * d + span : s] for j in range(K)], axis=2)  # (B,S',K,C)
+    cols = cols.reshape(B, S_out, K, g, C // g).transpose(0, 1, 3, 4, 2)  # (B, S', g, C/g, K)
+    cols = cols.reshape(B, S_out, g, C // g * K)[:, :, np.arange(F) // (F // g)]  # (B,S',F,n)
+    acc = accumulate(cols * t["W"].astype(np.int64), -1, what, t.get("b"))  # (B, S', F)
+    return requant(acc, t["m"].astype(np.int64), ip["shift"], 0 if ip["relu"] else -128, 127,
+                   what)  # fmt: skip
+
+
 def seq_op(x: np.ndarray, op, what: str) -> np.ndarray:
     """One op of a seq blob on `x [B, S_n, ·]`, every token valid (the first S_n tokens)."""
     ip, t = op.iparams, op.tensors
     if op.kind == "embed":
         b = t["b"][: x.shape[1]]  # (S_n, E): per-token bias (dense bias + position)
         return dense(x, t["W"], b, t["m"], ip["shift"], -128, 127, what)
+    if op.kind == "conv":
+        return conv(x, op, what)
     if op.kind == "res_attention":
         a = attention(x, op, what)
         return residual_add(x, a, ip["M_x"], ip["M_a"], ip["shift_add"], f"{what} add")

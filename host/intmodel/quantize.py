@@ -475,7 +475,8 @@ def pool_multipliers(S: int, what: str) -> tuple[np.ndarray, int]:
 
 
 def quantize_seq(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantModelSpec:
-    """The int8 spec of a seq model (ops embed, res_attention, res_ff, masked_pool, dense)."""
+    """The int8 spec of a seq model (ops embed, conv, res_attention, res_ff, masked_pool,
+    dense)."""
     fops = seq_float_ops(model)
     absmax = calibrate_seq(model, X_raw, lengths)
     s_in_model = activation_scale(absmax["input"])
@@ -494,6 +495,12 @@ def quantize_seq(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantMode
             M, shift = choose_shift(s * s_w.astype(np.float64) / s_out, acc, what)
             tensors = {"W": W_q, "b": b_q, "s": s_w, "m": M.astype(np.int16)}
             ops.append(Op("embed", {**ip, "shift": shift}, {"s_in": s, "s_out": s_out}, tensors))
+            s = s_out
+        elif fop.kind == "conv":  # per output channel as a dense; relu: the clamp [0, 127]
+            s_out = activation_scale(absmax[str(k)])
+            qd = quantize_dense(t["W"], t.get("b"), s, s_out, what)
+            fparams = {"s_in": s, "s_out": s_out}
+            ops.append(Op("conv", {**ip, "shift": qd.shift}, fparams, _dense_tensors(qd)))
             s = s_out
         elif fop.kind == "res_attention":
             if f"{k}.a" not in absmax:

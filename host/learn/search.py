@@ -14,10 +14,11 @@ record in the model file:
   estimate `model_heap`, plus the live stream's `stream_heap`) exceed it is never trained;
   its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
-  embed, heads, blocks, ff), `view` (the values, or their log view), `recipe` (lr, weight
-  decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time
-  shift, scaling, jitter, time stretch), `average` (none, EMA, SWA), `distill` (none, or an
-  ensemble of 4 teachers; a distilled candidate within one standard error first). The first
+  embed, heads, blocks, ff), `stem` (the patch embedding, or conv stems: `stem_grid`), `view`
+  (the values, or their log view), `recipe` (lr, weight decay, label smoothing; epochs; a
+  one-cycle schedule over 300 epochs), `augment` (time shift, scaling, jitter, time
+  stretch), `average` (none, EMA, SWA), `distill` (none, or an ensemble of 4 teachers; a
+  distilled candidate within one standard error first). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; the stages before `distill` train without teachers
   (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
@@ -85,7 +86,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class BoardPreset:
-    """A board's measured costs (DESIGN §13): µs per MAC of the int8 viper kernels and the
+    """A board's measured costs (DESIGN §13): µs per MAC of the int8 kernels it runs and the
     heap a model may take there."""
 
     name: str
@@ -94,16 +95,21 @@ class BoardPreset:
     source: str
 
 
-BOARDS = {
-    "rp2040": BoardPreset(
-        "rp2040", 0.7, 48 * 1024,
-        "MicroPython rp2 firmware (RPI_PICO, 125 MHz Cortex-M0+) under a cycle-counting RP2040 "
-        "emulator, int8 viper kernels: a plain viper int8 dot-product loop 0.7 µs per MAC "
-        "(BasicMotions' model 24.6 ms for 63,744 MACs, 0.39 µs/MAC; small models pay per-op "
-        "overhead, Iris 1.3 µs/MAC); 229 KB free at the REPL, of which the model may take 48 KiB "
-        "beside the server and a line buffer",
-    ),
-}  # fmt: skip
+def _measured(name: str) -> BoardPreset:
+    """The preset from the board's table that `make bench` measures (tools/bench_pico.py
+    writes host/board/NAME.json): µs per MAC of the kernel set the board runs, the most on its
+    golden models of >= 50k MACs, and half the heap free with the runtime and server imported,
+    at most 48 KiB for the model (the rest: the server's line buffer and batches)."""
+    t = json.loads((Path(__file__).resolve().parent.parent / "board" / f"{name}.json").read_text())
+    p = t["preset"]
+    heap = min(48 * 1024, t["free_heap_runtime"] // 2)
+    return BoardPreset(name, p["us_per_mac"], heap, f"{t['board']}: int8 {p['kernels']} "
+                       f"kernels, {p['us_per_mac']} µs/MAC on a {p['from_macs']:,}-MAC model; "
+                       f"{t['free_heap_runtime']:,} B free with the runtime, {heap} B for the "
+                       "model")  # fmt: skip
+
+
+BOARDS = {"rp2040": _measured("rp2040")}
 
 
 def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Budget:
@@ -127,11 +133,18 @@ def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Bud
 # A 32-bit board's objects are smaller: the estimate is an upper bound there.
 HEAP_FIT = (10_400, 1.75, 4.94, 3.58, 7.17)  # + per blob byte, S·P·C, S·E, S·F
 HEAP_MARGIN = 1536
+HEAP_STEM = 8.0  # a conv stem's widest activation: bytes per value (docs/search.md)
 
 
-def model_heap(blob_bytes: int, S: int, P: int, C: int, E: int, F: int) -> int:
+def model_heap(blob_bytes: int, S: int, P: int, C: int, E: int, F: int, stem: int = 0,
+               S_in: int | None = None) -> int:
+    """The heap estimate (docs/search.md): `S` tokens at the attention blocks, `S_in` of the
+    patch embedding (default `S`; a conv stem strides from `S_in` to `S`), `stem` the values
+    of its widest activation (`S_in · stem_width`, `HEAP_STEM` bytes each)."""
     a, per_byte, per_in, per_e, per_f = HEAP_FIT
-    est = a + per_byte * blob_bytes + per_in * S * P * C + per_e * S * E + per_f * S * F
+    S_in = S if S_in is None else S_in
+    est = (a + per_byte * blob_bytes + per_in * S_in * P * C + per_e * S * E
+           + HEAP_STEM * stem + per_f * S * F)  # fmt: skip
     return int(est) + HEAP_MARGIN
 
 
@@ -168,6 +181,9 @@ class Candidate:
         teach = f" | teachers{d.teachers} T{d.temperature:g} a{d.alpha:g}" if d.active else ""
         stretch = f" stretch{g.stretch:g}" if g.stretch else ""
         view = " log" if a.log_view else ""
+        if a.stem == "conv":
+            dil = ",".join(str(d) for d in a.stem_dilations)
+            view += f" conv{a.stem_width} k{a.stem_kernel} s{a.stem_stride} d{dil}"
         return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim}{view} | "
                 f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} | "
                 f"shift{g.shift} scale{g.scale:g} noise{g.noise:g}{stretch} | "
@@ -202,9 +218,13 @@ def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     X = data.X[few, :T]
     spec = quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
     nbytes = len(blob_bytes(spec))
-    S = -(-T // arch.patch)
-    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim)
-    heap += stream_heap(T, C, S, arch.embed_dim)  # the pick streams on the board (flash --app)
+    S_in = -(-T // arch.patch)
+    S, stem = S_in, 0
+    if arch.stem == "conv":
+        S = -(-S_in // arch.stem_stride)
+        stem = S_in * arch.stem_width
+    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim, stem, S_in)
+    heap += stream_heap(T, C, S_in, arch.embed_dim)  # the pick streams (flash --app)
     return {"macs": macs(model.ops), "bytes": nbytes, "heap": heap}
 
 
@@ -375,6 +395,22 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
+def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
+    """The stem stage: the base, then conv stems (docs/search.md "The conv stem") at the base's
+    E, H, L, ff: a stride s in {4, 8} after a patch P that leaves 16 or 32 tokens at the
+    attention (`P = ceil(longest / (tokens·s))`), width 8 with dilations 1, 2 or width 16
+    with dilations 2, 4; and the patch stem at the base's sizes when the base is a conv."""
+    longest = int(np.max(data.lengths))
+    out = [base, replace(base, stem="patch")]
+    for tokens in (16, 32):
+        for stride in (4, 8):
+            P = max(1, -(-longest // (tokens * stride)))
+            for width, dilations in ((8, (1, 2)), (16, (2, 4))):
+                out.append(replace(base, stem="conv", patch=P, stem_width=width, stem_kernel=5,
+                                   stem_stride=stride, stem_dilations=dilations))  # fmt: skip
+    return list(dict.fromkeys(out))
+
+
 # The distillation the `distill` stage tries beside none and the start's (JapaneseVowels' tuned
 # round 4: 4 teachers of the same architecture and recipe, temperature 2, alpha 0.9).
 TEACHERS = Distill(teachers=4, temperature=2.0, alpha=0.9)
@@ -385,6 +421,8 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     t, g = base.train, base.augment
     if stage == "arch":
         return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
+    if stage == "stem":
+        return [replace(base, arch=a) for a in stem_grid(data, base.arch)]
     if stage == "view":  # the values as they are, or their log view (heavy-tailed levels)
         grid = [base.arch, replace(base.arch, log_view=not base.arch.log_view)]
         return [replace(base, arch=a) for a in grid]
@@ -409,7 +447,7 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     raise ValueError(f"unknown stage {stage!r}")
 
 
-STAGES = ("arch", "view", "recipe", "augment", "average", "distill")
+STAGES = ("arch", "stem", "view", "recipe", "augment", "average", "distill")
 
 
 def steadier(row: dict) -> bool:

@@ -41,10 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--max-heap", dict(type=int, default=d.max_heap, metavar="B",
          help=f"most heap of the loaded model and its buffers (default: {d.max_heap})")),
         ("--board", dict(choices=sorted(S.BOARDS), help="a board's measured costs (µs per "
-         "MAC, heap): rp2040 = 0.7 µs/MAC of the viper int8 kernels on a 125 MHz Cortex-M0+, "
-         "48 KiB for the model")),
+         f"MAC, heap): rp2040 = {S.BOARDS['rp2040'].us_per_mac} µs/MAC of the thumb int8 "
+         f"kernels on a 125 MHz Cortex-M0+ (make bench), {S.BOARDS['rp2040'].max_heap} B for "
+         "the model")),
         ("--max-ms", dict(type=float, metavar="MS", help="with --board: most milliseconds an "
-         "inference (rp2040 --max-ms 50 = 71,428 MACs)")),
+         "inference (MS · 1000 / µs per MAC MACs, at most --max-macs)")),
         ("--jobs", dict(type=int, default=S.default_jobs(), metavar="N", help="worker "
          f"processes (joblib/loky; default: this machine's cores, {S.default_jobs()})")),
         ("--scheduler", dict(metavar="ADDRESS", help="run the folds on a Dask cluster "

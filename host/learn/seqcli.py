@@ -44,7 +44,7 @@ import numpy as np
 
 from tinyattn.data.timeseries import TSDataset, load_ts, load_ts_dataset
 from tinyattn.learn.seqdefaults import seq_defaults
-from tinyattn.learn.seqmodel import SeqAttnConfig, macs
+from tinyattn.learn.seqmodel import STEMS, SeqAttnConfig, macs
 from tinyattn.learn.seqtrain import Augment, Average, Distill, evaluate_seq, train_seq
 from tinyattn.learn.train import TrainResult
 
@@ -54,6 +54,9 @@ ARCH_FLAGS = {  # flag dest -> (SeqAttnConfig field, flag)
     "heads": ("num_heads", "--heads"),
     "blocks": ("blocks", "--blocks"),
     "ff": ("ff_dim", "--ff"),
+    "stem_width": ("stem_width", "--stem-width"),
+    "stem_kernel": ("stem_kernel", "--stem-kernel"),
+    "stem_stride": ("stem_stride", "--stem-stride"),
 }
 
 
@@ -81,6 +84,20 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
         help="feed the model log(1 + x - floor) of each channel, floor its smallest TRAIN "
         "value (for heavy-tailed levels such as power draw; docs/quantization.md)",
     )  # fmt: skip
+    ts.add_argument(
+        "--stem", choices=STEMS,
+        help="the input stage: 'patch' (a linear patch embedding, the default) or 'conv' "
+        "(patch embedding to --stem-width channels, then depthwise-separable 1-D convs over "
+        "the tokens, the first of stride --stem-stride; docs/search.md)",
+    )  # fmt: skip
+    ts.add_argument("--stem-width", type=int, metavar="F",
+                    help="conv stem: channels of its patch embedding and depthwise convs (8)")
+    ts.add_argument("--stem-kernel", type=int, metavar="K",
+                    help="conv stem: taps of its depthwise convs (5)")
+    ts.add_argument("--stem-stride", type=int, metavar="S",
+                    help="conv stem: stride of its first depthwise conv (2): tokens ceil(T/P/S)")
+    ts.add_argument("--stem-dilations", metavar="D,D", help="conv stem: one depthwise-separable "
+                    "conv per dilation, comma separated (1,2)")  # fmt: skip
     ts.add_argument(
         "--shift", type=int, metavar="STEPS",
         help="augmentation: rotate each training window by up to ±STEPS steps (0: off; "
@@ -202,6 +219,19 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
     d = seq_defaults(train.name, train.max_length)
     given = {field: getattr(args, dest) for dest, (field, _) in ARCH_FLAGS.items()
              if getattr(args, dest) is not None}  # fmt: skip
+    if getattr(args, "stem", None):
+        given["stem"] = args.stem
+    if getattr(args, "stem_dilations", None):
+        try:
+            given["stem_dilations"] = tuple(int(v) for v in args.stem_dilations.split(","))
+        except ValueError:
+            raise CLIError(f"--stem-dilations {args.stem_dilations}: integers separated by "
+                           "commas, e.g. 1,2") from None  # fmt: skip
+        if min(given["stem_dilations"]) < 1:
+            raise CLIError(f"--stem-dilations {args.stem_dilations}: each must be at least 1")
+    for field, flag in ARCH_FLAGS.values():
+        if given.get(field, 1) < 1:
+            raise CLIError(f"{flag} {given[field]}: must be at least 1")
     arch = replace(d.arch, **given)
     if getattr(args, "log_view", None):
         arch = replace(arch, log_view=True)

@@ -5,6 +5,8 @@ is embedded, mixed by residual attention and feed-forward blocks and pooled:
 
     PatchEmbed     [B, T, C] -> [B, S, E]  patches of P steps (P·C values), one shared Dense
     PosEmbed       [B, S, E] -> [B, S, E]  x + pos[:S], a learned `pos [S_max, E]`
+    Conv1d         [B, S, C] -> [B, S', F] 1-D convolution over tokens (kernel K, stride s,
+                                           dilation d, groups g, optional ReLU), S' = ceil(S/s)
     ResidualAttention          -> [B, S, E]  x + Attention(x), padded keys masked (layers.py)
     FeedForward    [B, S, E] -> [B, S, E]  x + relu(x @ W1.T + b1) @ W2.T + b2, token-wise
     MaskedAvgPool  [B, S, E] -> [B, E]     mean over the valid tokens only
@@ -23,6 +25,12 @@ Padding (the mask, `SeqMask`; lengths always count from step 0):
   parameters only; its gradient is exactly 0, so it changes neither a logit nor a gradient.
 `mask = None` means every step of the window is valid (the fast path: no selects).
 
+Convolution over tokens (the conv stem, `Conv1d`): output token `t` reads input tokens
+`t·s + j·d - pad` (j = 0..K-1, `pad = (K-1)·d // 2`, centred); a token outside the valid ones
+(index < 0, or >= the window's valid tokens) reads as 0 (selected, as a padded step). So a
+window of `S_n` valid tokens has `ceil(S_n/s)` valid outputs, which depend on valid tokens
+only; `SeqMask.strided(s)` is the mask after the conv (`ceil(ceil(n/P)/s) = ceil(n/(P·s))`).
+
 Each layer keeps its backward cache only after `forward(x, training=True)`, as in layers.py.
 Layers with `uses_mask = True` take `forward(x, training, mask)`; `SeqModel` (seqmodel.py) builds
 the mask once per batch and hands it to them.
@@ -35,6 +43,7 @@ padding mask); karpathy/nanoGPT `model.py`.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -76,6 +85,16 @@ class SeqMask(NamedTuple):
         count = -(-lengths // patch)  # (B,) valid tokens
         pool = token_ok / count[:, None].astype(dtype)  # (B, S)
         return cls(step_ok, token_ok, pool.astype(dtype, copy=False))
+
+    def strided(self, stride: int) -> SeqMask:
+        """The mask after a conv of stride `stride`: `ceil(S_n/stride)` valid tokens."""
+        if stride == 1:
+            return self
+        count = -(-self.tokens.sum(axis=1) // stride)  # (B,) valid tokens after the conv
+        S = -(-self.tokens.shape[1] // stride)
+        token_ok = np.arange(S) < count[:, None]  # (B, S')
+        pool = (token_ok / count[:, None]).astype(self.pool.dtype)
+        return SeqMask(self.steps, token_ok, pool)
 
 
 class PatchEmbed(Dense):
@@ -134,6 +153,114 @@ class PatchEmbed(Dense):
         dx = super().backward(dy).reshape(B, -1, C)[:, :T]  # (B, T, C)
         if mask is not None:
             dx = dx * mask.steps[:, :, None]  # padded steps do not reach the output
+        return dx
+
+
+def conv_out_tokens(tokens: int, stride: int) -> int:
+    """Output tokens of a conv of `stride` over `tokens` input tokens: ceil(tokens/stride)."""
+    return -(-tokens // stride)
+
+
+class Conv1d(Layer):
+    """`[B, S, C] -> [B, ceil(S/s), F]`: a 1-D convolution over tokens (see the module
+    docstring), `y[t, o] = act(b[o] + Σ_{j, c} W[o, c, j]·x[t·s + j·d - pad, g(o)·C/g + c])`.
+
+    `W [F, C/g, K]` as PyTorch's `conv1d` (stored flat `[F, (C/g)·K]`, value `c·K + j`),
+    `b [F]`; `groups = C = F` is a depthwise conv, `K = 1` a pointwise one. Xavier-uniform
+    weights over fan-in `(C/g)·K` and fan-out `(F/g)·K`, zero biases.
+    """
+
+    uses_mask = True
+
+    def __init__(
+        self,
+        channels: int,
+        filters: int,
+        kernel: int,
+        stride: int = 1,
+        dilation: int = 1,
+        groups: int = 1,
+        relu: bool = True,
+        use_bias: bool = True,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        if min(channels, filters, kernel, stride, dilation, groups) < 1:
+            raise ValueError("conv: channels, filters, kernel, stride, dilation, groups >= 1")
+        if channels % groups or filters % groups:
+            raise ValueError(
+                f"conv: groups {groups} must divide channels {channels} and filters {filters}"
+            )
+        rng = rng if rng is not None else np.random.default_rng(0)
+        C, F, K, g = channels, filters, kernel, groups
+        self.channels, self.filters, self.kernel = C, F, K
+        self.stride, self.dilation, self.groups = stride, dilation, groups
+        self.relu, self.use_bias = relu, use_bias
+        self.pad = (K - 1) * dilation // 2
+        a = math.sqrt(6.0 / ((C // g) * K + (F // g) * K))
+        self.params["W"] = rng.uniform(-a, a, size=(F, (C // g) * K))  # (F, C/g·K)
+        if use_bias:
+            self.params["b"] = np.zeros(F)
+        self.grads = {name: np.zeros_like(p) for name, p in self.params.items()}
+        self._cache: tuple | None = None
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.W, self.gW = self.params["W"], self.grads["W"]
+        self.b, self.gb = self.params.get("b"), self.grads.get("b")
+
+    def _taps(self, S: int) -> tuple[int, int]:
+        """(S_out, padded length): input index i sits at i + pad of the zero-padded input."""
+        S_out = conv_out_tokens(S, self.stride)
+        need = (S_out - 1) * self.stride + (self.kernel - 1) * self.dilation + 1
+        return S_out, max(need, self.pad + S)
+
+    def forward(
+        self, x: np.ndarray, training: bool = False, mask: SeqMask | None = None
+    ) -> np.ndarray:
+        B, S, C = x.shape  # batch, tokens, channels
+        if C != self.channels:
+            raise ValueError(f"conv: {C} input channels, the layer takes {self.channels}")
+        K, s, d, g, F = self.kernel, self.stride, self.dilation, self.groups, self.filters
+        S_out, L = self._taps(S)
+        xp = np.zeros((B, L, C), dtype=x.dtype)  # zero-padded input, padded tokens read 0
+        if mask is None:
+            xp[:, self.pad : self.pad + S] = x
+        else:
+            np.copyto(xp[:, self.pad : self.pad + S], x, where=mask.tokens[:, :S, None])
+        span = (S_out - 1) * s + 1
+        cols = np.stack([xp[:, j * d : j * d + span : s] for j in range(K)], axis=2)
+        cols = cols.reshape(B, S_out, K, g, C // g)  # (B, S', K, g, C/g)
+        W = self.W.reshape(g, F // g, C // g, K)  # (g, F/g, C/g, K)
+        y = np.einsum("btjgc,gocj->btgo", cols, W, optimize=True).reshape(B, S_out, F)
+        if self.use_bias:
+            y += self.b
+        if self.relu:
+            np.maximum(y, 0.0, out=y)
+        self._cache = (x.shape, L, cols, y, mask) if training else None
+        return y
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        shape, L, cols, y, mask = self._need_cache(self._cache)
+        B, S, C = shape
+        K, s, d, g, F = self.kernel, self.stride, self.dilation, self.groups, self.filters
+        S_out = dy.shape[1]
+        if self.relu:
+            dy = dy * (y > 0.0)
+        if self.use_bias:
+            np.sum(dy, axis=(0, 1), out=self.gb)
+        dyg = dy.reshape(B, S_out, g, F // g)  # (B, S', g, F/g)
+        gW = np.einsum("btgo,btjgc->gocj", dyg, cols, optimize=True)  # (g, F/g, C/g, K)
+        self.gW[...] = gW.reshape(F, (C // g) * K)
+        W = self.W.reshape(g, F // g, C // g, K)
+        dcols = np.einsum("btgo,gocj->btjgc", dyg, W, optimize=True).reshape(B, S_out, K, C)
+        dxp = np.zeros((B, L, C), dtype=dy.dtype)
+        span = (S_out - 1) * s + 1
+        for j in range(K):
+            dxp[:, j * d : j * d + span : s] += dcols[:, :, j]
+        dx = dxp[:, self.pad : self.pad + S]
+        if mask is not None:
+            dx = dx * mask.tokens[:, :S, None]  # padded tokens do not reach the output
         return dx
 
 

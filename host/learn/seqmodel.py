@@ -3,6 +3,7 @@
     x [B, T, C], lengths [B]
       -> patch_embed  (P steps -> one token of P·C values, Dense P·C -> E)   [B, S, E]
       -> pos_add      (+ pos[:S], learned [S, E])                            [B, S, E]
+      [-> conv ...    (the conv stem, optional: 1-D convs over tokens)       [B, S', E]]
       -> L x ( attention (x + MHA(x), padded keys masked)                    [B, S, E]
                ff        (x + Dense(F->E)(relu(Dense(E->F)(x))), per token)  [B, S, E] )
       -> masked_pool  (mean over valid tokens)                               [B, E]
@@ -28,6 +29,9 @@ Op list (the contract with the quantizer, blob and device; proposed for docs/mod
   padded steps read as 0.
 - `pos_add` {tokens S, embed_dim E}: param `pos [S, E]`; `x + pos` (on the integer path it can
   fold into a per-token bias of the embedding).
+- `conv` {channels C, filters F, kernel K, stride s, dilation d, groups g, relu, bias}:
+  params `W [F, (C/g)·K]` (PyTorch's `[F, C/g, K]` flat), `b [F]`; `[B,S,C] -> [B,S',F]`,
+  `S' = ceil(S/s)`, centred taps, tokens outside the valid ones read as 0 (seqlayers.py).
 - `attention` {embed_dim, num_heads, bias, residual: true, key_mask: true}: params as the
   existing `attention` op; `x + MHA(x)`, the scores of padded keys are -inf.
 - `ff` {embed_dim E, hidden F, bias, residual: true}: params `W1 [F,E]`, `b1 [F]`, `W2 [E,F]`,
@@ -51,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.learn.layers import Layer
-from tinyattn.learn.seqlayers import PatchEmbed, PosEmbed, SeqMask
+from tinyattn.learn.seqlayers import Conv1d, PatchEmbed, PosEmbed, SeqMask
 from tinyattn.learn.sequential import SEQ_KINDS as SEQ_OPS  # noqa: F401  (the sequence ops)
 from tinyattn.learn.sequential import Sequential
 from tinyattn.learn.sequential import seq_layer_from_op as seq_layer_from_op
@@ -68,6 +72,24 @@ class SeqAttnConfig:
     ff_dim: int = 32  # F = 2E hidden units of the feed-forward
     bias: bool = True  # every Dense and the attention projections have biases
     log_view: bool = False  # the input's log view (docs/quantization.md), floor fitted on TRAIN
+    # the stem: "patch" (the patch embedding alone) or "conv" (patch embedding to stem_width
+    # channels, then per dilation a depthwise conv (stem_kernel, the first with stem_stride)
+    # and a pointwise conv + ReLU, the last to embed_dim); docs/search.md "The conv stem"
+    stem: str = "patch"
+    stem_width: int = 8  # F of the conv stem's patch embedding and depthwise convs
+    stem_kernel: int = 5  # K of its depthwise convs
+    stem_dilations: tuple[int, ...] = (1, 2)  # one depthwise-separable conv per dilation
+    stem_stride: int = 2  # stride of its first depthwise conv (tokens: ceil(S/stride))
+
+    def __post_init__(self) -> None:
+        if self.stem not in STEMS:
+            raise ValueError(f"stem {self.stem!r}: choose one of {', '.join(STEMS)}")
+        if self.stem == "conv" and not (self.stem_dilations and min(
+                self.stem_width, self.stem_kernel, self.stem_stride, *self.stem_dilations) >= 1):
+            raise ValueError("conv stem: width, kernel, stride and dilations must be >= 1")
+
+
+STEMS = ("patch", "conv")
 
 
 def default_max_steps(train_lengths: np.ndarray, patch: int) -> int:
@@ -86,11 +108,22 @@ def seq_attn_ops(
     """Op list of `seq-attn` for windows of `steps` x `channels` (see the module docstring)."""
     c = config if config is not None else SeqAttnConfig()
     E, tokens = c.embed_dim, -(-steps // c.patch)
+    F = c.stem_width if c.stem == "conv" else E  # width of the patch embedding
     ops: list[dict[str, Any]] = [
         {"op": "patch_embed", "steps": steps, "channels": channels, "patch": c.patch,
-         "embed_dim": E, "bias": c.bias},
-        {"op": "pos_add", "tokens": tokens, "embed_dim": E},
+         "embed_dim": F, "bias": c.bias},
+        {"op": "pos_add", "tokens": tokens, "embed_dim": F},
     ]  # fmt: skip
+    if c.stem == "conv":
+        for j, d in enumerate(c.stem_dilations):
+            out = E if j == len(c.stem_dilations) - 1 else F
+            ops += [
+                {"op": "conv", "channels": F, "filters": F, "kernel": c.stem_kernel,
+                 "stride": c.stem_stride if j == 0 else 1, "dilation": d, "groups": F,
+                 "relu": False, "bias": c.bias},
+                {"op": "conv", "channels": F, "filters": out, "kernel": 1, "stride": 1,
+                 "dilation": 1, "groups": 1, "relu": True, "bias": c.bias},
+            ]  # fmt: skip
     for _ in range(c.blocks):
         ops += [
             {"op": "attention", "embed_dim": E, "num_heads": c.num_heads, "bias": c.bias,
@@ -102,12 +135,16 @@ def seq_attn_ops(
 
 
 def param_names(ops: list[dict[str, Any]]) -> list[str]:
-    """Readable prefix of each op's parameters: embed, pos, block{j}.attn, block{j}.ff, pool,
-    head (the last dense); `p{i}.{name}` is `param_names(ops)[i] + "." + name`."""
-    names, block = [], 0
+    """Readable prefix of each op's parameters: embed, pos, stem{j} (the convs), block{j}.attn,
+    block{j}.ff, pool, head (the last dense); `p{i}.{name}` is `param_names(ops)[i] + "." +
+    name`."""
+    names, block, conv = [], 0, 0
     for i, op in enumerate(ops):
         kind = op["op"]
-        if kind == "attention":
+        if kind == "conv":
+            names.append(f"stem{conv}")
+            conv += 1
+        elif kind == "attention":
             names.append(f"block{block}.attn")
         elif kind == "ff":
             names.append(f"block{block}.ff")
@@ -124,21 +161,49 @@ def param_names(ops: list[dict[str, Any]]) -> list[str]:
     return names
 
 
+def token_steps(ops: list[dict[str, Any]]) -> int:
+    """Steps a token stands for at the attention blocks: P times the strides of the convs."""
+    steps = int(ops[0]["patch"])
+    for op in ops:
+        if op["op"] == "conv":
+            steps *= int(op["stride"])
+    return steps
+
+
+def stem_text(ops: list[dict[str, Any]]) -> str:
+    """The stem in words: `patch 10 -> 16` or `patch 8 -> 8, conv k5 s8 d1 dw, conv k1 ...`."""
+    e = ops[0]
+    parts = [f"patch {e['patch']} -> {e['embed_dim']}"]
+    for op in ops:
+        if op["op"] == "conv":
+            dw = " dw" if int(op["groups"]) == int(op["channels"]) > 1 else ""
+            relu = " relu" if op["relu"] else ""
+            parts.append(f"conv k{op['kernel']} s{op['stride']} d{op['dilation']}{dw} -> "
+                         f"{op['filters']}{relu}")  # fmt: skip
+    return ", ".join(parts)
+
+
 def macs(ops: list[dict[str, Any]]) -> int:
     """Multiply-accumulates of one full-length inference (what the device computes)."""
-    total, S = 0, 1
+    total, S, width = 0, 1, 0
     for op in ops:
         kind = op["op"]
         if kind == "patch_embed":
             S = -(-int(op["steps"]) // int(op["patch"]))
             total += S * int(op["patch"]) * int(op["channels"]) * int(op["embed_dim"])
+            width = int(op["embed_dim"])
+        elif kind == "conv":
+            S = -(-S // int(op["stride"]))
+            width = int(op["filters"])
+            cin = int(op["channels"]) // int(op["groups"])
+            total += S * width * cin * int(op["kernel"])
         elif kind == "attention":
             E = int(op["embed_dim"])
             total += 4 * S * E * E + 2 * S * S * E  # Q, K, V, out projections; scores, ctx
         elif kind == "ff":
             total += 2 * S * int(op["embed_dim"]) * int(op["hidden"])
         elif kind == "masked_pool":
-            total += S * int(ops[0]["embed_dim"])
+            total += S * width
         elif kind == "dense":
             total += int(op["in"]) * int(op["out"])
     return total
@@ -198,6 +263,8 @@ class SeqModel(Sequential):
                 x = layer.forward(x, training, mask)
             else:
                 x = layer.forward(x, training)
+            if isinstance(layer, Conv1d) and mask is not None:
+                mask = mask.strided(layer.stride)  # ceil(S_n/s) valid tokens from here
         return x
 
     def predict(self, x: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:

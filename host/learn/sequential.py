@@ -17,6 +17,7 @@ import numpy as np
 from tinyattn.learn.layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
 from tinyattn.learn.myattn import AttnPool, MyAttnFlat
 from tinyattn.learn.seqlayers import (
+    Conv1d,
     FeedForward,
     MaskedAvgPool,
     PatchEmbed,
@@ -24,7 +25,7 @@ from tinyattn.learn.seqlayers import (
     ResidualAttention,
 )
 
-SEQ_KINDS = ("patch_embed", "pos_add", "ff", "masked_pool")  # plus "attention" with residual
+SEQ_KINDS = ("patch_embed", "pos_add", "conv", "ff", "masked_pool")  # + residual "attention"
 MYATTN_MODES = ("explicit", "pool")  # the blob's mode 0, 1
 
 
@@ -38,6 +39,10 @@ def seq_layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
             return PatchEmbed(steps, channels, patch, int(op["embed_dim"]), bias, rng)
         if kind == "pos_add":
             return PosEmbed(int(op["tokens"]), int(op["embed_dim"]), rng)
+        if kind == "conv":
+            sizes = (int(op[n]) for n in ("channels", "filters", "kernel", "stride", "dilation",
+                                          "groups"))  # fmt: skip
+            return Conv1d(*sizes, relu=bool(op["relu"]), use_bias=bias, rng=rng)
         if kind == "attention" and op.get("residual"):
             return ResidualAttention(int(op["embed_dim"]), int(op["num_heads"]), bias, rng)
         if kind == "ff":

@@ -1,0 +1,1219 @@
+# Device (MicroPython on ARM only: Cortex-M0+/M3/M4/M7): the int8 kernels in Thumb assembler.
+# ruff: noqa: F821  (r0..r8, label, data and the mnemonics are inline-assembler builtins)
+"""The int8 kernels of attention_kernels.py in Thumb assembler (`@micropython.asm_thumb`): same
+results bit for bit (tests compare them with the host's integer reference on the trained golden
+models on the emulated Pico and Cortex-M3 boards: tests/test_emulated_boards.py).
+
+Thumb-1 only (the ARMv6-M subset), so one file serves a Cortex-M0+ (RP2040) and every ARMv7-M
+(Cortex-M3/M4/M7). The assembler has no mnemonic for some Thumb-1 instructions; they are
+emitted with `data(2, …)`: `sxtb`, `push {lr}` / `pop {pc}`, and `cmp`/`add` with a high
+register (r8..r12, which every kernel saves and restores).
+
+One call per inference. A call into asm_thumb code costs ~25 µs on the Pico's clock (argument
+conversion: as much as ~300 int8 MACs), so every kernel lives in one assembler function,
+`_run(_A)`, which walks a program: per step 7 words, the kernel's code (_DENSE … _RELU) and the
+addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py once at
+load) turns a model's steps into one such program; a kernel of INT8 called by itself (the
+stream's embed) runs as a one-step program (`_one`). `_run` loads a step's first three buffers
+into r0..r2 and the other three into _A[0..2], points r3 at _A and branches to the kernel, which
+keeps its loop state in _A's words (byte offsets below; 116 and 120 are the program's walker
+and end).
+
+- dense / embed (code 0 / 4; embed's input is int8 too): two outputs per pass over the input
+  row (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls + adds), four inputs per
+  loop step), the last output of an odd n_out alone; then per output the requant
+  (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit
+  product is exact by the small-int budget (docs/quantization.md), as viper's.
+- attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
+  of attention_kernels.softmax_q14 (the same idx, table product and rounding), ctx two columns at
+  a time, each requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
+  is an exact floor division without a divide instruction (ARMv6-M has none): R = 2**30 // sum
+  once per row (bit-serial), then per entry q0 = ((N >> 14) R) >> 16 <= N // sum (both floors
+  round down; N < 2**30 and sum >= 2**14 keep the product below 2**32) and q0 is raised while
+  N - q0 sum >= sum (at most three steps: q0 >= N / sum - 3).
+- add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
+  their requant; max(y, 0).
+- conv (the conv stem), myquery, myattn (MyAttn models), load (the window copy): the viper
+  kernels, each a step of its own between the fused runs of assembler steps.
+
+Imported by attention.py for kernels="thumb" (and first by "auto") on a Thumb port only
+(sys.implementation._mpy arch: armv6m, armv7m, armv7em*); elsewhere, or without the emitter,
+attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
+(runs on every Cortex-M) or the board's own arch.
+"""
+
+import array
+
+import micropython
+from attention_viper import conv, load, myattn, myquery
+from micropython import const
+
+# the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
+_A = array.array("i", [0] * 32)
+_ONE = array.array("i", [0] * 7)  # a one-step program
+
+
+# The kernels, each entered with r3 = _A and left with pop {pc}; then the runner.
+# dense (DE), embed (EM): r0 x, r1 y, r2 W, _A[0..2] = b, M, p. High registers hold what the
+# requant of every output reads (r8 _A, r9 M's walker, r10 y's walker, r11 rnd, r12 shift;
+# saved at 84..100); r7 walks W row o + 1. Scratch: 12 xrow, 20 W, 24 rows left, 28 xlen,
+# 32 x4len, 36 n_out, 40 x4end, 48 act_min, 52 act_max, 56 bstep, 60 brow, 64 bptr,
+# 72 outputs left, 76 n_in, 80 xend.
+# attn (AT): r0 q, r1 k, r2 v, _A[0..2] = ctx, sc, p. Scratch: 12 q, 16 k, 20 v, 24 S, 28 row
+# (E*4), 32 dlen (D*4), 36 d4len, 40 heads left, 44 c0, 48 query rows left, 52 qrow, 56 M_sm,
+# 60 shift_sm, 64 r_sm, 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 max, 84 sum, 88 R, 92 ctx out,
+# 96 pb (the probabilities, sc + S*4), 100 pend, 104 saved r8, 108 col, 112 col end, 124 the
+# scores' walker.
+# add (AD): r0 x, r1 y, p = n, M_x, M_y, shift. pool (PO): r0 x [S, E], r1 y [E],
+# p = S, E, M, shift. relu (RE): r1 y, p = n.
+@micropython.asm_thumb
+def _run(r0):
+    bl(RUN)  # the runner is last: it falls into the epilogue
+
+    label(DE)
+    data(2, 0xB500)  # push {lr}
+    mov(r7, r3)
+    mov(r4, r8)
+    str(r4, [r7, 84])  # r8, restored at the end
+    mov(r4, r9)
+    str(r4, [r7, 88])  # r9, restored at the end
+    mov(r4, r10)
+    str(r4, [r7, 92])  # r10, restored at the end
+    mov(r4, r11)
+    str(r4, [r7, 96])  # r11, restored at the end
+    mov(r4, r12)
+    str(r4, [r7, 100])  # r12, restored at the end
+    mov(r8, r7)  # _A
+    str(r0, [r7, 12])  # xrow
+    mov(r10, r1)  # y
+    str(r2, [r7, 20])  # W
+    ldr(r6, [r7, 8])  # p
+    ldr(r4, [r6, 0])
+    str(r4, [r7, 24])  # rows
+    ldr(r4, [r6, 4])  # n_in
+    str(r4, [r7, 76])  # bytes of a W row
+    lsl(r5, r4, 2)
+    str(r5, [r7, 28])  # xlen
+    lsr(r4, r4, 2)
+    lsl(r4, r4, 4)
+    str(r4, [r7, 32])  # x4len: the whole groups of 4
+    ldr(r4, [r6, 8])
+    str(r4, [r7, 36])  # n_out
+    ldr(r4, [r6, 12])
+    mov(r12, r4)  # shift
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    mov(r11, r5)  # rnd
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 48])  # act_min
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 52])  # act_max
+    ldr(r4, [r6, 24])
+    lsl(r4, r4, 2)
+    str(r4, [r7, 56])  # bstep
+    ldr(r4, [r7, 0])
+    str(r4, [r7, 60])  # brow
+    label(DEROW)
+    mov(r7, r8)
+    ldr(r5, [r7, 12])
+    ldr(r4, [r7, 32])
+    add(r4, r4, r5)
+    str(r4, [r7, 40])  # x4end
+    ldr(r4, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 80])  # xend
+    ldr(r4, [r7, 60])
+    str(r4, [r7, 64])  # bptr = brow
+    ldr(r4, [r7, 4])
+    mov(r9, r4)  # mptr = M
+    ldr(r4, [r7, 36])
+    str(r4, [r7, 72])  # outputs left
+    ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 2)
+    bge(DEPAIR)
+    b(DESINGLE)
+    label(DEPAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 40])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    ldr(r6, [r4, 4])
+    add(r4, 8)
+    str(r4, [r7, 64])
+    ldr(r5, [r7, 76])
+    add(r7, r2, r5)
+    cmp(r1, r3)
+    beq(DEPREST)
+    label(DEP4)
+    ldr(r4, [r1, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldr(r4, [r1, 4])
+    ldrb(r5, [r2, 1])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 1])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldr(r4, [r1, 8])
+    ldrb(r5, [r2, 2])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 2])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldr(r4, [r1, 12])
+    ldrb(r5, [r2, 3])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 3])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 16)
+    add(r2, 4)
+    add(r7, 4)
+    cmp(r1, r3)
+    bne(DEP4)
+    label(DEPREST)
+    mov(r4, r8)
+    ldr(r3, [r4, 80])  # xend
+    cmp(r1, r3)
+    beq(DEPREQ)
+    label(DEP1)
+    ldr(r4, [r1, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 4)
+    add(r2, 1)
+    add(r7, 1)
+    cmp(r1, r3)
+    bne(DEP1)
+    label(DEPREQ)
+    mov(r2, r7)  # W row o + 2
+    bl(DERQ)
+    mov(r0, r6)
+    bl(DERQ)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 2)
+    str(r4, [r7, 72])
+    cmp(r4, 2)
+    blt(DENOPAIR)
+    b(DEPAIR)
+    label(DENOPAIR)
+    cmp(r4, 0)
+    beq(DEROWEND)
+    label(DESINGLE)  # the last output of an odd n_out
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 80])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 64])
+    label(DES1)
+    ldr(r4, [r1, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    add(r1, 4)
+    add(r2, 1)
+    cmp(r1, r3)
+    bne(DES1)
+    bl(DERQ)
+    label(DEROWEND)
+    mov(r7, r8)
+    ldr(r4, [r7, 80])
+    str(r4, [r7, 12])  # xrow = xend
+    ldr(r4, [r7, 60])
+    ldr(r5, [r7, 56])
+    add(r4, r4, r5)
+    str(r4, [r7, 60])  # brow += bstride
+    ldr(r4, [r7, 24])
+    sub(r4, 1)
+    str(r4, [r7, 24])
+    beq(DEDONE)
+    b(DEROW)
+    label(DERQ)  # r0 = clamp((r0 M[o] + rnd) >> shift) into y[o]; M and y advance
+    mov(r4, r9)
+    ldrh(r5, [r4, 0])  # M[o] (0..32767)
+    add(r4, 2)
+    mov(r9, r4)
+    mul(r0, r5)
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    mov(r4, r12)
+    asr(r0, r4)
+    mov(r3, r8)
+    ldr(r4, [r3, 48])
+    cmp(r0, r4)
+    bge(DERQLO)
+    mov(r0, r4)
+    label(DERQLO)
+    ldr(r4, [r3, 52])
+    cmp(r0, r4)
+    ble(DERQHI)
+    mov(r0, r4)
+    label(DERQHI)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    add(r4, 4)
+    mov(r10, r4)
+    bx(lr)
+    label(DEDONE)
+    mov(r7, r8)
+    ldr(r4, [r7, 100])
+    mov(r12, r4)
+    ldr(r4, [r7, 96])
+    mov(r11, r4)
+    ldr(r4, [r7, 92])
+    mov(r10, r4)
+    ldr(r4, [r7, 88])
+    mov(r9, r4)
+    ldr(r4, [r7, 84])
+    mov(r8, r4)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(AT)
+    data(2, 0xB500)  # push {lr}
+    mov(r4, r9)
+    push({r4})
+    mov(r4, r10)
+    push({r4})
+    mov(r7, r3)
+    str(r0, [r7, 12])
+    str(r1, [r7, 16])
+    str(r2, [r7, 20])
+    mov(r4, r8)
+    str(r4, [r7, 104])
+    ldr(r6, [r7, 8])  # p
+    ldr(r4, [r6, 0])
+    str(r4, [r7, 24])  # S
+    lsl(r4, r4, 2)
+    ldr(r5, [r7, 4])
+    add(r5, r5, r4)
+    str(r5, [r7, 96])  # pb = sc + S
+    add(r5, r5, r4)
+    str(r5, [r7, 100])  # pend
+    ldr(r4, [r6, 4])
+    lsl(r4, r4, 2)
+    str(r4, [r7, 28])  # row
+    ldr(r4, [r6, 8])
+    str(r4, [r7, 40])  # heads left = H
+    ldr(r4, [r6, 12])
+    lsl(r5, r4, 2)
+    str(r5, [r7, 32])  # dlen
+    lsr(r4, r4, 2)
+    lsl(r4, r4, 4)
+    str(r4, [r7, 36])  # d4len
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 56])  # M_sm
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 60])  # shift_sm
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    str(r5, [r7, 64])  # r_sm
+    ldr(r4, [r6, 24])
+    str(r4, [r7, 68])  # M_ctx
+    ldr(r4, [r6, 28])
+    str(r4, [r7, 72])  # shift_ctx
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    str(r5, [r7, 76])  # r_ctx
+    mov(r4, 0)
+    str(r4, [r7, 44])  # c0 = 0
+    label(ATHEAD)
+    ldr(r4, [r7, 24])
+    str(r4, [r7, 48])  # query rows left = S
+    ldr(r4, [r7, 12])
+    ldr(r5, [r7, 44])
+    add(r4, r4, r5)
+    str(r4, [r7, 52])  # qrow = q + c0
+    label(ATQROW)
+    # scores: sc[j] = q[i, head] . k[j, head], two rows of k at a time (j at r2, j + 1 at r7;
+    # _A in r8, the scores' walker at 124), the last of an odd S alone; their max
+    mov(r8, r7)
+    ldr(r4, [r7, 16])
+    ldr(r5, [r7, 44])
+    add(r2, r4, r5)  # k[0, head]
+    ldr(r4, [r7, 4])
+    str(r4, [r7, 124])
+    label(ATSJ)
+    mov(r7, r8)
+    ldr(r4, [r7, 124])
+    ldr(r5, [r7, 96])
+    sub(r5, r5, r4)
+    cmp(r5, 4)
+    bne(ATKPAIR)
+    b(ATONE)
+    label(ATKPAIR)
+    ldr(r1, [r7, 52])
+    ldr(r3, [r7, 36])
+    add(r3, r3, r1)
+    ldr(r5, [r7, 28])
+    add(r7, r2, r5)  # k[j + 1, head]
+    mov(r0, 0)
+    mov(r6, 0)
+    cmp(r1, r3)
+    beq(ATP1)
+    label(ATP4)
+    ldr(r4, [r1, 0])
+    ldr(r5, [r2, 0])
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldr(r5, [r7, 0])
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldr(r4, [r1, 4])
+    ldr(r5, [r2, 4])
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldr(r5, [r7, 4])
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldr(r4, [r1, 8])
+    ldr(r5, [r2, 8])
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldr(r5, [r7, 8])
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldr(r4, [r1, 12])
+    ldr(r5, [r2, 12])
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldr(r5, [r7, 12])
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 16)
+    add(r2, 16)
+    add(r7, 16)
+    cmp(r1, r3)
+    bne(ATP4)
+    label(ATP1)
+    mov(r4, r8)
+    ldr(r3, [r4, 52])
+    ldr(r5, [r4, 32])
+    add(r3, r3, r5)  # the end of q's head
+    cmp(r1, r3)
+    beq(ATP2)
+    label(ATP1L)
+    ldr(r4, [r1, 0])
+    ldr(r5, [r2, 0])
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldr(r5, [r7, 0])
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 4)
+    add(r2, 4)
+    add(r7, 4)
+    cmp(r1, r3)
+    bne(ATP1L)
+    label(ATP2)
+    mov(r3, r8)
+    ldr(r4, [r3, 124])
+    str(r0, [r4, 0])
+    str(r6, [r4, 4])
+    ldr(r5, [r3, 4])
+    cmp(r4, r5)
+    beq(ATPSET)  # the first score sets the max
+    ldr(r5, [r3, 80])
+    cmp(r0, r5)
+    ble(ATPN0)
+    label(ATPSET)
+    str(r0, [r3, 80])
+    label(ATPN0)
+    ldr(r5, [r3, 80])
+    cmp(r6, r5)
+    ble(ATPN1)
+    str(r6, [r3, 80])
+    label(ATPN1)
+    add(r4, 8)
+    str(r4, [r3, 124])
+    ldr(r4, [r3, 28])
+    ldr(r5, [r3, 32])
+    sub(r4, r4, r5)
+    add(r2, r7, r4)  # k[j + 2, head]
+    b(ATSNEXT)
+    label(ATONE)  # r7 = _A
+    ldr(r1, [r7, 52])
+    ldr(r3, [r7, 32])
+    add(r3, r3, r1)
+    mov(r0, 0)
+    label(ATO1)
+    ldr(r4, [r1, 0])
+    ldr(r5, [r2, 0])
+    mul(r4, r5)
+    add(r0, r0, r4)
+    add(r1, 4)
+    add(r2, 4)
+    cmp(r1, r3)
+    bne(ATO1)
+    ldr(r4, [r7, 124])
+    str(r0, [r4, 0])
+    ldr(r5, [r7, 4])
+    cmp(r4, r5)
+    beq(ATOSET)
+    ldr(r5, [r7, 80])
+    cmp(r0, r5)
+    ble(ATON)
+    label(ATOSET)
+    str(r0, [r7, 80])
+    label(ATON)
+    add(r4, 4)
+    str(r4, [r7, 124])
+    label(ATSNEXT)
+    mov(r7, r8)
+    ldr(r4, [r7, 124])
+    ldr(r5, [r7, 96])
+    cmp(r4, r5)
+    beq(ATSEND)
+    b(ATSJ)
+    label(ATSEND)
+    # softmax_q14: e[j] at pb[j], their sum
+    ldr(r6, [r7, 4])
+    ldr(r2, [r7, 96])
+    mov(r3, 0)
+    ldr(r1, [r7, 8])
+    add(r1, 32)  # EXP_HI = p[8:24]; EXP_LO 64 bytes on
+    label(ATEJ)
+    ldr(r0, [r7, 80])
+    ldr(r4, [r6, 0])
+    sub(r0, r0, r4)
+    ldr(r4, [r7, 56])
+    mul(r0, r4)
+    ldr(r4, [r7, 64])
+    add(r0, r0, r4)
+    ldr(r4, [r7, 60])
+    asr(r0, r4)  # idx >= 0
+    mov(r5, 0)
+    cmp(r0, 255)
+    bgt(ATEZ)  # e = 0 past the table
+    lsr(r4, r0, 4)
+    lsl(r4, r4, 2)
+    add(r4, r4, r1)
+    ldr(r5, [r4, 0])  # EXP_HI[idx >> 4]
+    mov(r4, 15)
+    and_(r4, r0)
+    lsl(r4, r4, 2)
+    add(r4, r4, r1)
+    ldr(r4, [r4, 64])  # EXP_LO[idx & 15]
+    mul(r5, r4)
+    mov(r4, 1)
+    lsl(r4, r4, 13)
+    add(r5, r5, r4)
+    asr(r5, r5, 14)
+    label(ATEZ)
+    str(r5, [r2, 0])
+    add(r3, r3, r5)
+    add(r6, 4)
+    add(r2, 4)
+    ldr(r4, [r7, 96])
+    cmp(r6, r4)
+    bne(ATEJ)
+    # R = 2**30 // sum, bit-serial (32 steps; the quotient bit is the carry after cmp/sub)
+    mov(r0, 1)
+    lsl(r0, r0, 30)
+    mov(r1, 0)
+    mov(r2, 0)
+    mov(r4, 32)
+    label(ATRD)
+    lsl(r0, r0, 1)
+    adc(r1, r1)
+    cmp(r1, r3)
+    bcc(ATRD1)
+    sub(r1, r1, r3)
+    label(ATRD1)
+    adc(r2, r2)
+    sub(r4, 1)
+    bne(ATRD)
+    str(r2, [r7, 88])
+    # p[j] = ((e << 14) + half) // sum
+    ldr(r2, [r7, 96])
+    lsr(r6, r3, 1)  # half
+    ldr(r5, [r7, 88])  # R
+    label(ATPJ)
+    ldr(r0, [r2, 0])
+    mov(r1, 0)
+    cmp(r0, 0)
+    beq(ATPDONE)  # e = 0: p = half // sum = 0
+    lsl(r0, r0, 14)
+    add(r0, r0, r6)  # N
+    lsr(r1, r0, 14)
+    mul(r1, r5)
+    lsr(r1, r1, 16)  # q0 <= N // sum
+    mov(r4, r1)
+    mul(r4, r3)
+    sub(r0, r0, r4)  # N - q0 sum >= 0
+    label(ATPFIX)
+    cmp(r0, r3)
+    bcc(ATPDONE)
+    sub(r0, r0, r3)
+    add(r1, 1)
+    b(ATPFIX)
+    label(ATPDONE)
+    str(r1, [r2, 0])
+    add(r2, 4)
+    ldr(r4, [r7, 100])
+    cmp(r2, r4)
+    bne(ATPJ)
+    # ctx[i, c] = requant(sum_j p[j] v[j, c]), four columns at a time (r0, r3, r5, r6), then
+    # one at a time; r8 pend, r9 the row stride, r10 _A (r7 holds a product)
+    ldr(r4, [r7, 52])
+    ldr(r5, [r7, 12])
+    sub(r4, r4, r5)
+    ldr(r5, [r7, 0])
+    add(r4, r4, r5)
+    str(r4, [r7, 92])  # ctx out = ctx + (qrow - q)
+    ldr(r4, [r7, 20])
+    ldr(r5, [r7, 44])
+    add(r4, r4, r5)
+    str(r4, [r7, 108])  # col = v + c0
+    ldr(r5, [r7, 32])
+    add(r5, r5, r4)
+    str(r5, [r7, 112])  # col end
+    ldr(r4, [r7, 100])
+    mov(r8, r4)  # pend
+    ldr(r4, [r7, 28])
+    mov(r9, r4)  # row
+    mov(r10, r7)
+    label(ATCC)
+    mov(r7, r10)
+    ldr(r2, [r7, 108])
+    ldr(r4, [r7, 112])
+    sub(r4, r4, r2)  # bytes of the columns left
+    cmp(r4, 12)
+    bgt(ATQUAD)
+    cmp(r4, 0)
+    bne(ATSINGLE)
+    b(ATCDONE)
+    label(ATQUAD)
+    ldr(r1, [r7, 96])
+    mov(r0, 0)
+    mov(r3, 0)
+    mov(r5, 0)
+    mov(r6, 0)
+    label(ATCJ4)
+    ldr(r4, [r1, 0])
+    ldr(r7, [r2, 0])
+    mul(r7, r4)
+    add(r0, r0, r7)
+    ldr(r7, [r2, 4])
+    mul(r7, r4)
+    add(r3, r3, r7)
+    ldr(r7, [r2, 8])
+    mul(r7, r4)
+    add(r5, r5, r7)
+    ldr(r7, [r2, 12])
+    mul(r7, r4)
+    add(r6, r6, r7)
+    data(2, 0x444A)  # add r2, r9
+    add(r1, 4)
+    data(2, 0x4541)  # cmp r1, r8
+    bne(ATCJ4)
+    bl(ATREQ)
+    mov(r0, r3)
+    bl(ATREQ)
+    mov(r0, r5)
+    bl(ATREQ)
+    mov(r0, r6)
+    bl(ATREQ)
+    ldr(r4, [r7, 108])
+    add(r4, 16)
+    str(r4, [r7, 108])
+    b(ATCC)
+    label(ATSINGLE)
+    ldr(r1, [r7, 96])
+    mov(r0, 0)
+    label(ATCJ1)
+    ldr(r4, [r1, 0])
+    ldr(r5, [r2, 0])
+    mul(r5, r4)
+    add(r0, r0, r5)
+    data(2, 0x444A)  # add r2, r9
+    add(r1, 4)
+    data(2, 0x4541)  # cmp r1, r8
+    bne(ATCJ1)
+    bl(ATREQ)
+    ldr(r4, [r7, 108])
+    add(r4, 4)
+    str(r4, [r7, 108])
+    b(ATCC)
+    # requant r0 with M_ctx, shift_ctx into [-128, 127], store at ctx out and advance it
+    # (uses r4 and r7 = _A only)
+    label(ATREQ)
+    mov(r7, r10)
+    ldr(r4, [r7, 68])
+    mul(r0, r4)
+    ldr(r4, [r7, 76])
+    add(r0, r0, r4)
+    ldr(r4, [r7, 72])
+    asr(r0, r4)
+    mov(r4, 127)
+    cmp(r0, r4)
+    ble(ATRQHI)
+    mov(r0, r4)
+    label(ATRQHI)
+    mvn(r4, r4)  # -128
+    cmp(r0, r4)
+    bge(ATRQLO)
+    mov(r0, r4)
+    label(ATRQLO)
+    ldr(r4, [r7, 92])
+    str(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 92])
+    bx(lr)
+    label(ATCDONE)
+    ldr(r4, [r7, 52])
+    ldr(r5, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 52])  # next query row
+    ldr(r4, [r7, 48])
+    sub(r4, 1)
+    str(r4, [r7, 48])
+    beq(ATNEXTH)
+    b(ATQROW)
+    label(ATNEXTH)
+    ldr(r4, [r7, 44])
+    ldr(r5, [r7, 32])
+    add(r4, r4, r5)
+    str(r4, [r7, 44])  # c0 += D
+    ldr(r4, [r7, 40])
+    sub(r4, 1)
+    str(r4, [r7, 40])
+    beq(ATDONE)
+    b(ATHEAD)
+    label(ATDONE)
+    ldr(r4, [r7, 104])
+    mov(r8, r4)
+    pop({r4})
+    mov(r10, r4)
+    pop({r4})
+    mov(r9, r4)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(AD)
+    data(2, 0xB500)  # push {lr}
+    ldr(r2, [r3, 8])  # p
+    mov(r4, r8)
+    push({r4})
+    ldr(r3, [r2, 0])
+    lsl(r3, r3, 2)
+    add(r3, r3, r0)  # x end
+    ldr(r6, [r2, 4])  # M_x
+    ldr(r7, [r2, 8])  # M_y
+    ldr(r2, [r2, 12])  # shift
+    sub(r2, 1)
+    mov(r4, 1)
+    lsl(r4, r2)
+    mov(r8, r4)  # rnd
+    add(r2, 1)
+    cmp(r0, r3)
+    beq(ADEND)
+    label(ADLOOP)
+    ldr(r4, [r0, 0])
+    mul(r4, r6)
+    ldr(r5, [r1, 0])
+    mul(r5, r7)
+    add(r4, r4, r5)
+    data(2, 0x4444)  # add r4, r8
+    asr(r4, r2)
+    mov(r5, 127)
+    cmp(r4, r5)
+    ble(ADHIOK)
+    mov(r4, r5)
+    label(ADHIOK)
+    mvn(r5, r5)  # -128
+    cmp(r4, r5)
+    bge(ADLOOK)
+    mov(r4, r5)
+    label(ADLOOK)
+    str(r4, [r1, 0])
+    add(r0, 4)
+    add(r1, 4)
+    cmp(r0, r3)
+    bne(ADLOOP)
+    label(ADEND)
+    pop({r4})
+    mov(r8, r4)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(PO)
+    data(2, 0xB500)  # push {lr}
+    ldr(r2, [r3, 8])  # p
+    mov(r7, r8)
+    push({r7})
+    ldr(r3, [r2, 4])
+    lsl(r3, r3, 2)  # row = E * 4
+    add(r7, r1, r3)
+    mov(r8, r7)  # y end
+    label(POCOL)
+    mov(r4, r0)
+    ldr(r6, [r2, 0])
+    mul(r6, r3)
+    add(r6, r6, r0)  # the column's end
+    mov(r5, 0)
+    label(POSUM)
+    ldr(r7, [r4, 0])
+    add(r5, r5, r7)
+    add(r4, r4, r3)
+    cmp(r4, r6)
+    bne(POSUM)
+    ldr(r7, [r2, 8])
+    mul(r5, r7)
+    ldr(r6, [r2, 12])
+    sub(r6, 1)
+    mov(r7, 1)
+    lsl(r7, r6)
+    add(r5, r5, r7)
+    add(r6, 1)
+    asr(r5, r6)
+    mov(r7, 127)
+    cmp(r5, r7)
+    ble(POHIOK)
+    mov(r5, r7)
+    label(POHIOK)
+    mvn(r7, r7)
+    cmp(r5, r7)
+    bge(POLOOK)
+    mov(r5, r7)
+    label(POLOOK)
+    str(r5, [r1, 0])
+    add(r1, 4)
+    add(r0, 4)
+    data(2, 0x4541)  # cmp r1, r8
+    bne(POCOL)
+    pop({r7})
+    mov(r8, r7)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(EM)
+    data(2, 0xB500)  # push {lr}
+    mov(r7, r3)
+    mov(r4, r8)
+    str(r4, [r7, 84])  # r8, restored at the end
+    mov(r4, r9)
+    str(r4, [r7, 88])  # r9, restored at the end
+    mov(r4, r10)
+    str(r4, [r7, 92])  # r10, restored at the end
+    mov(r4, r11)
+    str(r4, [r7, 96])  # r11, restored at the end
+    mov(r4, r12)
+    str(r4, [r7, 100])  # r12, restored at the end
+    mov(r8, r7)  # _A
+    str(r0, [r7, 12])  # xrow
+    mov(r10, r1)  # y
+    str(r2, [r7, 20])  # W
+    ldr(r6, [r7, 8])  # p
+    ldr(r4, [r6, 0])
+    str(r4, [r7, 24])  # rows
+    ldr(r4, [r6, 4])  # n_in
+    str(r4, [r7, 76])  # bytes of a W row
+    str(r4, [r7, 28])  # xlen
+    lsr(r4, r4, 2)
+    lsl(r4, r4, 2)
+    str(r4, [r7, 32])  # x4len: the whole groups of 4
+    ldr(r4, [r6, 8])
+    str(r4, [r7, 36])  # n_out
+    ldr(r4, [r6, 12])
+    mov(r12, r4)  # shift
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    mov(r11, r5)  # rnd
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 48])  # act_min
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 52])  # act_max
+    ldr(r4, [r6, 24])
+    lsl(r4, r4, 2)
+    str(r4, [r7, 56])  # bstep
+    ldr(r4, [r7, 0])
+    str(r4, [r7, 60])  # brow
+    label(EMROW)
+    mov(r7, r8)
+    ldr(r5, [r7, 12])
+    ldr(r4, [r7, 32])
+    add(r4, r4, r5)
+    str(r4, [r7, 40])  # x4end
+    ldr(r4, [r7, 28])
+    add(r4, r4, r5)
+    str(r4, [r7, 80])  # xend
+    ldr(r4, [r7, 60])
+    str(r4, [r7, 64])  # bptr = brow
+    ldr(r4, [r7, 4])
+    mov(r9, r4)  # mptr = M
+    ldr(r4, [r7, 36])
+    str(r4, [r7, 72])  # outputs left
+    ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 2)
+    bge(EMPAIR)
+    b(EMSINGLE)
+    label(EMPAIR)  # two outputs: acc0 r0 (W row o at r2), acc1 r6 (row o + 1 at r7)
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 40])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    ldr(r6, [r4, 4])
+    add(r4, 8)
+    str(r4, [r7, 64])
+    ldr(r5, [r7, 76])
+    add(r7, r2, r5)
+    cmp(r1, r3)
+    beq(EMPREST)
+    label(EMP4)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldrb(r4, [r1, 1])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 1])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 1])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldrb(r4, [r1, 2])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 2])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 2])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    ldrb(r4, [r1, 3])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 3])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 3])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 4)
+    add(r2, 4)
+    add(r7, 4)
+    cmp(r1, r3)
+    bne(EMP4)
+    label(EMPREST)
+    mov(r4, r8)
+    ldr(r3, [r4, 80])  # xend
+    cmp(r1, r3)
+    beq(EMPREQ)
+    label(EMP1)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    ldrb(r5, [r7, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    add(r1, 1)
+    add(r2, 1)
+    add(r7, 1)
+    cmp(r1, r3)
+    bne(EMP1)
+    label(EMPREQ)
+    mov(r2, r7)  # W row o + 2
+    bl(EMRQ)
+    mov(r0, r6)
+    bl(EMRQ)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 2)
+    str(r4, [r7, 72])
+    cmp(r4, 2)
+    blt(EMNOPAIR)
+    b(EMPAIR)
+    label(EMNOPAIR)
+    cmp(r4, 0)
+    beq(EMROWEND)
+    label(EMSINGLE)  # the last output of an odd n_out
+    mov(r7, r8)
+    ldr(r1, [r7, 12])
+    ldr(r3, [r7, 80])
+    ldr(r4, [r7, 64])
+    ldr(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 64])
+    label(EMS1)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r0, r0, r5)
+    add(r1, 1)
+    add(r2, 1)
+    cmp(r1, r3)
+    bne(EMS1)
+    bl(EMRQ)
+    label(EMROWEND)
+    mov(r7, r8)
+    ldr(r4, [r7, 80])
+    str(r4, [r7, 12])  # xrow = xend
+    ldr(r4, [r7, 60])
+    ldr(r5, [r7, 56])
+    add(r4, r4, r5)
+    str(r4, [r7, 60])  # brow += bstride
+    ldr(r4, [r7, 24])
+    sub(r4, 1)
+    str(r4, [r7, 24])
+    beq(EMDONE)
+    b(EMROW)
+    label(EMRQ)  # r0 = clamp((r0 M[o] + rnd) >> shift) into y[o]; M and y advance
+    mov(r4, r9)
+    ldrh(r5, [r4, 0])  # M[o] (0..32767)
+    add(r4, 2)
+    mov(r9, r4)
+    mul(r0, r5)
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    mov(r4, r12)
+    asr(r0, r4)
+    mov(r3, r8)
+    ldr(r4, [r3, 48])
+    cmp(r0, r4)
+    bge(EMRQLO)
+    mov(r0, r4)
+    label(EMRQLO)
+    ldr(r4, [r3, 52])
+    cmp(r0, r4)
+    ble(EMRQHI)
+    mov(r0, r4)
+    label(EMRQHI)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    add(r4, 4)
+    mov(r10, r4)
+    bx(lr)
+    label(EMDONE)
+    mov(r7, r8)
+    ldr(r4, [r7, 100])
+    mov(r12, r4)
+    ldr(r4, [r7, 96])
+    mov(r11, r4)
+    ldr(r4, [r7, 92])
+    mov(r10, r4)
+    ldr(r4, [r7, 88])
+    mov(r9, r4)
+    ldr(r4, [r7, 84])
+    mov(r8, r4)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(RE)
+    data(2, 0xB500)  # push {lr}
+    ldr(r2, [r3, 8])  # p
+    ldr(r3, [r2, 0])
+    lsl(r3, r3, 2)
+    add(r3, r3, r1)  # y end
+    cmp(r1, r3)
+    beq(REEND)
+    mov(r5, 0)
+    label(RELOOP)
+    ldr(r4, [r1, 0])
+    cmp(r4, 0)
+    bge(REPOS)
+    str(r5, [r1, 0])
+    label(REPOS)
+    add(r1, 4)
+    cmp(r1, r3)
+    bne(RELOOP)
+    label(REEND)
+    data(2, 0xBD00)  # pop {pc}
+
+    label(RUN)
+    mov(r4, r12)
+    push({r4})
+    mov(r12, r0)  # _A (every kernel keeps r12 or restores it)
+    label(STEP)
+    mov(r7, r12)
+    ldr(r6, [r7, 116])
+    ldr(r4, [r7, 120])
+    cmp(r6, r4)
+    beq(EXIT)
+    ldr(r0, [r6, 4])
+    ldr(r1, [r6, 8])
+    ldr(r2, [r6, 12])
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 0])
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 4])
+    ldr(r4, [r6, 24])
+    str(r4, [r7, 8])
+    ldr(r4, [r6, 0])  # the kernel's code
+    add(r6, 28)
+    str(r6, [r7, 116])
+    mov(r3, r7)
+    cmp(r4, 0)
+    bne(C0)
+    bl(DE)
+    b(STEP)
+    label(C0)
+    cmp(r4, 1)
+    bne(C1)
+    bl(AT)
+    b(STEP)
+    label(C1)
+    cmp(r4, 2)
+    bne(C2)
+    bl(AD)
+    b(STEP)
+    label(C2)
+    cmp(r4, 3)
+    bne(C3)
+    bl(PO)
+    b(STEP)
+    label(C3)
+    cmp(r4, 4)
+    bne(C4)
+    bl(EM)
+    b(STEP)
+    label(C4)
+    cmp(r4, 5)
+    bne(C5)
+    bl(RE)
+    b(STEP)
+    label(C5)
+    b(STEP)
+    label(EXIT)
+    pop({r4})
+    mov(r12, r4)
+    mov(r0, 0)
+
+
+# The kernels' codes in a program (the order of _run's dispatch)
+_DENSE = const(0)
+_ATTN = const(1)
+_ADD = const(2)
+_POOL = const(3)
+_EMBED = const(4)
+_RELU = const(5)
+
+
+# one step called by itself (a kernel of INT8 called directly, e.g. by the stream's embed):
+# a one-step program in _ONE, run by _run
+@micropython.viper
+def _one(code: int, x: ptr8, y: ptr8, c: ptr8, d: ptr8, e: ptr8, p: ptr8):
+    s = ptr32(_ONE)
+    s[0] = code
+    s[1] = int(x)
+    s[2] = int(y)
+    s[3] = int(c)
+    s[4] = int(d)
+    s[5] = int(e)
+    s[6] = int(p)
+    a = ptr32(_A)
+    a[29] = int(s)
+    a[30] = int(s) + 28
+    _run(_A)
+
+
+def dense(x, y, w, b, m, p):
+    _one(_DENSE, x, y, w, b, m, p)
+
+
+def embed(x, y, w, b, m, p):
+    _one(_EMBED, x, y, w, b, m, p)
+
+
+def attn(q, k, v, ctx, sc, p):
+    _one(_ATTN, q, k, v, ctx, sc, p)
+
+
+def add(x, y, _a, _b, _c, p):
+    _one(_ADD, x, y, None, None, None, p)
+
+
+def pool(x, y, _a, _b, _c, p):
+    _one(_POOL, x, y, None, None, None, p)
+
+
+def relu(y, _a, _b, _c, _d, p):
+    _one(_RELU, None, y, None, None, None, p)
+
+
+@micropython.viper
+def _program(w: ptr32, _b, _c, _d, _e, _f):
+    # a fused program (fuse): w[0] steps of 7 words from w[1] on
+    a = ptr32(_A)
+    a[29] = int(w) + 4
+    a[30] = int(w) + 4 + w[0] * 28
+    _run(_A)
+
+
+@micropython.viper
+def _addr(x: ptr8) -> int:
+    return int(x)
+
+
+_CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, relu: _RELU}
+
+
+def fuse(prog):
+    """prog with each run of consecutive assembler steps as one step: a program of (code,
+    buffer addresses) words that _run walks in one call (a call into the assembler costs
+    ~25 µs on the Pico: Iris has 8 steps). A step whose kernel is not an assembler one (conv,
+    myquery, myattn: viper) stays a step of its own between the runs. The buffers stay
+    referenced by the run's steps (kept in the fused step) and never move."""
+    out = []
+    run = []
+    for step in prog + [None]:
+        if step is not None and step[0] in _CODES:
+            run.append(step)
+            continue
+        if run:
+            words = array.array("I", [len(run)] + [0] * (7 * len(run)))
+            i = 1
+            for st in run:
+                words[i] = _CODES[st[0]]
+                for j in range(1, 7):
+                    words[i + j] = 0 if st[j] is None else _addr(st[j])
+                i += 7
+            out.append((_program, words, run, None, None, None, None))
+            run = []
+        if step is not None:
+            out.append(step)
+    return out
+
+
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)

@@ -1,0 +1,126 @@
+# Host (CPython) + real MicroPython firmware on emulated ARM boards (../shared/boards).
+"""The device runtime on the rp2 firmware of an emulated Raspberry Pi Pico (Cortex-M0+), as a
+user's Pico runs it: `tinyattn flash` puts it there as armv6m .mpy, the Thumb assembler
+kernels among them.
+
+- `tinyattn flash` and `tinyattn parity --port <its tty>` as against a real board (Iris,
+  every int8 logit exact); `kernels="auto"` takes thumb there.
+- The trained golden models (tests/golden/trained: Iris, Wine, BasicMotions, JapaneseVowels)
+  with the thumb, viper and pure kernels: every logit equal to the host integer reference's,
+  on the rows emulated_support.STRIDE states (the emulated Pico runs ~5x slower than a real
+  one in wall time and CI must stay short: every row of Iris and Wine with thumb and viper,
+  every window of BasicMotions with thumb; the slower sets and JapaneseVowels' 640 windows a
+  stated subset).
+- A conv-stem model (random weights) with each kernel set: every logit exact on 24 windows.
+- The app (`flash --app`, a replay source) and `monitor`: every decision equal to the host's.
+One board per session (a module-scoped fixture); skipped with the reason when
+../shared/boards or Node.js is not there.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from emulated_support import KERNELS, check_logits, conv_case, golden_files, running_board
+
+from tinyattn.board.flash import mpremote
+from tools.emulated_boards import parse_golden
+from tools.make_trained_golden import GOLDEN, NAMES
+
+pytestmark = pytest.mark.emulated
+
+
+@pytest.fixture(scope="module")
+def pico(tmp_path_factory):
+    """An emulated Pico with the runtime flashed by `tinyattn flash` (Iris's blob as model.bin)
+    and the golden models and inputs copied beside it."""
+    from tinyattn import cli
+
+    for board in running_board("pico"):
+        files = tmp_path_factory.mktemp("pico-golden")
+        golden_files(files)
+        board.conv_logits = conv_case(files)
+        board.flash_code = cli.main(["flash", "--port", board.tty, "--blob",
+                                     str(GOLDEN / "iris.bin"), "--quiet"])  # fmt: skip
+        chain = []
+        for path in sorted(files.iterdir()):
+            chain += ["cp", str(path), ":", "+"]
+        mpremote(board.tty, *chain[:-1], timeout=300)
+        yield board
+
+
+@pytest.mark.slow
+def test_emulated_pico_flash_and_parity_like_a_realboard(pico, tmp_path):
+    from tinyattn import cli
+
+    assert pico.flash_code == 0
+    report = tmp_path / "p.json"
+    code = cli.main(["parity", "--port", pico.tty, "--blob", str(GOLDEN / "iris.bin"),
+                     "--model", str(GOLDEN / "iris.npz"), "--path", "int8",
+                     "--report", str(report), "--quiet"])  # fmt: skip
+    summary = json.loads(report.read_text())["summary"]
+    assert code == 0 and summary["passed"], summary
+    assert summary["int8_exact"] == summary["samples"] > 0
+
+
+@pytest.mark.slow
+def test_emulated_pico_auto_takes_thumb(pico):
+    script = ("import attention; m = attention.Model('iris.bin'); "
+              "print('K', m.kernels, attention.kernels_available())")  # fmt: skip
+    out = mpremote(pico.tty, "exec", script, timeout=120)
+    assert "K thumb ['thumb', 'viper', 'native', 'pure']" in out  # flash adds native
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("name", NAMES)
+def test_emulated_pico_golden_int8_exact(pico, name, kernels):
+    out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go({name!r}, "
+                   f"{kernels!r})", timeout=900)  # fmt: skip
+    check_logits(out, name, kernels)
+
+
+@pytest.mark.slow
+def test_emulated_pico_app_stream_decisions_equal_the_host(pico, tmp_path, capsys):
+    """`flash --app` with a replay source (BasicMotions' first 2 TEST recordings, 200 steps:
+    11 decisions at hop 10); `monitor --reset` shows the app's decisions after a soft reset,
+    each (class, score %) equal to the host's Stream; then a plain flash removes the app."""
+    from tinyattn import cli
+    from tinyattn.board.stream import host_decisions, write_replay
+    from tinyattn.data.timeseries import load_ts_dataset
+
+    blob = GOLDEN / "basicmotions.bin"
+    d = load_ts_dataset("basicmotions", "TEST")
+    steps = d.X[:2].astype(np.float32).reshape(-1, d.n_channels)
+    replay = write_replay(tmp_path / "bm.tasr", steps)
+    argv = ["flash", "--port", pico.tty, "--blob", str(blob), "--quiet", "--app", "--source",
+            f"replay:{replay}", "--rate", "1000", "--hop", "10", "--smooth", "3"]  # fmt: skip
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    host = host_decisions(blob, steps, 10, smooth=3)
+    assert cli.main(["monitor", "--port", pico.tty, "--reset", "--count", str(len(host)),
+                     "--json"]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    names = list(d.class_names)
+    assert [r["label"] for r in rows] == [names[h["smoothed"]] for h in host]
+    assert [round(r["score"] * 100) for r in rows] == [h["score"] * 100 // 16384 for h in host]
+    assert all(r["us"] > 0 for r in rows)
+    assert cli.main(["flash", "--port", pico.tty, "--blob", str(blob), "--quiet"]) == 0
+    assert "the app (main.py) was removed" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
+    """A conv-stem model on the Pico: every logit of 24 windows of random lengths equal to the
+    host integer reference's, with each kernel set (thumb: viper's conv between fused runs)."""
+    out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go('conv', "
+                   f"{kernels!r})", timeout=900)  # fmt: skip
+    rows, chosen, _ = parse_golden(out)
+    assert chosen == kernels, out[-2000:]
+    assert sorted(rows) == list(range(len(pico.conv_logits))), out[-2000:]
+    for i, logits in enumerate(pico.conv_logits):
+        assert rows[i] == logits.tolist(), (kernels, i)
+
