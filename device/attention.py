@@ -56,7 +56,8 @@ except ImportError:  # a port built without binascii.crc32
 REMEDY = "re-run 'make export' and 'make flash'"
 # load-time modules: imported by read_blob / Model to load a blob, then dropped again
 _READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_ops_seq",
-           "attention_ops_conv", "attention_build", "attention_build_seq")  # fmt: skip
+           "attention_ops_conv", "attention_build", "attention_build_seq",
+           "attention_build_conv")  # fmt: skip
 # kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
 # of _ORDER that imports
 _MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper",

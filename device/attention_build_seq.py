@@ -152,16 +152,8 @@ def build(blob, kernels, float_kernels, bufs):
                 new.append((st, 1))
                 if int8:
                     pools.append((st[6], op.t["m"], div))
-            elif op.code == 11:  # conv: S_out (p[0]) and S_in (p[1]) count tokens; float:
-                # the same kernel with shift 0 (its float sum times s_w, plus the float bias)
-                st = dense_step(ks[9 if int8 else 7], op, "", x, y, 1, 0, 0, int8)
-                g, s_out = ip["groups"], -(-S // ip["stride"])
-                p = [s_out, S, ip["C"], ip["F"], ip["K"], ip["stride"], ip["dilation"],
-                     ip["C"] // g, ip["F"] // g, (ip["K"] - 1) * ip["dilation"] // 2,
-                     ip["shift"] if int8 else 0, 0 if ip["relu"] else -128, 127]  # fmt: skip
-                steps.append(st[:6] + (array.array("i", p),))
-                rows.append((steps[-1][6], 0, 1, div * ip["stride"]))
-                rows.append((steps[-1][6], 1, 1, div))
+            elif op.code == 11:  # conv (attention_build_conv: loaded for a blob with one)
+                __import__("attention_build_conv").step(ks, op, x, y, S, int8, div, steps, rows)
             for st, unit in new:
                 steps.append(st)
                 if tokens and unit:
