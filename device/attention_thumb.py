@@ -1197,23 +1197,29 @@ def fuse(prog):
     referenced by the run's steps (kept in the fused step) and never move."""
     out = []
     run = []
-    for step in prog + [None]:
-        if step is not None and step[0] in _CODES:
+    for step in prog:
+        if step[0] in _CODES:
             run.append(step)
-            continue
-        if run:
-            words = array.array("I", [len(run)] + [0] * (7 * len(run)))
-            i = 1
-            for st in run:
-                words[i] = _CODES[st[0]]
-                for j in range(1, 7):
-                    words[i + j] = 0 if st[j] is None else _addr(st[j])
-                i += 7
-            out.append((_program, words, run, None, None, None, None))
-            run = []
-        if step is not None:
+        else:
+            if run:
+                out.append(_fused(run))
+                run = []
             out.append(step)
+    if run:
+        out.append(_fused(run))
     return out
+
+
+def _fused(run):
+    """One step that runs the assembler steps `run` in one call to _run."""
+    words = array.array("I", [len(run)] + [0] * (7 * len(run)))
+    i = 1
+    for st in run:
+        words[i] = _CODES[st[0]]
+        for j in range(1, 7):
+            words[i + j] = 0 if st[j] is None else _addr(st[j])
+        i += 7
+    return (_program, words, run, None, None, None, None)
 
 
 INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)

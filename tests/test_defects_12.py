@@ -104,6 +104,7 @@ def stub_benches(monkeypatch):
     import tools.bench_accuracy
     import tools.bench_device
     import tools.bench_link
+    import tools.bench_pico
     import tools.bench_seq
     import tools.bench_stream
     import tools.bench_train
@@ -143,6 +144,7 @@ def stub_benches(monkeypatch):
     stream = {"host_equal": True, "runs": [{"acc_recording": 1.0, "viper": {"rtf": 100.0}}]}
     monkeypatch.setattr(tools.bench_stream, "bench_stream", stub("stream", stream))
     monkeypatch.setattr(tools.bench_stream, "format_table", lambda r: "stream table")
+    monkeypatch.setattr(tools.bench_pico, "bench_pico", stub("pico", {"skipped": "stub"}))
 
     class Samples:
         X = np.zeros((2, 4))
@@ -163,8 +165,8 @@ def test_defects_12_bench_all_writes_nothing_without_write(
     assert cli.main(argv) == 0
     assert list((tmp_path / "docs").iterdir()) == []
     assert sorted(stub_benches) == [
-        "accuracy", "accuracy_seq", "device", "link", "stream", "train", "train_device",
-        "train_seq", "uart",
+        "accuracy", "accuracy_seq", "device", "link", "pico", "stream", "train",
+        "train_device", "train_seq", "uart",
     ]
     assert "written" not in capsys.readouterr().out
     doc = tmp_path / "bench.md"
