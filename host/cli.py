@@ -5,11 +5,12 @@ Each subcommand lives in its own module exposing `add_arguments(parser)` and
 
 It is also the one place where every command's exits are decided: a CLIError is one line on
 stderr and status 2, Ctrl-C is status 130 (with what the command left, when it raises
-KeyboardInterrupt("...") to say so), and a stdout whose reader went away
-(`tinyattn export | head -1`) ends the command quietly with status 141 (128 + SIGPIPE), as a
-shell tool killed by SIGPIPE does, instead of a BrokenPipeError traceback. SIGPIPE itself stays
-ignored (Python's default): a signal would kill the process before it could stop a virtual
-board or remove a temp file.
+KeyboardInterrupt("...") to say so), SIGTERM ends the command the same way (its cleanup runs:
+boards stopped, worker processes shut down, temp files removed) with status 143, and a stdout
+whose reader went away (`tinyattn export | head -1`) ends the command quietly with status 141
+(128 + SIGPIPE), as a shell tool killed by SIGPIPE does, instead of a BrokenPipeError
+traceback. SIGPIPE itself stays ignored (Python's default): a signal would kill the process
+before it could stop a virtual board or remove a temp file.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import select
 import signal
 import sys
+import threading
 
 from tinyattn.errors import CLIError  # also tinyattn.cli.CLIError, the same class
 
@@ -91,6 +93,14 @@ def _stdout_reader_gone() -> bool:
         return False
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it unwinds as after Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def _run(argv: list[str] | None) -> int:
     from tinyattn import remedy
 
@@ -104,6 +114,8 @@ def _run(argv: list[str] | None) -> int:
         return 2
     remedy.use(sys.argv[1:] if argv is None else argv, args)  # the errors' "run '…'"
     args._run_command = main  # a command that runs others (demo) calls back through here
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return int(args._main(args) or 0)
     except CLIError as exc:
@@ -111,9 +123,12 @@ def _run(argv: list[str] | None) -> int:
         return 2
     except KeyboardInterrupt as exc:  # a command may say what state it left: its args[0]
         what = f"; {exc.args[0]}" if exc.args else ""
-        print(f"tinyattn {args.command}: interrupted{what}", file=sys.stderr)
-        return 130
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"tinyattn {args.command}: {how}{what}", file=sys.stderr)
+        return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         remedy.use(None, None)
 
 

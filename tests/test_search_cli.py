@@ -9,6 +9,7 @@ exact; the refusals in one line.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,3 +157,61 @@ def test_search_cli_on_csv_rows_exports_passes_parity_and_predicts_by_header(
                      "--port", vb.port]) == 0  # fmt: skip
     board = capsys.readouterr().out
     assert board.splitlines()[-150:] == host.splitlines()[-150:]
+
+
+@pytest.mark.host
+@pytest.mark.usefixtures("tmp_cwd")
+def test_search_cli_time_limit_says_one_line_of_its_own(ts_pair, capsys):
+    """`--time-limit` with 2 workers: the tasks it cancels raise no joblib warning (the search
+    says "time limit" itself); a limit that ends the search before any model has all its folds
+    is one line, exit 2, that says the folds are kept and how to resume."""
+    import warnings
+
+    tr, te = ts_pair
+    argv = ["train", "--ts", str(tr), "--test", str(te), "--search", *FAST, "--jobs", "2",
+            "--time-limit", "0", "--out", "m.npz"]  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cli.main(argv) == 2
+    assert [str(w.message) for w in caught if "tasks" in str(w.message)] == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--time-limit 0 ended the search before any model" in err[0], err
+    assert "kept in build/search/" in err[0] and "run the same command again" in err[0]
+
+
+@pytest.mark.host
+@pytest.mark.slow
+def test_search_cli_sigterm_ends_the_workers_quietly(ts_pair, tmp_path):
+    """SIGTERM during a 2-worker search: the command ends as after Ctrl-C (the search says
+    its folds are kept), status 143, its workers shut down with it (stderr closes: no
+    orphan holds it) and nothing else on stderr (no leaked-semlock warnings, no traceback)."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tr, te = ts_pair
+    exe = str(Path(sys.executable).with_name("tinyattn"))
+    proc = subprocess.Popen(
+        [exe, "train", "--ts", str(tr), "--test", str(te), "--search", "--search-folds", "5",
+         "--epochs", "40", "--jobs", "2", "--out", "m.npz", "--quiet"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "build" / "search").rglob("r*f*k*.json")):
+            assert proc.poll() is None and time.monotonic() < deadline, "no fold finished"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:  # whatever is left of the test's own process group (workers that outlived it)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, err
+    lines = err.strip().splitlines()
+    assert lines == ["search interrupted: every finished fold is kept in build/search/; run "
+                     "the same command again to resume",
+                     "tinyattn train: terminated (SIGTERM)"], err  # fmt: skip

@@ -417,8 +417,8 @@ def flash(
               file=sys.stderr, flush=True)  # fmt: skip
     try:
         out = mpremote(port, *chain, timeout=copy_timeout)
-    except KeyboardInterrupt:  # Ctrl-C: the live files are untouched; drop the staged copies
-        raise KeyboardInterrupt(drop_staged(port, list(local), timeout)) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C: the live files are untouched; drop the staged
+        raise type(exc)(drop_staged(port, list(local), timeout)) from None
     except CLIError as exc:
         raise CLIError(
             f"{exc}; stopped while copying (files are staged as *.new), the board still has "
@@ -446,8 +446,8 @@ def flash(
         )  # fmt: skip
     except CLIError as exc:
         done = str(exc)
-    except KeyboardInterrupt:  # the board may well finish the switch-over by itself: ask it
-        raise KeyboardInterrupt(switch_status(port, local, ["Ctrl-C"])) from None
+    except KeyboardInterrupt as exc:  # the board may well finish the switch-over: ask it
+        raise type(exc)(switch_status(port, local, ["Ctrl-C"])) from None
     if "COMMITTED" not in done:
         raise CLIError(switch_status(port, local, done.strip().splitlines()[-1:]))
     final = _readback_out(done)

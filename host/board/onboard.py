@@ -444,10 +444,10 @@ class BoardTrainer:
                 raise CLIError(f"{exc}{self._where(first)}") from None
             except LinkError as exc:
                 raise CLIError(f"{exc}{self._where(first)}") from None
-            except KeyboardInterrupt:  # Ctrl-C: cli says "interrupted" and this
+            except KeyboardInterrupt as exc:  # Ctrl-C: cli says "interrupted" and this
                 if first:
                     raise
-                raise KeyboardInterrupt(self._where(first)[2:]) from None
+                raise type(exc)(self._where(first)[2:]) from None
 
     def _where(self, first: bool = False) -> str:
         """What a rerun resumes from, once the run has reached the board's training server

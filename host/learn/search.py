@@ -50,6 +50,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -318,7 +319,15 @@ class Engine:
             return
         par = joblib.Parallel(n_jobs=self.jobs, backend="loky",
                               return_as="generator_unordered")  # fmt: skip
-        yield from par(calls)
+        results = par(calls)
+        try:
+            for item in results:  # noqa: UP028 (not `yield from`: closing it early is ours)
+                yield item
+        finally:  # a caller that stops early (the time limit) cancels the running tasks,
+            with warnings.catch_warnings():  # which joblib warns about: the caller says it
+                warnings.filterwarnings("ignore", r"\d+ tasks which were still being",
+                                        UserWarning)  # fmt: skip
+                results.close()
 
 
 def _indexed(i: int, fn: Callable, task: tuple) -> tuple[int, Any]:

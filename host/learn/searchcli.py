@@ -135,6 +135,11 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         raise CLIError(str(exc)) from None
     pick = res.pick
     cv = _score_of(res.stages, pick.key())
+    if cv is None:  # the time limit came before any candidate of the first stage was done
+        raise CLIError(f"--time-limit {args.time_limit:g} ended the search before any model had "
+                       f"all its folds, so there is no pick; the finished folds are kept in "
+                       f"{CACHE}/: run the same command again with a longer --time-limit to "
+                       "resume")  # fmt: skip
     record = {**res.record(), "budget": asdict(budget), "board": args.board,
               "folds": args.search_folds, "repeats": args.search_repeats, "cv": cv}  # fmt: skip
     how = "" if res.complete else " (time limit: stages left undone)"
