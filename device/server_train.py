@@ -18,9 +18,10 @@ Files on the board's filesystem:
                    attention_train_seq.py), whose run server_train_seq.py loads: imported
                    only then, so an Iris session never holds its code.
 Uploads go to NAME.part and replace NAME only when their size and CRC-32 match (`train_commit`),
-so a reset or a dropped link never leaves a half-written file in use. Epochs done = step //
-steps per epoch (checkpoints are taken at epoch ends only); a reset loses at most the epoch
-that was running.
+so a reset or a dropped link never leaves a half-written file in use. They stay while the run
+can resume; `train_end` with `remove` (the host has the final weights) deletes them. Epochs
+done = step // steps per epoch (checkpoints are taken at epoch ends only); a reset loses at
+most the epoch that was running.
 
 TAFD (little-endian): magic b"TAFD" | u16 version 1 | u16 flags 0 | u32 n_rows N | u32
 n_features F | u32 n_train | float32 X [N, F] | u8 labels [N] | zeros to a multiple of 4 |
@@ -498,9 +499,17 @@ def _op_get(req):
 
 
 def _op_end(req):
-    """Drop the loaded run (frees its heap); the files stay."""
+    """Drop the loaded run (frees its heap); with `remove` (the host has the final weights)
+    its files too, so that nothing of the run stays on the board's flash."""
     _drop()
-    return {"freed": True}
+    removed = []
+    if req.get("remove"):
+        for name in (WEIGHTS, DATA):
+            for path in (name, name + ".part", name + ".tmp"):
+                if _size(path) >= 0:
+                    os.remove(path)
+                    removed.append(path)
+    return {"freed": True, "removed": removed}
 
 
 _OPS = {"train_info": _op_info, "train_put": _op_put, "train_commit": _op_commit,

@@ -316,6 +316,10 @@ def test_record_reset_without_an_app_says_so(vboard_factory, tmp_path, capsys, m
                  "--rate", "50", "--seconds", "8", "--window", "10", "--label", "a",
                  "--out", str(tmp_path / "r.ts"), "--quiet")  # fmt: skip
     assert "reset during the recording" in line, line
+    from tinyattn.board.record import BOARD_REPLAY
+
+    assert BOARD_REPLAY == "record.tasr"
+    assert not (board.fs_dir / BOARD_REPLAY).exists()  # the copied replay does not stay
 
 
 @pytest.mark.serial

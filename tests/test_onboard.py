@@ -289,6 +289,9 @@ def test_onboard_head_only_adapts_to_shifted_iris(tmp_path, tmp_cwd, capsys, ref
                          str(reference_model["npz"]))  # fmt: skip
     s = _summary(capsys)
     assert code == 0
+    # the run over, nothing of it stays on the board's flash (the runtime's modules do)
+    assert sorted(p.name for p in vb.fs_dir.iterdir() if p.name.startswith("train_")) == []
+    assert (vb.fs_dir / "server_train.mpy").exists()
     base, adapted = load_model(reference_model["npz"]), load_model(out)
     shifted = load_dataset("iris")
     X = shifted.rows * 1.2

@@ -232,3 +232,5 @@ def test_onboard_seq_board_too_small_says_so(tmp_path, tmp_cwd, capsys):
     assert "not enough heap to train" in line and "a board with more RAM" in line
     assert f"a virtual board of {SEQ_VIRTUAL_HEAP}" in line and "resume" not in line
     assert not (tmp_path / "m.npz").exists()
+    # a run that cannot resume leaves none of its files (the windows, ~100 KB) on the flash
+    assert sorted(p.name for p in vb.fs_dir.iterdir() if p.name.startswith("train_")) == []

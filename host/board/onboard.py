@@ -426,7 +426,7 @@ class BoardTrainer:
                         self.keep(self.fetch())
                 final = self.fetch()
                 self.keep(final)
-                self._request("train_end")
+                self._request("train_end", remove=True)  # the host has it all: nothing stays
                 return final
             except (BoardReset, LinkTimeout) as exc:
                 if first:  # never reached the training server: nothing to resume
@@ -439,7 +439,8 @@ class BoardTrainer:
                 self.log(f"{self.port}: {kind} ({exc}); resuming from the board's checkpoint")
                 self.close(stop=False)
             except _BoardError as exc:
-                if "not enough heap" in str(exc):  # the same command cannot resume that
+                if "not enough heap" in str(exc):  # the same command cannot resume that:
+                    self._forget()  # its files would only fill the board's flash
                     raise CLIError(f"{exc}{plan.heap_note}") from None
                 raise CLIError(f"{exc}{self._where(first)}") from None
             except LinkError as exc:
@@ -448,6 +449,13 @@ class BoardTrainer:
                 if first:
                     raise
                 raise type(exc)(self._where(first)[2:]) from None
+
+    def _forget(self) -> None:
+        """Remove the run's files from the board (a run that cannot go on), if it answers."""
+        try:
+            self._request("train_end", remove=True)
+        except LinkError:
+            pass
 
     def _where(self, first: bool = False) -> str:
         """What a rerun resumes from, once the run has reached the board's training server

@@ -283,6 +283,20 @@ def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list |
     return code + run + "\n"
 
 
+def drop_replay(port: str) -> str:
+    """Remove the copied replay file from the board after a recording that stopped early (a
+    reset skips the program's own removal): "", or what the user should remove and how."""
+    from tinyattn.board.flash import mpremote
+
+    code = f"import os\ntry:\n os.remove({BOARD_REPLAY!r})\nexcept OSError:\n pass\n"
+    try:
+        mpremote(port, "exec", code, timeout=15)
+    except CLIError:
+        return (f"; the copied replay may still be on the board: remove it with 'mpremote "
+                f"connect {port} rm :{BOARD_REPLAY}'")  # fmt: skip
+    return ""
+
+
 RESET = "the board reset during the recording (its banner, prompt or app came back)"
 RESET_MARKS = ("MicroPython v", "TA ", "TA+", "TA!", "TA.", "MPY: soft reboot")
 SILENT = "the board stopped sending steps (reset, or its source stalled)"
@@ -468,6 +482,8 @@ def main(args: argparse.Namespace) -> int:
             code = board_code(spec, args.seconds, rate, i2c)
             stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C,
                                    have_rate=have_rate)  # fmt: skip
+            if local is not None and stopped not in (None, "interrupted"):
+                stopped += drop_replay(port)  # a reset skipped the board's own removal
     X, left = windows(steps, window)
     summary = f"{steps.count} steps" + (f" at {steps.rate:g} Hz" if steps.rate else "")
     arrived = steps.count + steps.per_line * steps.lost_lines  # lost lines: full ones
