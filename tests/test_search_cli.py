@@ -215,3 +215,21 @@ def test_search_cli_sigterm_ends_the_workers_quietly(ts_pair, tmp_path):
     assert lines == ["search interrupted: every finished fold is kept in build/search/; run "
                      "the same command again to resume",
                      "tinyattn train: terminated (SIGTERM)"], err  # fmt: skip
+
+
+@pytest.mark.host
+@pytest.mark.usefixtures("tmp_cwd")
+def test_search_cli_calls_a_csv_s_samples_rows_and_a_ts_files_windows(ts_pair, capsys,
+                                                                        tmp_path):  # fmt: skip
+    """The messages name the samples from the data: a CSV's rows are rows (though the searched
+    model takes them as windows of one step), a .ts file's windows are windows."""
+    rows = ["a,b,label"] + [f"{i % 7},{(i * 3) % 5},{'xyz'[i % 3]}" for i in range(30)]
+    (tmp_path / "mine.csv").write_text("\n".join(rows) + "\n")
+    _, err = _train(capsys, "--csv", "mine.csv", "--search", *FAST, "--out", "m.npz")
+    assert "24 TRAIN rows" in err and "held out 6 of 30 TRAIN rows" in err, err
+    assert "6 rows of the held-out part" in err and "(24 rows)" in err, err
+    assert "window" not in err, err
+    tr, _ = ts_pair
+    _, err = _train(capsys, "--ts", str(tr), "--epochs", "2", "--quiet", "--out", "w.npz")
+    assert "TRAIN windows" in err and "windows of the held-out part" in err, err
+    assert " rows" not in err, err

@@ -75,6 +75,11 @@ class Windows:
         return bool(self.names)
 
     @property
+    def unit(self) -> str:
+        """What a message calls the samples: "rows" (a CSV's) or "windows" (`.ts` windows)."""
+        return "rows" if self.is_rows else "windows"
+
+    @property
     def mask(self) -> np.ndarray:
         """`[N, T]` bool, True at valid steps."""
         return np.arange(self.max_length)[None, :] < np.asarray(self.lengths)[:, None]

@@ -118,7 +118,7 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
             raise CLIError("--scheduler needs dask.distributed: run 'make install-cluster' (or "
                            "pip install 'tinyattn[cluster]')") from None  # fmt: skip
     start = S.Candidate(*recipe)
-    print(f"search {data.name}: {len(train.y)} TRAIN windows, {args.search_repeats} x "
+    print(f"search {data.name}: {len(train.y)} TRAIN {train.unit}, {args.search_repeats} x "
           f"{args.search_folds}-fold, budget {budget.max_bytes} B / {budget.max_macs} MACs / "
           f"{budget.max_heap} B heap, {args.jobs if args.scheduler is None else 'dask'} "
           f"worker(s); cache {CACHE}/", file=log)  # fmt: skip

@@ -273,7 +273,7 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
         return data.train, data.test, {}
     try:
         tr, te = stratified_split(data.train.y, config.test_fraction, config.seed,
-                                  data.train.class_names, "windows")
+                                  data.train.class_names, data.train.unit)
     except ValueError as exc:
         raise CLIError(f"{data.train.source}: cannot hold out a test part ({exc})") from None
     split = {"train_idx": [int(i) for i in tr], "test_idx": [int(i) for i in te]}
@@ -290,7 +290,7 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
     train, test, split = _split(data, config)
     if data.test is None:
         print(
-            f"no --test: held out {len(test.y)} of {len(data.train.y)} TRAIN windows "
+            f"no --test: held out {len(test.y)} of {len(data.train.y)} TRAIN {data.train.unit} "
             f"(stratified {config.test_fraction:g}, seed {config.seed}) as the test part",
             file=log,
         )
@@ -322,8 +322,9 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
     cut = f", {cut} longer than T = {result.max_steps}: their last T steps" if cut else ""
     print(
         f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/"
-        f"{n_test} windows of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}, train "
-        f"{s['train_accuracy']:.3f} ({n_train} windows), {count(config.epochs, 'epoch')} in "
+        f"{n_test} {data.train.unit} of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}, train "
+        f"{s['train_accuracy']:.3f} ({n_train} {data.train.unit}), "
+        f"{count(config.epochs, 'epoch')} in "
         f"{result.seconds:.2f} s, {s['params']} params, {s['macs']} MACs -> {s['out']}",
         file=log,
     )
@@ -393,7 +394,7 @@ def cross_validate_seq(
     folds = []
     for r in range(repeats):
         cfg = replace(config, seed=config.seed + r)
-        splits = stratified_kfold(ds.y, k, cfg.seed, ds.class_names, "windows")
+        splits = stratified_kfold(ds.y, k, cfg.seed, ds.class_names, ds.unit)
         for f, (tr, te) in enumerate(splits):
             res = train_seq(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, arch, cfg, augment,
                             average=average, distill=distill)  # fmt: skip
@@ -419,14 +420,14 @@ def run_cv(args, data: SeqData, recipe: tuple, log) -> dict[str, Any]:
     k, repeats = args.cv, args.repeats or 1
     folds, seconds = run_folds(args, lambda on_fold: cross_validate_seq(
         data.train, k, arch, config, augment, repeats, on_fold, average, distill),
-        str(data.train.source), "windows", log)  # fmt: skip
+        str(data.train.source), data.train.unit, log)  # fmt: skip
     s = cv_summary(folds)
     print(
         f"{repeats} x {k}-fold CV inside TRAIN, seq-attn on {data.name} ({len(data.train.y)} "
-        f"windows; the TEST file not read): accuracy float {s['mean_test_accuracy']:.4f} ± "
-        f"{s['std_test_accuracy']:.3f}, int8 {s['mean_int8_test_accuracy']:.4f} ± "
-        f"{s['std_int8_test_accuracy']:.3f} (mean ± std over {len(folds)} folds; "
-        f"{seconds:.1f} s; no model file written with --cv)",
+        f"{data.train.unit}; the TEST file not read): accuracy float "
+        f"{s['mean_test_accuracy']:.4f} ± {s['std_test_accuracy']:.3f}, int8 "
+        f"{s['mean_int8_test_accuracy']:.4f} ± {s['std_int8_test_accuracy']:.3f} (mean ± std "
+        f"over {len(folds)} folds; {seconds:.1f} s; no model file written with --cv)",
         file=log,
     )
     return {
