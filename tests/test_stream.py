@@ -7,6 +7,10 @@ C=6, P=5) and a hand-made seq blob with T % P != 0 (tests/seq_models.seq_spec, T
 - BasicMotions' 40 TEST windows back to back (4000 steps), hop 10: every decision's logits
   equal intref's run_int8 of the float32 window (the host oracle) and Model.run_int8's;
   push (one step) and push_block give the same decisions;
+- the pure kernels (CPython's, and MicroPython's `pure` set) play the short stream, every
+  4th TEST window (10 windows, 1000 steps, all four classes, three class changes): the same
+  code paths (ring wrap-arounds, patch reuse, smoothing over a class change) at a quarter of
+  the hops; the compiled kernel sets (native, viper) play the whole stream;
 - on the MicroPython unix port (.mpy, kernels pure/native/viper): the same stream with
   every push and push_block under `micropython.heap_lock()`, a gc.mem_alloc delta of 0 per
   block, each decision's logits equal Model.run_int8 on the board of the same window, and
@@ -41,6 +45,7 @@ BM = Path(__file__).parent / "golden" / "trained" / "basicmotions.bin"
 HOP = 10
 KERNELS = ("pure", "native", "viper")
 HOPS = (10, 5, 7)  # 2P, P (patch reuse) and not a multiple of P (the full recompute)
+SHORT = slice(0, 40, 4)  # the short stream's TEST windows: 10 of 40, every class (docstring)
 
 
 @pytest.fixture(scope="module")
@@ -48,18 +53,30 @@ def mods():
     return device_modules()
 
 
+@functools.cache
+def bm_stream(short: bool = False) -> np.ndarray:
+    """BasicMotions' 40 TEST windows back to back: [4000, 6] float32; `short`: the SHORT
+    windows only, [1000, 6]."""
+    d = load_ts_dataset("basicmotions", "TEST")
+    X = d.X[SHORT] if short else d.X
+    return X.astype(np.float32).reshape(-1, d.n_channels)
+
+
 @pytest.fixture(scope="module")
 def bm_steps() -> np.ndarray:
-    """BasicMotions' 40 TEST windows back to back: [4000, 6] float32."""
-    d = load_ts_dataset("basicmotions", "TEST")
-    return d.X.astype(np.float32).reshape(-1, d.n_channels)
+    return bm_stream()
+
+
+@pytest.fixture(scope="module")
+def bm_short() -> np.ndarray:
+    return bm_stream(short=True)
 
 
 @functools.cache
-def bm_host(smooth: int, threshold: float | None) -> list[dict]:
-    """host_decisions of the BasicMotions stream at hop 10 (cached: pure kernels on CPython)."""
-    d = load_ts_dataset("basicmotions", "TEST")
-    return host_decisions(BM, d.X.astype(np.float32).reshape(-1, 6), HOP, smooth, threshold)
+def bm_host(smooth: int, threshold: float | None, short: bool = False) -> list[dict]:
+    """host_decisions of the BasicMotions stream (`short`: the short one) at hop 10 (cached:
+    pure kernels on CPython)."""
+    return host_decisions(BM, bm_stream(short), HOP, smooth, threshold)
 
 
 def oracle_logits(blob: bytes, steps: np.ndarray, ends: list[int]) -> np.ndarray:
@@ -148,9 +165,10 @@ def test_stream_seq_spec_window_of_t_not_multiple_of_p(mods):
 
 @pytest.mark.host
 @pytest.mark.parametrize("hop", [5, 20, 7])
-def test_stream_patch_reuse_equals_full_recompute(mods, bm_steps, hop):
-    """BasicMotions (P=5), the whole stream: reuse at hops P and 4P equals intref's run_int8 of
+def test_stream_patch_reuse_equals_full_recompute(mods, bm_short, hop):
+    """BasicMotions (P=5), the short stream: reuse at hops P and 4P equals intref's run_int8 of
     every window; hop 7 is no multiple of P: no reuse (the full recompute, run_int8 itself)."""
+    bm_steps = bm_short
     attention, attention_stream = mods
     m = attention.Model(BM.read_bytes(), kernels="pure")
     s = attention_stream.Stream(m, hop)
@@ -183,11 +201,12 @@ def test_stream_patch_reuse_hand_made_blob(mods):
 
 
 @pytest.mark.host
-def test_stream_probabilities_and_smoothing(mods, bm_steps):
+def test_stream_probabilities_and_smoothing(mods):
     attention, attention_stream = mods
     m = attention.Model(BM.read_bytes(), kernels="pure")
-    single = bm_host(1, None)
-    smooth = bm_host(5, 0.9)
+    single = bm_host(1, None, short=True)
+    smooth = bm_host(5, 0.9, short=True)
+    assert len({d["smoothed"] for d in smooth}) == 4  # every class, three changes of it
     scale = m.logit_scale
     for d in single:
         p = np.exp((np.array(d["logits"]) - max(d["logits"])) * scale)
@@ -310,7 +329,9 @@ def mpy(tmp_path_factory):
 @pytest.mark.micropython
 @pytest.mark.parametrize("hop", HOPS)
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_stream_mp_heap_locked_and_bit_exact(mpy, bm_steps, tmp_path, kernels, hop):
+def test_stream_mp_heap_locked_and_bit_exact(mpy, tmp_path, kernels, hop):
+    short = kernels == "pure"  # the pure kernels: the short stream (docstring)
+    bm_steps = bm_stream(short)
     replay = tmp_path / "bm.tasr"
     replay.write_bytes(replay_bytes(bm_steps))
     # the script's own list of the window's floats needs an 8 KB span besides the model: 176k
@@ -323,9 +344,9 @@ def test_stream_mp_heap_locked_and_bit_exact(mpy, bm_steps, tmp_path, kernels, h
     assert n == len(rows) == len(range(100, len(bm_steps) + 1, hop))
     assert all(r[6] for r in rows), "a decision differs from Model.run_int8 of its window"
     if hop == HOP:  # every field equal to the host's (the same file under CPython)
-        host = bm_host(3, 0.9)
+        host = bm_host(3, 0.9, short)
         keys = ("logits", "cls", "prob", "smoothed", "score", "uncertain")
-        assert n == len(host) == 391
+        assert n == len(host) == (91 if short else 391)
         assert [r[:6] for r in rows] == [[d[k] for k in keys] for d in host]
 
 
