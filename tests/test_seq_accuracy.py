@@ -3,8 +3,11 @@
 build them), the int8 path calibrated on TRAIN and run by the integer reference:
 
 - BasicMotions: 40/40 TEST windows in float and in int8 (must-show 1);
-- JapaneseVowels: int8 TEST accuracy >= 0.985, float within 0.005 of it (must-show 2);
-- both within the budgets: blob <= 32 KiB, <= 150k MACs an inference (must-show 3).
+- JapaneseVowels: int8 TEST accuracy >= 0.985, float within 0.005 of it (must-show 2), and
+  within the budgets: in tests/test_seq_cli.py (test_seq_cli_japanesevowels_train_then_export_
+  agree), on the model `tinyattn train --dataset japanesevowels` trains there, so that the
+  suite trains it once (five runs: ~14 s quiet, plus its per-epoch curves);
+- within the budgets: blob <= 32 KiB, <= 150k MACs an inference (must-show 3).
 The figures over several seeds, and the peers', are `python -m tools.bench_seq --seeds 5`.
 The JapaneseVowels gate was a strict xfail until round 4's default (distilled from 4 teachers,
 host/learn/seqdefaults.py) met it: seed 0 int8 0.986 (365/370), float 0.989 (366).
@@ -44,9 +47,3 @@ def test_seq_accuracy_basicmotions_40_of_40_float_and_int8():
     assert ev["int8_accuracy"] == 1.0, ev
     assert nbytes <= 32 * 1024 and macs(res.model.ops) <= 150_000
 
-
-def test_seq_accuracy_japanesevowels_int8_at_least_0985_float_within_0005():
-    res, ev, nbytes = _train_and_score("japanesevowels")
-    assert ev["int8_accuracy"] >= 0.985, ev
-    assert abs(ev["float_accuracy"] - ev["int8_accuracy"]) <= 0.005, ev
-    assert nbytes <= 32 * 1024 and macs(res.model.ops) <= 150_000

@@ -5,8 +5,8 @@ C=6, P=5) and a hand-made seq blob with T % P != 0 (tests/seq_models.seq_spec, T
 - its quantizer (thresholds, no float op per value) equals `Model.quantize` on every float32
   tried: random values, huge ones, and each threshold's neighbours, channel by channel;
 - BasicMotions' 40 TEST windows back to back (4000 steps), hop 10: every decision's logits
-  equal intref's run_int8 of the float32 window (the host oracle) and Model.run_int8's;
-  push (one step) and push_block give the same decisions;
+  equal intref's run_int8 of the float32 window (the host oracle); on the short stream (below)
+  also Model.run_int8's, and push (one step) and push_block give the same decisions;
 - the pure kernels (CPython's, and MicroPython's `pure` set) play the short stream, every
   4th TEST window (10 windows, 1000 steps, all four classes, three class changes): the same
   code paths (ring wrap-arounds, patch reuse, smoothing over a class change) at a quarter of
@@ -121,7 +121,10 @@ def test_stream_quantizer_equals_model_quantize(mods):
 
 
 @pytest.mark.host
-def test_stream_decisions_equal_run_int8_of_their_windows(mods, bm_steps):
+def test_stream_decisions_equal_run_int8_of_their_windows(mods, bm_steps, bm_short):
+    """The short stream step by step (push, pure kernels): every decision's logits equal
+    Model.run_int8's and intref's of its window, and push_block's decisions are the same in
+    every field; the whole stream through push_block: every decision equals intref's."""
     attention, attention_stream = mods
     data = BM.read_bytes()
     m = attention.Model(data, kernels="pure")
@@ -130,23 +133,28 @@ def test_stream_decisions_equal_run_int8_of_their_windows(mods, bm_steps):
     T, C = m.steps, m.n_features
     ends, got, model_logits, fields = [], [], [], []
     ref = m.new_logits()
-    for i, step in enumerate(bm_steps):
+    for i, step in enumerate(bm_short):
         if s.push([float(v) for v in step]):
             ends.append(i + 1)
             got.append(list(s.logits))
             fields.append((s.smoothed, s.score, s.uncertain))
-            window = bm_steps[i + 1 - T : i + 1].reshape(-1).tolist()
+            window = bm_short[i + 1 - T : i + 1].reshape(-1).tolist()
             cls = m.run_int8(m.quantize(window), ref, T)
             assert cls == s.cls
             model_logits.append(list(ref))
-    assert ends == list(range(T, len(bm_steps) + 1, HOP))  # 391 decisions
+    assert ends == list(range(T, len(bm_short) + 1, HOP))  # 91 decisions
     assert got == model_logits
-    assert np.array_equal(np.array(got), oracle_logits(data, bm_steps, ends))
+    assert np.array_equal(np.array(got), oracle_logits(data, bm_short, ends))
     # push_block, a block of a hop at a time: the same decisions, every field
-    blocks = bm_host(3, 0.9)
+    blocks = bm_host(3, 0.9, short=True)
     assert [d["logits"] for d in blocks] == got
     assert [(d["smoothed"], d["score"], d["uncertain"]) for d in blocks] == fields
     assert s.decisions == len(ends) and len(s.logits) == 4 and C == 6
+    whole = bm_host(3, 0.9)  # the whole stream: 391 decisions, each intref's
+    ends = [d["step"] for d in whole]
+    assert ends == list(range(T, len(bm_steps) + 1, HOP))
+    assert np.array_equal(np.array([d["logits"] for d in whole]),
+                          oracle_logits(data, bm_steps, ends))  # fmt: skip
 
 
 @pytest.mark.host
