@@ -16,7 +16,6 @@ import pytest
 from device_support import (
     HEAP,
     KERNEL_MODULES,
-    compile_mpy,
     find,
     flash_and_parity,
     run_micropython,
@@ -98,7 +97,7 @@ def test_search_cli_refuses_in_one_line(ts_pair, capsys):
 @pytest.mark.serial
 @pytest.mark.usefixtures("tmp_cwd")
 def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tmp_path,
-                                                             vboard_factory):  # fmt: skip
+                                                             vboard_factory, mpy):  # fmt: skip
     """`--board rp2040 --max-ms 5`: the pick's MACs × 0.7 µs ≤ 5 ms; its loaded heap, measured
     under MicroPython (.mpy, viper), within the preset's 48 KiB; it exports, flashes and passes
     parity on a virtual board with every int8 logit exact."""
@@ -113,7 +112,6 @@ def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tm
     assert s["macs"] * preset.us_per_mac <= 5_000
     assert s["search"]["budget"]["max_macs"] == int(5_000 / preset.us_per_mac)
     assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
-    mpy = compile_mpy(tmp_path / "mpy")
     used = int(run_micropython(HEAP, [str(mpy), str(tmp_path / "m.bin"), "viper",
                                       *KERNEL_MODULES["viper"]], "256k")[0])  # fmt: skip
     assert 0 < used <= preset.max_heap

@@ -303,13 +303,10 @@ def ts_models(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
 
 @pytest.mark.micropython
 @pytest.mark.parametrize("kind", ["univariate", "unequal", "conv"])
-def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kind):
+def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kind, mpy):
     """The exported blob under the MicroPython unix port (.mpy, viper) on every TEST window
     (cut to T as export does): int8 logits and xq identical to the host's, float within 1e-4."""
-    from device_support import compile_mpy, find, literals, run_micropython
-
-    if find("micropython") is None:
-        pytest.skip("MicroPython unix port not installed ('make install')")
+    from device_support import literals, run_micropython
     from test_device_seq import FLOAT_TOL, host_window_reference
     from test_device_seq_mp import PARITY_HEAP, SEQ_PARITY, write_windows
 
@@ -320,7 +317,6 @@ def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kin
     T = load_model(ts_models[kind][0]).model.ops[0]["steps"]
     X, n, _ = fit_to_model(test.X, test.lengths, T)
     rows = write_windows(tmp_path / "w.txt", X, n)
-    mpy = str(compile_mpy(tmp_path / "mpy"))
     head, *out = literals(
         run_micropython(SEQ_PARITY, [mpy, str(blob), "viper", str(rows)], PARITY_HEAP, timeout=600)
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_support import compile_mpy, find, literals, run_micropython
+from device_support import literals, run_micropython
 from seq_models import seq_spec
 
 from tinyattn.board.stream import device_modules, host_decisions, replay_bytes
@@ -325,13 +325,6 @@ while True:
         print([list(s.logits), s.cls, list(s.prob), s.smoothed, s.score, s.uncertain, same])
 print([worst, s.decisions, s.reuse])
 """
-
-
-@pytest.fixture(scope="module")
-def mpy(tmp_path_factory):
-    if find("micropython") is None:
-        pytest.skip("MicroPython unix port not installed ('make install')")
-    return compile_mpy(tmp_path_factory.mktemp("mpy"))
 
 
 @pytest.mark.micropython

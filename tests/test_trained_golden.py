@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from device_support import compile_mpy, find, run_micropython
+from device_support import run_micropython
 
 from tools.make_trained_golden import GOLDEN, NAMES, outputs, samples
 
@@ -67,13 +67,6 @@ def test_trained_golden_device_under_cpython_unchanged(attention, name):
         m.run_int8(xq, out, n)
         assert list(out) == saved["logits_q"][i].tolist(), (name, i)
         assert list(xq) == saved["xq"][i].tolist(), (name, i)
-
-
-@pytest.fixture(scope="module")
-def mpy(tmp_path_factory):
-    if find("micropython") is None:
-        pytest.skip("MicroPython unix port not installed ('make install' adds it on Linux x86_64)")
-    return str(compile_mpy(tmp_path_factory.mktemp("mpy")))
 
 
 @pytest.mark.micropython
