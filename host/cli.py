@@ -114,8 +114,10 @@ def _run(argv: list[str] | None) -> int:
         return 2
     remedy.use(sys.argv[1:] if argv is None else argv, args)  # the errors' "run '…'"
     args._run_command = main  # a command that runs others (demo) calls back through here
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    # the process's own command line (the console script: argv None) in its main thread; a
+    # program that calls main([...]) keeps its own SIGTERM handling
+    own = argv is None and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if own else None
     try:
         return int(args._main(args) or 0)
     except CLIError as exc:
