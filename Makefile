@@ -38,7 +38,10 @@ install-peers: install  ## add scikit-learn, sktime and numba (extra 'peers'): t
 
 # The suite runs on every core (pytest-xdist); a real board on TINYATTN_PORT is one board, so
 # then the tests run in one process. The large fuzz volumes are `make test-fuzz` (CI runs both).
-XDIST = $(if $(TINYATTN_PORT),,-n auto)
+# worksteal: each worker starts with half the tests in order (a file's tests stay together),
+# and one that runs out takes half of another's queue, so the run does not end with one
+# worker idle while the other still holds queued long tests (xdist's `load` keeps >= 2 each).
+XDIST = $(if $(TINYATTN_PORT),,-n auto --dist worksteal)
 
 test: install  ## run the test suite in parallel (starts virtual boards itself)
 	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated"
