@@ -50,7 +50,7 @@ from micropython import const
 
 # the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
 _A = array.array("i", [0] * 32)
-_ONE = array.array("i", [0] * 7)  # a one-step program
+_ONE = array.array("i", [0] * 13)  # a one-step program (the header, then its step)
 
 
 # The kernels, each entered with r3 = _A and left with pop {pc}; then the runner.
@@ -67,7 +67,7 @@ _ONE = array.array("i", [0] * 7)  # a one-step program
 # add (AD): r0 x, r1 y, p = n, M_x, M_y, shift. pool (PO): r0 x [S, E], r1 y [E],
 # p = S, E, M, shift. relu (RE): r1 y, p = n.
 @micropython.asm_thumb
-def _run(r0):
+def _run(r0, r1, r2, r3):
     bl(RUN)  # the runner is last: it falls into the epilogue
 
     label(DE)
@@ -1061,10 +1061,68 @@ def _run(r0):
     label(REEND)
     data(2, 0xBD00)  # pop {pc}
 
+    # the runner: r0 the program's words, r1 xq (0: no load), r2 out (0: none), r3 load's n, end
     label(RUN)
     mov(r4, r12)
     push({r4})
-    mov(r12, r0)  # _A (every kernel keeps r12 or restores it)
+    ldr(r4, [r0, 0])
+    mov(r12, r4)  # _A (every kernel keeps r12 or restores it)
+    push({r0, r2})  # words and out, for the end
+    cmp(r1, 0)
+    beq(WALK)
+    ldr(r2, [r0, 4])  # x
+    ldr(r5, [r3, 0])
+    add(r5, r5, r1)  # the end of xq's n values
+    ldr(r6, [r3, 4])  # x's end (zeros from n on)
+    ldr(r4, [r0, 8])
+    cmp(r4, 0)
+    bne(LDW)
+    add(r6, r6, r2)
+    label(LDB)  # int8 x (embed's input): n bytes, then zeros
+    cmp(r1, r5)
+    beq(LDBZ)
+    ldrb(r4, [r1, 0])
+    strb(r4, [r2, 0])
+    add(r1, 1)
+    add(r2, 1)
+    b(LDB)
+    label(LDBZ)
+    mov(r4, 0)
+    label(LDBZ1)
+    cmp(r2, r6)
+    bcs(WALK)
+    strb(r4, [r2, 0])
+    add(r2, 1)
+    b(LDBZ1)
+    label(LDW)  # int32 x (dense's input): n sign-extended words, then zeros
+    lsl(r6, r6, 2)
+    add(r6, r6, r2)
+    label(LDW1)
+    cmp(r1, r5)
+    beq(LDWZ)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    str(r4, [r2, 0])
+    add(r1, 1)
+    add(r2, 4)
+    b(LDW1)
+    label(LDWZ)
+    mov(r4, 0)
+    label(LDWZ1)
+    cmp(r2, r6)
+    bcs(WALK)
+    str(r4, [r2, 0])
+    add(r2, 4)
+    b(LDWZ1)
+    label(WALK)
+    mov(r7, r12)
+    ldr(r4, [r0, 20])  # steps
+    mov(r5, 28)
+    mul(r4, r5)
+    add(r0, 24)
+    str(r0, [r7, 116])
+    add(r0, r0, r4)
+    str(r0, [r7, 120])
     label(STEP)
     mov(r7, r12)
     ldr(r6, [r7, 116])
@@ -1115,10 +1173,36 @@ def _run(r0):
     b(STEP)
     label(C5)
     b(STEP)
-    label(EXIT)
+    label(EXIT)  # out: y's nc logits copied, r0 their argmax (the first maximum)
+    pop({r2, r3})  # r2 words, r3 out
+    mov(r0, 0)
+    cmp(r3, 0)
+    beq(DONE)
+    ldr(r1, [r2, 12])  # y
+    ldr(r4, [r2, 16])
+    mov(r2, r3)  # out
+    mov(r3, r4)  # nc
+    ldr(r5, [r1, 0])
+    str(r5, [r2, 0])
+    mov(r6, 1)
+    label(OUT)
+    cmp(r6, r3)
+    beq(DONE)
+    lsl(r4, r6, 2)
+    add(r7, r4, r1)
+    ldr(r7, [r7, 0])
+    add(r4, r4, r2)
+    str(r7, [r4, 0])
+    cmp(r7, r5)
+    ble(OUTN)
+    mov(r5, r7)
+    mov(r0, r6)
+    label(OUTN)
+    add(r6, 1)
+    b(OUT)
+    label(DONE)
     pop({r4})
     mov(r12, r4)
-    mov(r0, 0)
 
 
 # The kernels' codes in a program (the order of _run's dispatch)
@@ -1135,17 +1219,16 @@ _RELU = const(5)
 @micropython.viper
 def _one(code: int, x: ptr8, y: ptr8, c: ptr8, d: ptr8, e: ptr8, p: ptr8):
     s = ptr32(_ONE)
-    s[0] = code
-    s[1] = int(x)
-    s[2] = int(y)
-    s[3] = int(c)
-    s[4] = int(d)
-    s[5] = int(e)
-    s[6] = int(p)
-    a = ptr32(_A)
-    a[29] = int(s)
-    a[30] = int(s) + 28
-    _run(_A)
+    s[0] = int(ptr32(_A))
+    s[5] = 1
+    s[6] = code
+    s[7] = int(x)
+    s[8] = int(y)
+    s[9] = int(c)
+    s[10] = int(d)
+    s[11] = int(e)
+    s[12] = int(p)
+    _run(_ONE, 0, 0, 0)
 
 
 def dense(x, y, w, b, m, p):
@@ -1172,13 +1255,9 @@ def relu(y, _a, _b, _c, _d, p):
     _one(_RELU, None, y, None, None, None, p)
 
 
-@micropython.viper
-def _program(w: ptr32, _b, _c, _d, _e, _f):
-    # a fused program (fuse): w[0] steps of 7 words from w[1] on
-    a = ptr32(_A)
-    a[29] = int(w) + 4
-    a[30] = int(w) + 4 + w[0] * 28
-    _run(_A)
+def _program(words, _b, _c, _d, _e, _f):
+    # a fused step (fuse): its program run in one call
+    _run(words, 0, 0, 0)
 
 
 @micropython.viper
@@ -1192,7 +1271,7 @@ _CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, rel
 def fuse(prog):
     """prog with each run of consecutive assembler steps as one step: a program of (code,
     buffer addresses) words that _run walks in one call (a call into the assembler costs
-    ~25 µs on the Pico: Iris has 8 steps). A step whose kernel is not an assembler one (conv,
+    ~20 µs on the Pico: Iris has 8 steps). A step whose kernel is not an assembler one (conv,
     myquery, myattn: viper) stays a step of its own between the runs. The buffers stay
     referenced by the run's steps (kept in the fused step) and never move."""
     out = []
@@ -1211,15 +1290,31 @@ def fuse(prog):
 
 
 def _fused(run):
-    """One step that runs the assembler steps `run` in one call to _run."""
-    words = array.array("I", [len(run)] + [0] * (7 * len(run)))
-    i = 1
+    """One step that runs the assembler steps `run` in one call to _run: its words are a
+    header (_A, x, x's kind, y, nc: set by whole(); the step count) and 7 words a step."""
+    words = array.array("I", [_addr(_A), 0, 0, 0, 0, len(run)] + [0] * (7 * len(run)))
+    i = 6
     for st in run:
         words[i] = _CODES[st[0]]
         for j in range(1, 7):
             words[i + j] = 0 if st[j] is None else _addr(st[j])
         i += 7
     return (_program, words, run, None, None, None, None)
+
+
+def whole(prog, x, y, nc, x_words):
+    """The fused program `prog` as one call when it is one fused step (every step an assembler
+    one): (run, words), where run(words, xq, out, lp) loads lp[0] int8 of xq into x (int32
+    words if x_words, else int8) with zeros up to lp[1], runs the steps, copies y's nc
+    int32 logits into out and returns their argmax (the first maximum). Else None."""
+    if len(prog) != 1 or prog[0][0] is not _program:
+        return None
+    words = prog[0][1]
+    words[1] = _addr(x)
+    words[2] = 1 if x_words else 0
+    words[3] = _addr(y)
+    words[4] = nc
+    return (_run, words)
 
 
 INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)
