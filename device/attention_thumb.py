@@ -1244,15 +1244,15 @@ def attn(q, k, v, ctx, sc, p):
 
 
 def add(x, y, _a, _b, _c, p):
-    _one(_ADD, x, y, None, None, None, p)
+    _one(_ADD, x, y, 0, 0, 0, p)
 
 
 def pool(x, y, _a, _b, _c, p):
-    _one(_POOL, x, y, None, None, None, p)
+    _one(_POOL, x, y, 0, 0, 0, p)
 
 
 def relu(y, _a, _b, _c, _d, p):
-    _one(_RELU, None, y, None, None, None, p)
+    _one(_RELU, 0, y, 0, 0, 0, p)
 
 
 def _program(words, _b, _c, _d, _e, _f):
