@@ -354,7 +354,7 @@ class Model:
             prog8 = None
             # the window's load: n*C int8, zeros to `end`; [2]: the n the counts are set for
             self._loadp = array.array("i", [self.n_features] * 2 + [0 if self.seq else 1])
-            self._run1 = None
+            self._run1 = self._tail1 = None
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
@@ -363,11 +363,13 @@ class Model:
             if kernels == "thumb":  # it runs a whole program in one call: the steps fused
                 mod = _kernel_module(kernels)
                 self._prog8 = mod.fuse(self._prog8)
-                if self.seq:
-                    self._tail8 = mod.fuse(self._tail8)
                 # every step in assembler: the load, the steps and the argmax in one call
                 self._run1 = mod.whole(self._prog8, self._x8, self._y8, self.n_classes,
                                        not self.seq)  # fmt: skip
+                if self.seq:
+                    self._tail8 = mod.fuse(self._tail8)
+                    self._tail1 = mod.whole(self._tail8, self._x8, self._y8, self.n_classes,
+                                            False)  # fmt: skip
                 mod = None
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
@@ -511,6 +513,9 @@ class Model:
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
         if self._loadp[2] != self.steps:  # the token counts as the last run left them
             self._window(self.steps)
+        run = self._tail1
+        if run is not None:  # thumb: the steps and the argmax in one call (no load: xq 0)
+            return run[0](run[1], 0, out, self._loadp)
         return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):

@@ -2,22 +2,28 @@
 # ruff: noqa: F821  (r0..r8, label, data and the mnemonics are inline-assembler builtins)
 """The int8 kernels of attention_kernels.py in Thumb assembler (`@micropython.asm_thumb`): same
 results bit for bit (tests compare them with the host's integer reference on the trained golden
-models on the emulated Pico and Cortex-M3 boards: tests/test_emulated_boards.py).
+models on the emulated Pico and Cortex-M3 boards: tests/test_emulated_pico.py,
+tests/test_emulated_cortex_m3.py).
 
 Thumb-1 only (the ARMv6-M subset), so one file serves a Cortex-M0+ (RP2040) and every ARMv7-M
 (Cortex-M3/M4/M7). The assembler has no mnemonic for some Thumb-1 instructions; they are
 emitted with `data(2, …)`: `sxtb`, `push {lr}` / `pop {pc}`, and `cmp`/`add` with a high
 register (r8..r12, which every kernel saves and restores).
 
-One call per inference. A call into asm_thumb code costs ~25 µs on the Pico's clock (argument
-conversion: as much as ~300 int8 MACs), so every kernel lives in one assembler function,
-`_run(_A)`, which walks a program: per step 7 words, the kernel's code (_DENSE … _RELU) and the
-addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py once at
-load) turns a model's steps into one such program; a kernel of INT8 called by itself (the
-stream's embed) runs as a one-step program (`_one`). `_run` loads a step's first three buffers
-into r0..r2 and the other three into _A[0..2], points r3 at _A and branches to the kernel, which
-keeps its loop state in _A's words (byte offsets below; 116 and 120 are the program's walker
-and end).
+One call per inference. A call into Python code costs ~20-45 µs on the Pico's clock (a bytecode
+or viper function and its argument conversion: as much as ~300-600 int8 MACs), so every kernel
+lives in one assembler function, `_run(words, xq, out, lp)`, which walks a program: a header of
+6 words (the address of _A, of x, 1 when x holds int32 words (dense's input) else 0 (int8:
+embed's), of y, nc, the step count), then per step 7 words, the kernel's code (_DENSE … _RELU)
+and the addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py
+once at load) turns each run of a model's assembler steps into one such program; `whole()` makes
+a program of every step the model's whole int8 inference: with xq (not 0) `_run` first loads
+lp[0] int8 of it into x (zeros up to lp[1], as viper's load), and with out (not 0) it ends by
+copying y's nc logits into out and returns their argmax (the first maximum), so run_int8 makes
+one call. A kernel of INT8 called by itself (the stream's embed) runs as a one-step program
+(`_one`). `_run` loads a step's first three buffers into r0..r2 and the other three into
+_A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state in _A's words
+(byte offsets below; 116 and 120 are the program's walker and end).
 
 - dense / embed (code 0 / 4; embed's input is int8 too): two outputs per pass over the input
   row (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls + adds), four inputs per
