@@ -23,7 +23,7 @@ import json
 
 import numpy as np
 import pytest
-from emulated_support import KERNELS, check_logits, conv_case, golden_files, running_board
+from emulated_support import KERNELS, TIMEOUT, check_logits, conv_case, golden_files, running_board
 
 from tinyattn.board.flash import mpremote
 from tools.emulated_boards import parse_golden
@@ -78,7 +78,7 @@ def test_emulated_pico_auto_takes_thumb(pico):
 @pytest.mark.parametrize("name", NAMES)
 def test_emulated_pico_golden_int8_exact(pico, name, kernels):
     out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go({name!r}, "
-                   f"{kernels!r})", timeout=900)  # fmt: skip
+                   f"{kernels!r})", timeout=TIMEOUT["pico"])  # fmt: skip
     check_logits(out, name, kernels)
 
 
@@ -117,7 +117,7 @@ def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
     """A conv-stem model on the Pico: every logit of 24 windows of random lengths equal to the
     host integer reference's, with each kernel set (thumb: viper's conv between fused runs)."""
     out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go('conv', "
-                   f"{kernels!r})", timeout=900)  # fmt: skip
+                   f"{kernels!r})", timeout=TIMEOUT["pico"])  # fmt: skip
     rows, chosen, _ = parse_golden(out)
     assert chosen == kernels, out[-2000:]
     assert sorted(rows) == list(range(len(pico.conv_logits))), out[-2000:]
