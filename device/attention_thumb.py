@@ -39,8 +39,11 @@ _A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state
   N - q0 sum >= sum (at most three steps: q0 >= N / sum - 3).
 - add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
   their requant; max(y, 0).
-- conv (the conv stem), myquery, myattn (MyAttn models), load (the window copy): the viper
-  kernels, each a step of its own between the fused runs of assembler steps.
+- conv (6; the conv stem, depthwise and pointwise: one grouped kernel): per output row and
+  output, the group's channels times the taps inside the window (one unsigned compare a tap),
+  then dense's requant.
+- myquery, myattn (MyAttn models), load (the window copy, when the program is not whole): the
+  viper kernels, each a step of its own between the fused runs of assembler steps.
 
 Imported by attention.py for kernels="thumb" (and first by "auto") on a Thumb port only
 (sys.implementation._mpy arch: armv6m, armv7m, armv7em*); elsewhere, or without the emitter,
@@ -51,7 +54,7 @@ attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
 import array
 
 import micropython
-from attention_viper import conv, load, myattn, myquery
+from attention_viper import load, myattn, myquery
 from micropython import const
 
 # the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
@@ -1067,6 +1070,178 @@ def _run(r0, r1, r2, r3):
     label(REEND)
     data(2, 0xBD00)  # pop {pc}
 
+    # conv (CV): r0 x [S_in, C] int32, r1 y [S_out, F], r2 W int8 [F, Cg, K], _A[0..2] = b, M, p
+    # (attention_kernels.conv: grouped, so depthwise and pointwise alike). Per output row t and
+    # output o: acc = b[o] + the sum over its group's Cg channels c and K taps of x[i, c] W
+    # (i = t st - pad + k dil; a tap outside 0 <= i < S_in, one unsigned compare, adds
+    # nothing), then dense's requant. r8 = dil C*4 (x's step a tap), r9 = dil; saved at
+    # 108, 112. Scratch: 12 x, 16 y's walker, 20 W's walker, 24 b's, 28 M's, 32 rows left,
+    # 36 i0, 40 outputs left, 44 c0*4 (the group's first channel), 48 outputs of the group
+    # done, 52 channels left, 56 c*4, 60 W, 64 S_in, 68 C*4, 72 F, 76 K, 80 st, 84 Cg, 88 Fg,
+    # 92 shift, 96 act_min, 100 act_max, 104 rnd.
+    label(CV)
+    data(2, 0xB500)  # push {lr}
+    mov(r7, r3)
+    mov(r4, r8)
+    str(r4, [r7, 108])
+    mov(r4, r9)
+    str(r4, [r7, 112])
+    str(r0, [r7, 12])
+    str(r1, [r7, 16])
+    str(r2, [r7, 60])
+    ldr(r6, [r7, 8])  # p
+    ldr(r4, [r6, 0])
+    str(r4, [r7, 32])  # S_out
+    ldr(r4, [r6, 4])
+    str(r4, [r7, 64])  # S_in
+    ldr(r4, [r6, 8])
+    lsl(r4, r4, 2)
+    str(r4, [r7, 68])  # C*4
+    ldr(r4, [r6, 12])
+    str(r4, [r7, 72])  # F
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 76])  # K
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 80])  # st
+    ldr(r4, [r6, 24])
+    mov(r9, r4)  # dil
+    ldr(r5, [r7, 68])
+    mul(r4, r5)
+    mov(r8, r4)  # dil C*4
+    ldr(r4, [r6, 28])
+    str(r4, [r7, 84])  # Cg
+    ldr(r4, [r6, 32])
+    str(r4, [r7, 88])  # Fg
+    ldr(r4, [r6, 36])
+    mov(r5, 0)
+    sub(r4, r5, r4)
+    str(r4, [r7, 36])  # i0 = -pad
+    ldr(r4, [r6, 40])
+    str(r4, [r7, 92])  # shift
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    str(r5, [r7, 104])  # rnd
+    ldr(r4, [r6, 44])
+    str(r4, [r7, 96])  # act_min
+    ldr(r4, [r6, 48])
+    str(r4, [r7, 100])  # act_max
+    ldr(r4, [r7, 32])
+    cmp(r4, 0)
+    beq(CVDONE)
+    label(CVT)  # output row t
+    ldr(r4, [r7, 60])
+    str(r4, [r7, 20])
+    ldr(r4, [r7, 0])
+    str(r4, [r7, 24])
+    ldr(r4, [r7, 4])
+    str(r4, [r7, 28])
+    ldr(r4, [r7, 72])
+    str(r4, [r7, 40])
+    mov(r4, 0)
+    str(r4, [r7, 44])
+    str(r4, [r7, 48])
+    label(CVO)  # output o
+    ldr(r4, [r7, 24])
+    ldr(r0, [r4, 0])  # acc = b[o]
+    add(r4, 4)
+    str(r4, [r7, 24])
+    ldr(r4, [r7, 44])
+    str(r4, [r7, 56])  # c = c0
+    ldr(r4, [r7, 84])
+    str(r4, [r7, 52])  # Cg channels
+    ldr(r2, [r7, 20])
+    label(CVC)  # channel c: r1 i, r3 x[i, c]'s address, r6 taps left, r7 S_in
+    ldr(r1, [r7, 36])
+    ldr(r3, [r7, 68])
+    mul(r3, r1)
+    ldr(r4, [r7, 12])
+    add(r3, r3, r4)
+    ldr(r4, [r7, 56])
+    add(r3, r3, r4)
+    ldr(r6, [r7, 76])
+    ldr(r7, [r7, 64])
+    label(CVK)
+    cmp(r1, r7)
+    bcs(CVSKIP)  # i < 0 or i >= S_in (unsigned)
+    ldr(r4, [r3, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    label(CVSKIP)
+    add(r2, 1)
+    data(2, 0x4449)  # add r1, r9 (i += dil)
+    data(2, 0x4443)  # add r3, r8
+    sub(r6, 1)
+    bne(CVK)
+    mov(r7, r12)  # _A
+    ldr(r4, [r7, 56])
+    add(r4, 4)
+    str(r4, [r7, 56])
+    ldr(r4, [r7, 52])
+    sub(r4, 1)
+    str(r4, [r7, 52])
+    bne(CVC)
+    str(r2, [r7, 20])
+    ldr(r4, [r7, 48])  # the group: after Fg outputs, the next Cg channels
+    add(r4, 1)
+    ldr(r5, [r7, 88])
+    cmp(r4, r5)
+    bne(CVNG)
+    mov(r4, 0)
+    ldr(r5, [r7, 44])
+    ldr(r6, [r7, 84])
+    lsl(r6, r6, 2)
+    add(r5, r5, r6)
+    str(r5, [r7, 44])
+    label(CVNG)
+    str(r4, [r7, 48])
+    ldr(r4, [r7, 28])
+    ldrh(r5, [r4, 0])  # M[o]
+    add(r4, 2)
+    str(r4, [r7, 28])
+    mul(r0, r5)
+    ldr(r4, [r7, 104])
+    add(r0, r0, r4)
+    ldr(r4, [r7, 92])
+    asr(r0, r4)
+    ldr(r4, [r7, 96])
+    cmp(r0, r4)
+    bge(CVLO)
+    mov(r0, r4)
+    label(CVLO)
+    ldr(r4, [r7, 100])
+    cmp(r0, r4)
+    ble(CVHI)
+    mov(r0, r4)
+    label(CVHI)
+    ldr(r4, [r7, 16])
+    str(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 16])
+    ldr(r4, [r7, 40])
+    sub(r4, 1)
+    str(r4, [r7, 40])
+    beq(CVROW)
+    b(CVO)
+    label(CVROW)
+    ldr(r4, [r7, 36])
+    ldr(r5, [r7, 80])
+    add(r4, r4, r5)
+    str(r4, [r7, 36])  # i0 += st
+    ldr(r4, [r7, 32])
+    sub(r4, 1)
+    str(r4, [r7, 32])
+    beq(CVDONE)
+    b(CVT)
+    label(CVDONE)
+    ldr(r4, [r7, 108])
+    mov(r8, r4)
+    ldr(r4, [r7, 112])
+    mov(r9, r4)
+    data(2, 0xBD00)  # pop {pc}
+
     # the runner: r0 the program's words, r1 xq (0: no load), r2 out (0: none), r3 load's n, end
     label(RUN)
     mov(r4, r12)
@@ -1178,6 +1353,11 @@ def _run(r0, r1, r2, r3):
     bl(RE)
     b(STEP)
     label(C5)
+    cmp(r4, 6)
+    bne(C6)
+    bl(CV)
+    b(STEP)
+    label(C6)
     b(STEP)
     label(EXIT)  # out: y's nc logits copied, r0 their argmax (the first maximum)
     pop({r2, r3})  # r2 words, r3 out
@@ -1218,6 +1398,7 @@ _ADD = const(2)
 _POOL = const(3)
 _EMBED = const(4)
 _RELU = const(5)
+_CONV = const(6)
 
 
 # one step called by itself (a kernel of INT8 called directly, e.g. by the stream's embed):
@@ -1261,6 +1442,10 @@ def relu(y, _a, _b, _c, _d, p):
     _one(_RELU, 0, y, 0, 0, 0, p)
 
 
+def conv(x, y, w, b, m, p):
+    _one(_CONV, x, y, w, b, m, p)
+
+
 def _program(words, _b, _c, _d, _e, _f):
     # a fused step (fuse): its program run in one call
     _run(words, 0, 0, 0)
@@ -1271,7 +1456,8 @@ def _addr(x: ptr8) -> int:
     return int(x)
 
 
-_CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, relu: _RELU}
+_CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, relu: _RELU,
+          conv: _CONV}  # fmt: skip
 
 
 def fuse(prog):
