@@ -31,8 +31,9 @@ _A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state
   (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit
   product is exact by the small-int budget (docs/quantization.md), as viper's.
 - attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
-  of attention_kernels.softmax_q14 (the same idx, table product and rounding), ctx two columns at
-  a time, each requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
+  of attention_kernels.softmax_q14 (the same idx, table product and rounding; e = 0 without the
+  product past dmax_sm, where d M_sm may not fit 32 bits), ctx four columns at a time, each
+  requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
   is an exact floor division without a divide instruction (ARMv6-M has none): R = 2**30 // sum
   once per row (bit-serial), then per entry q0 = ((N >> 14) R) >> 16 <= N // sum (both floors
   round down; N < 2**30 and sum >= 2**14 keep the product below 2**32) and q0 is raised while
@@ -70,7 +71,7 @@ _ONE = array.array("i", [0] * 13)  # a one-step program (the header, then its st
 # 72 outputs left, 76 n_in, 80 xend.
 # attn (AT): r0 q, r1 k, r2 v, _A[0..2] = ctx, sc, p. Scratch: 12 q, 16 k, 20 v, 24 S, 28 row
 # (E*4), 32 dlen (D*4), 36 d4len, 40 heads left, 44 c0, 48 query rows left, 52 qrow, 56 M_sm,
-# 60 shift_sm, 64 r_sm, 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 max, 84 sum, 88 R, 92 ctx out,
+# 60 shift_sm, 64 r_sm, 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 max, 84 dmax_sm, 88 R, 92 ctx out,
 # 96 pb (the probabilities, sc + S*4), 100 pend, 104 saved r8, 108 col, 112 col end, 124 the
 # scores' walker.
 # add (AD): r0 x, r1 y, p = n, M_x, M_y, shift. pool (PO): r0 x [S, E], r1 y [E],
@@ -351,6 +352,10 @@ def _run(r0, r1, r2, r3):
     mov(r5, 1)
     lsl(r5, r4)
     str(r5, [r7, 76])  # r_ctx
+    mov(r5, r6)
+    add(r5, 128)
+    ldr(r4, [r5, 32])
+    str(r4, [r7, 84])  # dmax_sm = p[40]
     mov(r4, 0)
     str(r4, [r7, 44])  # c0 = 0
     label(ATHEAD)
@@ -511,14 +516,17 @@ def _run(r0, r1, r2, r3):
     label(ATEJ)
     ldr(r0, [r7, 80])
     ldr(r4, [r6, 0])
-    sub(r0, r0, r4)
+    sub(r0, r0, r4)  # d = max - score >= 0
+    mov(r5, 0)
+    ldr(r4, [r7, 84])
+    cmp(r0, r4)
+    bhi(ATEZ)  # d > dmax_sm: e = 0, no product (it may not fit 32 bits; idx >= 256 there)
     ldr(r4, [r7, 56])
     mul(r0, r4)
     ldr(r4, [r7, 64])
     add(r0, r0, r4)
     ldr(r4, [r7, 60])
     asr(r0, r4)  # idx >= 0
-    mov(r5, 0)
     cmp(r0, 255)
     bgt(ATEZ)  # e = 0 past the table
     lsr(r4, r0, 4)
