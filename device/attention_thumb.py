@@ -35,9 +35,10 @@ _A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state
   product past dmax_sm, where d M_sm may not fit 32 bits), ctx four columns at a time, each
   requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
   is an exact floor division without a divide instruction (ARMv6-M has none): R = 2**30 // sum
-  once per row (bit-serial), then per entry q0 = ((N >> 14) R) >> 16 <= N // sum (both floors
-  round down; N < 2**30 and sum >= 2**14 keep the product below 2**32) and q0 is raised while
-  N - q0 sum >= sum (at most three steps: q0 >= N / sum - 3).
+  once per row (bit-serial, 17 steps: 2**14 <= sum < 2**30), then per entry
+  q0 = ((N >> 14) R) >> 16 <= N // sum (both floors round down; N < 2**30 and sum >= 2**14
+  keep the product below 2**32) and q0 is raised while N - q0 sum >= sum (at most three
+  steps: q0 >= N / sum - 3).
 - add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
   their requant; max(y, 0).
 - conv (6; the conv stem, depthwise and pointwise: one grouped kernel): per output row and
@@ -551,12 +552,14 @@ def _run(r0, r1, r2, r3):
     ldr(r4, [r7, 96])
     cmp(r6, r4)
     bne(ATEJ)
-    # R = 2**30 // sum, bit-serial (32 steps; the quotient bit is the carry after cmp/sub)
-    mov(r0, 1)
-    lsl(r0, r0, 30)
-    mov(r1, 0)
+    # R = 2**30 // sum, bit-serial (the quotient bit is the carry after cmp/sub): the last 17
+    # of the 32 steps (sum >= 2**14, its max's e: the first 15 give quotient bits 0 and leave
+    # the remainder 2**13 and the dividend's bits all shifted out)
+    mov(r0, 0)
+    mov(r1, 1)
+    lsl(r1, r1, 13)
     mov(r2, 0)
-    mov(r4, 32)
+    mov(r4, 17)
     label(ATRD)
     lsl(r0, r0, 1)
     adc(r1, r1)
