@@ -66,6 +66,8 @@ _ORDER = ("thumb", "viper", "native", "pure")
 # int8 sets that address their buffers as raw 32-bit words (typed pointers, machine code)
 _RAW = ("viper", "thumb")
 _loaded = {}
+# thumb's one call takes xq and out as raw memory: arrays only (a list goes the Python way)
+_ARRAY = array.array
 _MICROPYTHON = sys.implementation.name == "micropython"
 # a Thumb port (sys.implementation._mpy arch bits 10..13: armv6m .. armv7emdp): where the
 # thumb set can import (elsewhere it is not even compiled: a .py import would cost heap)
@@ -482,8 +484,8 @@ class Model:
         if p[2] != n:  # a seq model's counts for n steps (as the last run left them: a loop
             self._window(n)  # per step costs ~0.3 ms on a Pico)
         run = self._run1
-        if run is not None:  # thumb: load, steps, logits and argmax in one call
-            return run[0](run[1], xq, out, p)
+        if run is not None and type(xq) is _ARRAY and type(out) is _ARRAY:
+            return run[0](run[1], xq, out, p)  # thumb: load, steps, logits, argmax in one call
         if self.seq:  # the window, zeros to the end of its last patch
             self._load(xq, self._x8, None, None, None, p)
         else:  # the n_features values
@@ -514,8 +516,8 @@ class Model:
         if self._loadp[2] != self.steps:  # the token counts as the last run left them
             self._window(self.steps)
         run = self._tail1
-        if run is not None:  # thumb: the steps and the argmax in one call (no load: xq 0)
-            return run[0](run[1], 0, out, self._loadp)
+        if run is not None and type(out) is _ARRAY:  # thumb: the steps and the argmax in one
+            return run[0](run[1], 0, out, self._loadp)  # call (no load: xq 0)
         return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):
