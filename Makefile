@@ -14,7 +14,7 @@ BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
-        parity demo board bench bench-train bench-pico test-boards bench-device bench-accuracy bench-stream report lint clean \
+        parity demo board bench bench-train bench-pico test-boards test-boards-all bench-device bench-accuracy bench-stream report lint clean \
         train-board
 
 help:  ## list targets
@@ -48,6 +48,9 @@ test: install  ## run the test suite in parallel (starts virtual boards itself)
 
 test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~3 min
 	$(BIN)/python -m pytest -m emulated
+
+test-boards-all: install  ## test-boards on every golden record with every kernel set (TINYATTN_EMULATED_ALL=1; pure JapaneseVowels alone ~70 min of wall time)
+	TINYATTN_EMULATED_ALL=1 $(BIN)/python -m pytest -m emulated $(ARGS)
 
 test-fuzz: install  ## the large fuzz volumes (hypothesis, thousands of blobs; CI runs them)
 	$(BIN)/python -m pytest $(XDIST) -m fuzz

@@ -66,6 +66,8 @@ _ORDER = ("thumb", "viper", "native", "pure")
 # int8 sets that address their buffers as raw 32-bit words (typed pointers, machine code)
 _RAW = ("viper", "thumb")
 _loaded = {}
+# thumb's one call takes xq and out as raw memory: arrays only (a list goes the Python way)
+_ARRAY = array.array
 _MICROPYTHON = sys.implementation.name == "micropython"
 # a Thumb port (sys.implementation._mpy arch bits 10..13: armv6m .. armv7emdp): where the
 # thumb set can import (elsewhere it is not even compiled: a .py import would cost heap)
@@ -328,6 +330,7 @@ class Model:
         self.float_kernels = float_set
         self._norm = (blob.mean, blob.std, blob.floor)  # floor None: no log view
         self._prog8 = None
+        self._loadp = None  # the int8 path's load sizes (None: float32 weights only)
         loaded = [name for name in _READER if name in sys.modules]
         try:
             mod = __import__("attention_build")
@@ -351,17 +354,25 @@ class Model:
             blob = progf = None
             self._prog8, self._x8, self._y8, self._rows8, self._pools8 = prog8
             prog8 = None
+            # the window's load: n*C int8, zeros to `end`; [2]: the n the counts are set for
+            self._loadp = array.array("i", [self.n_features] * 2 + [0 if self.seq else 1])
+            self._run1 = self._tail1 = None
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
-                self._loadp = array.array("i", [0, 0, 0])  # load's n, end; [2]: S_n set
                 self.embed = self._prog8[0]  # run_int8_tokens starts after it
                 self._tail8 = self._prog8[1:]
             if kernels == "thumb":  # it runs a whole program in one call: the steps fused
-                fuse = _kernel_module(kernels).fuse
-                self._prog8 = fuse(self._prog8)
+                mod = _kernel_module(kernels)
+                self._prog8 = mod.fuse(self._prog8)
+                # every step in assembler: the load, the steps and the argmax in one call
+                self._run1 = mod.whole(self._prog8, self._x8, self._y8, self.n_classes,
+                                       not self.seq)  # fmt: skip
                 if self.seq:
-                    self._tail8 = fuse(self._tail8)
+                    self._tail8 = mod.fuse(self._tail8)
+                    self._tail1 = mod.whole(self._tail8, self._x8, self._y8, self.n_classes,
+                                            False)  # fmt: skip
+                mod = None
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
             self._outp = array.array("i", [4 * self.n_classes] * 2)
@@ -459,51 +470,54 @@ class Model:
         `xq`: array('b') of n_features; for a seq model its first n*C values (the window of
         `n` steps, 1 <= n <= T; None: T), the rest is not read (the runtime pads the last
         patch with 0 itself). A non-seq model takes n = None or 1."""
-        prog = self._prog8
-        if prog is None:
+        p = self._loadp
+        if p is None:
             raise ValueError("this blob has float32 weights only: use path 'float'")
         if n is None:
             n = self.steps
         elif not 1 <= n <= self.steps:
             raise ValueError("run_int8: n = %r steps, the model takes 1..%d" % (n, self.steps))
         nf = n * self.n_features
-        nc = self.n_classes
-        if len(xq) < nf or len(out) < nc or (len(xq) != nf and not self.seq):
-            raise ValueError("run_int8 needs xq of %d int8 and out of %d int32" % (nf, nc))
-        # S_n = ceil(n/P) valid tokens into the token-count parameters (as _tokens, inline:
-        # a call costs a frame; ceil(S_n/div) after convs of strides div), then the window
-        # and the zero tail of its last patch
-        S_n = (n + self.patch - 1) // self.patch
-        x = self._x8
-        if not self.seq:  # the n_features values (no token counts: one token)
+        if len(xq) < nf or len(out) < self.n_classes or (len(xq) != nf and not self.seq):
+            raise ValueError("run_int8 needs xq of %d int8 and out of %d int32"
+                             % (nf, self.n_classes))  # fmt: skip
+        if p[2] != n:  # a seq model's counts for n steps (as the last run left them: a loop
+            self._window(n)  # per step costs ~0.3 ms on a Pico)
+        run = self._run1
+        if run is not None and type(xq) is _ARRAY and type(out) is _ARRAY:
+            return run[0](run[1], xq, out, p)  # thumb: load, steps, logits, argmax in one call
+        if self.seq:  # the window, zeros to the end of its last patch
+            self._load(xq, self._x8, None, None, None, p)
+        else:  # the n_features values
+            x = self._x8
             for i in range(nf):
                 x[i] = xq[i]
-        else:  # the window, zeros to the end of its last patch
-            p = self._loadp
-            if p[2] != S_n:  # as the last run left them (a loop per step: ~0.3 ms on a Pico)
-                for p, i, unit, div in self._rows8:  # ceil(S_n/div) after convs of strides div
-                    p[i] = (S_n + div - 1) // div * unit
-                for p, m, div in self._pools8:
-                    p[2] = m[(S_n + div - 1) // div - 1]
-                p = self._loadp
-                p[2] = S_n
-            p[0] = nf
-            p[1] = S_n * self.patch * self.n_features
-            self._load(xq, x, None, None, None, p)
-        return self._run8(prog, out)
+        return self._run8(self._prog8, out)
+
+    def _window(self, n):
+        """The load's sizes (n*C values, zeros to the end of the last patch) and the token
+        counts of the int8 program (S_n = ceil(n/P) valid tokens; ceil(S_n/div) after convs
+        of strides div) for a window of n steps; then p[2] = n."""
+        S_n = (n + self.patch - 1) // self.patch
+        for p, i, unit, div in self._rows8:
+            p[i] = (S_n + div - 1) // div * unit
+        for p, m, div in self._pools8:
+            p[2] = m[(S_n + div - 1) // div - 1]
+        p = self._loadp
+        p[0] = n * self.n_features
+        p[1] = S_n * self.patch * self.n_features
+        p[2] = n
 
     def run_int8_tokens(self, out):
         """run_int8 of a full window (T steps) from its embed output on: the steps after the
         embed step `embed` = (kernel, window, tokens, W_q, b_q, M, p), on the [S, E] tokens
         the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
         patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
-        S = self.input_len // (self.patch * self.n_features)
-        if self._loadp[2] != S:  # the token counts as the last run left them
-            for p, i, unit, div in self._rows8:  # ceil(S/div) tokens after convs of strides div
-                p[i] = (S + div - 1) // div * unit
-            for p, m, div in self._pools8:
-                p[2] = m[(S + div - 1) // div - 1]
-            self._loadp[2] = S
+        if self._loadp[2] != self.steps:  # the token counts as the last run left them
+            self._window(self.steps)
+        run = self._tail1
+        if run is not None and type(out) is _ARRAY:  # thumb: the steps and the argmax in one
+            return run[0](run[1], 0, out, self._loadp)  # call (no load: xq 0)
         return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):

@@ -2,22 +2,28 @@
 # ruff: noqa: F821  (r0..r8, label, data and the mnemonics are inline-assembler builtins)
 """The int8 kernels of attention_kernels.py in Thumb assembler (`@micropython.asm_thumb`): same
 results bit for bit (tests compare them with the host's integer reference on the trained golden
-models on the emulated Pico and Cortex-M3 boards: tests/test_emulated_boards.py).
+models on the emulated Pico and Cortex-M3 boards: tests/test_emulated_pico.py,
+tests/test_emulated_cortex_m3.py).
 
 Thumb-1 only (the ARMv6-M subset), so one file serves a Cortex-M0+ (RP2040) and every ARMv7-M
 (Cortex-M3/M4/M7). The assembler has no mnemonic for some Thumb-1 instructions; they are
 emitted with `data(2, …)`: `sxtb`, `push {lr}` / `pop {pc}`, and `cmp`/`add` with a high
 register (r8..r12, which every kernel saves and restores).
 
-One call per inference. A call into asm_thumb code costs ~25 µs on the Pico's clock (argument
-conversion: as much as ~300 int8 MACs), so every kernel lives in one assembler function,
-`_run(_A)`, which walks a program: per step 7 words, the kernel's code (_DENSE … _RELU) and the
-addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py once at
-load) turns a model's steps into one such program; a kernel of INT8 called by itself (the
-stream's embed) runs as a one-step program (`_one`). `_run` loads a step's first three buffers
-into r0..r2 and the other three into _A[0..2], points r3 at _A and branches to the kernel, which
-keeps its loop state in _A's words (byte offsets below; 116 and 120 are the program's walker
-and end).
+One call per inference. A call into Python code costs ~20-45 µs on the Pico's clock (a bytecode
+or viper function and its argument conversion: as much as ~300-600 int8 MACs), so every kernel
+lives in one assembler function, `_run(words, xq, out, lp)`, which walks a program: a header of
+6 words (the address of _A, of x, 1 when x holds int32 words (dense's input) else 0 (int8:
+embed's), of y, nc, the step count), then per step 7 words, the kernel's code (_DENSE … _RELU)
+and the addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py
+once at load) turns each run of a model's assembler steps into one such program; `whole()` makes
+a program of every step the model's whole int8 inference: with xq (not 0) `_run` first loads
+lp[0] int8 of it into x (zeros up to lp[1], as viper's load), and with out (not 0) it ends by
+copying y's nc logits into out and returns their argmax (the first maximum), so run_int8 makes
+one call. A kernel of INT8 called by itself (the stream's embed) runs as a one-step program
+(`_one`). `_run` loads a step's first three buffers into r0..r2 and the other three into
+_A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state in _A's words
+(byte offsets below; 116 and 120 are the program's walker and end).
 
 - dense / embed (code 0 / 4; embed's input is int8 too): two outputs per pass over the input
   row (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls + adds), four inputs per
@@ -25,16 +31,21 @@ and end).
   (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit
   product is exact by the small-int budget (docs/quantization.md), as viper's.
 - attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
-  of attention_kernels.softmax_q14 (the same idx, table product and rounding), ctx two columns at
-  a time, each requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
+  of attention_kernels.softmax_q14 (the same idx, table product and rounding; e = 0 without the
+  product past dmax_sm, where d M_sm may not fit 32 bits), ctx four columns at a time, each
+  requantized into [-128, 127]. The probability p = ((e << 14) + (sum >> 1)) // sum
   is an exact floor division without a divide instruction (ARMv6-M has none): R = 2**30 // sum
-  once per row (bit-serial), then per entry q0 = ((N >> 14) R) >> 16 <= N // sum (both floors
-  round down; N < 2**30 and sum >= 2**14 keep the product below 2**32) and q0 is raised while
-  N - q0 sum >= sum (at most three steps: q0 >= N / sum - 3).
+  once per row (bit-serial, 17 steps: 2**14 <= sum < 2**30), then per entry
+  q0 = ((N >> 14) R) >> 16 <= N // sum (both floors round down; N < 2**30 and sum >= 2**14
+  keep the product below 2**32) and q0 is raised while N - q0 sum >= sum (at most three
+  steps: q0 >= N / sum - 3).
 - add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
   their requant; max(y, 0).
-- conv (the conv stem), myquery, myattn (MyAttn models), load (the window copy): the viper
-  kernels, each a step of its own between the fused runs of assembler steps.
+- conv (6; the conv stem, depthwise and pointwise: one grouped kernel): per output row and
+  output, the group's channels times the taps inside the window (one unsigned compare a tap),
+  then dense's requant.
+- myquery, myattn (MyAttn models), load (the window copy, when the program is not whole): the
+  viper kernels, each a step of its own between the fused runs of assembler steps.
 
 Imported by attention.py for kernels="thumb" (and first by "auto") on a Thumb port only
 (sys.implementation._mpy arch: armv6m, armv7m, armv7em*); elsewhere, or without the emitter,
@@ -45,12 +56,12 @@ attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
 import array
 
 import micropython
-from attention_viper import conv, load, myattn, myquery
+from attention_viper import load, myattn, myquery
 from micropython import const
 
 # the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
 _A = array.array("i", [0] * 32)
-_ONE = array.array("i", [0] * 7)  # a one-step program
+_ONE = array.array("i", [0] * 13)  # a one-step program (the header, then its step)
 
 
 # The kernels, each entered with r3 = _A and left with pop {pc}; then the runner.
@@ -61,13 +72,13 @@ _ONE = array.array("i", [0] * 7)  # a one-step program
 # 72 outputs left, 76 n_in, 80 xend.
 # attn (AT): r0 q, r1 k, r2 v, _A[0..2] = ctx, sc, p. Scratch: 12 q, 16 k, 20 v, 24 S, 28 row
 # (E*4), 32 dlen (D*4), 36 d4len, 40 heads left, 44 c0, 48 query rows left, 52 qrow, 56 M_sm,
-# 60 shift_sm, 64 r_sm, 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 max, 84 sum, 88 R, 92 ctx out,
+# 60 shift_sm, 64 r_sm, 68 M_ctx, 72 shift_ctx, 76 r_ctx, 80 max, 84 dmax_sm, 88 R, 92 ctx out,
 # 96 pb (the probabilities, sc + S*4), 100 pend, 104 saved r8, 108 col, 112 col end, 124 the
 # scores' walker.
 # add (AD): r0 x, r1 y, p = n, M_x, M_y, shift. pool (PO): r0 x [S, E], r1 y [E],
 # p = S, E, M, shift. relu (RE): r1 y, p = n.
 @micropython.asm_thumb
-def _run(r0):
+def _run(r0, r1, r2, r3):
     bl(RUN)  # the runner is last: it falls into the epilogue
 
     label(DE)
@@ -342,6 +353,10 @@ def _run(r0):
     mov(r5, 1)
     lsl(r5, r4)
     str(r5, [r7, 76])  # r_ctx
+    mov(r5, r6)
+    add(r5, 128)
+    ldr(r4, [r5, 32])
+    str(r4, [r7, 84])  # dmax_sm = p[40]
     mov(r4, 0)
     str(r4, [r7, 44])  # c0 = 0
     label(ATHEAD)
@@ -502,14 +517,17 @@ def _run(r0):
     label(ATEJ)
     ldr(r0, [r7, 80])
     ldr(r4, [r6, 0])
-    sub(r0, r0, r4)
+    sub(r0, r0, r4)  # d = max - score >= 0
+    mov(r5, 0)
+    ldr(r4, [r7, 84])
+    cmp(r0, r4)
+    bhi(ATEZ)  # d > dmax_sm: e = 0, no product (it may not fit 32 bits; idx >= 256 there)
     ldr(r4, [r7, 56])
     mul(r0, r4)
     ldr(r4, [r7, 64])
     add(r0, r0, r4)
     ldr(r4, [r7, 60])
     asr(r0, r4)  # idx >= 0
-    mov(r5, 0)
     cmp(r0, 255)
     bgt(ATEZ)  # e = 0 past the table
     lsr(r4, r0, 4)
@@ -534,12 +552,14 @@ def _run(r0):
     ldr(r4, [r7, 96])
     cmp(r6, r4)
     bne(ATEJ)
-    # R = 2**30 // sum, bit-serial (32 steps; the quotient bit is the carry after cmp/sub)
-    mov(r0, 1)
-    lsl(r0, r0, 30)
-    mov(r1, 0)
+    # R = 2**30 // sum, bit-serial (the quotient bit is the carry after cmp/sub): the last 17
+    # of the 32 steps (sum >= 2**14, its max's e: the first 15 give quotient bits 0 and leave
+    # the remainder 2**13 and the dividend's bits all shifted out)
+    mov(r0, 0)
+    mov(r1, 1)
+    lsl(r1, r1, 13)
     mov(r2, 0)
-    mov(r4, 32)
+    mov(r4, 17)
     label(ATRD)
     lsl(r0, r0, 1)
     adc(r1, r1)
@@ -1061,10 +1081,240 @@ def _run(r0):
     label(REEND)
     data(2, 0xBD00)  # pop {pc}
 
+    # conv (CV): r0 x [S_in, C] int32, r1 y [S_out, F], r2 W int8 [F, Cg, K], _A[0..2] = b, M, p
+    # (attention_kernels.conv: grouped, so depthwise and pointwise alike). Per output row t and
+    # output o: acc = b[o] + the sum over its group's Cg channels c and K taps of x[i, c] W
+    # (i = t st - pad + k dil; a tap outside 0 <= i < S_in, one unsigned compare, adds
+    # nothing), then dense's requant. r8 = dil C*4 (x's step a tap), r9 = dil; saved at
+    # 108, 112. Scratch: 12 x, 16 y's walker, 20 W's walker, 24 b's, 28 M's, 32 rows left,
+    # 36 i0, 40 outputs left, 44 c0*4 (the group's first channel), 48 outputs of the group
+    # done, 52 channels left, 56 c*4, 60 W, 64 S_in, 68 C*4, 72 F, 76 K, 80 st, 84 Cg, 88 Fg,
+    # 92 shift, 96 act_min, 100 act_max, 104 rnd.
+    label(CV)
+    data(2, 0xB500)  # push {lr}
+    mov(r7, r3)
+    mov(r4, r8)
+    str(r4, [r7, 108])
+    mov(r4, r9)
+    str(r4, [r7, 112])
+    str(r0, [r7, 12])
+    str(r1, [r7, 16])
+    str(r2, [r7, 60])
+    ldr(r6, [r7, 8])  # p
+    ldr(r4, [r6, 0])
+    str(r4, [r7, 32])  # S_out
+    ldr(r4, [r6, 4])
+    str(r4, [r7, 64])  # S_in
+    ldr(r4, [r6, 8])
+    lsl(r4, r4, 2)
+    str(r4, [r7, 68])  # C*4
+    ldr(r4, [r6, 12])
+    str(r4, [r7, 72])  # F
+    ldr(r4, [r6, 16])
+    str(r4, [r7, 76])  # K
+    ldr(r4, [r6, 20])
+    str(r4, [r7, 80])  # st
+    ldr(r4, [r6, 24])
+    mov(r9, r4)  # dil
+    ldr(r5, [r7, 68])
+    mul(r4, r5)
+    mov(r8, r4)  # dil C*4
+    ldr(r4, [r6, 28])
+    str(r4, [r7, 84])  # Cg
+    ldr(r4, [r6, 32])
+    str(r4, [r7, 88])  # Fg
+    ldr(r4, [r6, 36])
+    mov(r5, 0)
+    sub(r4, r5, r4)
+    str(r4, [r7, 36])  # i0 = -pad
+    ldr(r4, [r6, 40])
+    str(r4, [r7, 92])  # shift
+    sub(r4, 1)
+    mov(r5, 1)
+    lsl(r5, r4)
+    str(r5, [r7, 104])  # rnd
+    ldr(r4, [r6, 44])
+    str(r4, [r7, 96])  # act_min
+    ldr(r4, [r6, 48])
+    str(r4, [r7, 100])  # act_max
+    ldr(r4, [r7, 32])
+    cmp(r4, 0)
+    beq(CVDONE)
+    label(CVT)  # output row t
+    ldr(r4, [r7, 60])
+    str(r4, [r7, 20])
+    ldr(r4, [r7, 0])
+    str(r4, [r7, 24])
+    ldr(r4, [r7, 4])
+    str(r4, [r7, 28])
+    ldr(r4, [r7, 72])
+    str(r4, [r7, 40])
+    mov(r4, 0)
+    str(r4, [r7, 44])
+    str(r4, [r7, 48])
+    label(CVO)  # output o
+    ldr(r4, [r7, 24])
+    ldr(r0, [r4, 0])  # acc = b[o]
+    add(r4, 4)
+    str(r4, [r7, 24])
+    ldr(r4, [r7, 44])
+    str(r4, [r7, 56])  # c = c0
+    ldr(r4, [r7, 84])
+    str(r4, [r7, 52])  # Cg channels
+    ldr(r2, [r7, 20])
+    label(CVC)  # channel c: r1 i, r3 x[i, c]'s address, r6 taps left, r7 S_in
+    ldr(r1, [r7, 36])
+    ldr(r3, [r7, 68])
+    mul(r3, r1)
+    ldr(r4, [r7, 12])
+    add(r3, r3, r4)
+    ldr(r4, [r7, 56])
+    add(r3, r3, r4)
+    ldr(r6, [r7, 76])
+    ldr(r7, [r7, 64])
+    label(CVK)
+    cmp(r1, r7)
+    bcs(CVSKIP)  # i < 0 or i >= S_in (unsigned)
+    ldr(r4, [r3, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    label(CVSKIP)
+    add(r2, 1)
+    data(2, 0x4449)  # add r1, r9 (i += dil)
+    data(2, 0x4443)  # add r3, r8
+    sub(r6, 1)
+    bne(CVK)
+    mov(r7, r12)  # _A
+    ldr(r4, [r7, 56])
+    add(r4, 4)
+    str(r4, [r7, 56])
+    ldr(r4, [r7, 52])
+    sub(r4, 1)
+    str(r4, [r7, 52])
+    bne(CVC)
+    str(r2, [r7, 20])
+    ldr(r4, [r7, 48])  # the group: after Fg outputs, the next Cg channels
+    add(r4, 1)
+    ldr(r5, [r7, 88])
+    cmp(r4, r5)
+    bne(CVNG)
+    mov(r4, 0)
+    ldr(r5, [r7, 44])
+    ldr(r6, [r7, 84])
+    lsl(r6, r6, 2)
+    add(r5, r5, r6)
+    str(r5, [r7, 44])
+    label(CVNG)
+    str(r4, [r7, 48])
+    ldr(r4, [r7, 28])
+    ldrh(r5, [r4, 0])  # M[o]
+    add(r4, 2)
+    str(r4, [r7, 28])
+    mul(r0, r5)
+    ldr(r4, [r7, 104])
+    add(r0, r0, r4)
+    ldr(r4, [r7, 92])
+    asr(r0, r4)
+    ldr(r4, [r7, 96])
+    cmp(r0, r4)
+    bge(CVLO)
+    mov(r0, r4)
+    label(CVLO)
+    ldr(r4, [r7, 100])
+    cmp(r0, r4)
+    ble(CVHI)
+    mov(r0, r4)
+    label(CVHI)
+    ldr(r4, [r7, 16])
+    str(r0, [r4, 0])
+    add(r4, 4)
+    str(r4, [r7, 16])
+    ldr(r4, [r7, 40])
+    sub(r4, 1)
+    str(r4, [r7, 40])
+    beq(CVROW)
+    b(CVO)
+    label(CVROW)
+    ldr(r4, [r7, 36])
+    ldr(r5, [r7, 80])
+    add(r4, r4, r5)
+    str(r4, [r7, 36])  # i0 += st
+    ldr(r4, [r7, 32])
+    sub(r4, 1)
+    str(r4, [r7, 32])
+    beq(CVDONE)
+    b(CVT)
+    label(CVDONE)
+    ldr(r4, [r7, 108])
+    mov(r8, r4)
+    ldr(r4, [r7, 112])
+    mov(r9, r4)
+    data(2, 0xBD00)  # pop {pc}
+
+    # the runner: r0 the program's words, r1 xq (0: no load), r2 out (0: none), r3 load's n, end
     label(RUN)
     mov(r4, r12)
     push({r4})
-    mov(r12, r0)  # _A (every kernel keeps r12 or restores it)
+    ldr(r4, [r0, 0])
+    mov(r12, r4)  # _A (every kernel keeps r12 or restores it)
+    push({r0, r2})  # words and out, for the end
+    cmp(r1, 0)
+    beq(WALK)
+    ldr(r2, [r0, 4])  # x
+    ldr(r5, [r3, 0])
+    add(r5, r5, r1)  # the end of xq's n values
+    ldr(r6, [r3, 4])  # x's end (zeros from n on)
+    ldr(r4, [r0, 8])
+    cmp(r4, 0)
+    bne(LDW)
+    add(r6, r6, r2)
+    label(LDB)  # int8 x (embed's input): n bytes, then zeros
+    cmp(r1, r5)
+    beq(LDBZ)
+    ldrb(r4, [r1, 0])
+    strb(r4, [r2, 0])
+    add(r1, 1)
+    add(r2, 1)
+    b(LDB)
+    label(LDBZ)
+    mov(r4, 0)
+    label(LDBZ1)
+    cmp(r2, r6)
+    bcs(WALK)
+    strb(r4, [r2, 0])
+    add(r2, 1)
+    b(LDBZ1)
+    label(LDW)  # int32 x (dense's input): n sign-extended words, then zeros
+    lsl(r6, r6, 2)
+    add(r6, r6, r2)
+    label(LDW1)
+    cmp(r1, r5)
+    beq(LDWZ)
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    str(r4, [r2, 0])
+    add(r1, 1)
+    add(r2, 4)
+    b(LDW1)
+    label(LDWZ)
+    mov(r4, 0)
+    label(LDWZ1)
+    cmp(r2, r6)
+    bcs(WALK)
+    str(r4, [r2, 0])
+    add(r2, 4)
+    b(LDWZ1)
+    label(WALK)
+    mov(r7, r12)
+    ldr(r4, [r0, 20])  # steps
+    mov(r5, 28)
+    mul(r4, r5)
+    add(r0, 24)
+    str(r0, [r7, 116])
+    add(r0, r0, r4)
+    str(r0, [r7, 120])
     label(STEP)
     mov(r7, r12)
     ldr(r6, [r7, 116])
@@ -1114,11 +1364,42 @@ def _run(r0):
     bl(RE)
     b(STEP)
     label(C5)
+    cmp(r4, 6)
+    bne(C6)
+    bl(CV)
     b(STEP)
-    label(EXIT)
+    label(C6)
+    b(STEP)
+    label(EXIT)  # out: y's nc logits copied, r0 their argmax (the first maximum)
+    pop({r2, r3})  # r2 words, r3 out
+    mov(r0, 0)
+    cmp(r3, 0)
+    beq(DONE)
+    ldr(r1, [r2, 12])  # y
+    ldr(r4, [r2, 16])
+    mov(r2, r3)  # out
+    mov(r3, r4)  # nc
+    ldr(r5, [r1, 0])
+    str(r5, [r2, 0])
+    mov(r6, 1)
+    label(OUT)
+    cmp(r6, r3)
+    beq(DONE)
+    lsl(r4, r6, 2)
+    add(r7, r4, r1)
+    ldr(r7, [r7, 0])
+    add(r4, r4, r2)
+    str(r7, [r4, 0])
+    cmp(r7, r5)
+    ble(OUTN)
+    mov(r5, r7)
+    mov(r0, r6)
+    label(OUTN)
+    add(r6, 1)
+    b(OUT)
+    label(DONE)
     pop({r4})
     mov(r12, r4)
-    mov(r0, 0)
 
 
 # The kernels' codes in a program (the order of _run's dispatch)
@@ -1128,6 +1409,7 @@ _ADD = const(2)
 _POOL = const(3)
 _EMBED = const(4)
 _RELU = const(5)
+_CONV = const(6)
 
 
 # one step called by itself (a kernel of INT8 called directly, e.g. by the stream's embed):
@@ -1135,17 +1417,16 @@ _RELU = const(5)
 @micropython.viper
 def _one(code: int, x: ptr8, y: ptr8, c: ptr8, d: ptr8, e: ptr8, p: ptr8):
     s = ptr32(_ONE)
-    s[0] = code
-    s[1] = int(x)
-    s[2] = int(y)
-    s[3] = int(c)
-    s[4] = int(d)
-    s[5] = int(e)
-    s[6] = int(p)
-    a = ptr32(_A)
-    a[29] = int(s)
-    a[30] = int(s) + 28
-    _run(_A)
+    s[0] = int(ptr32(_A))
+    s[5] = 1
+    s[6] = code
+    s[7] = int(x)
+    s[8] = int(y)
+    s[9] = int(c)
+    s[10] = int(d)
+    s[11] = int(e)
+    s[12] = int(p)
+    _run(_ONE, 0, 0, 0)
 
 
 def dense(x, y, w, b, m, p):
@@ -1161,24 +1442,24 @@ def attn(q, k, v, ctx, sc, p):
 
 
 def add(x, y, _a, _b, _c, p):
-    _one(_ADD, x, y, None, None, None, p)
+    _one(_ADD, x, y, 0, 0, 0, p)
 
 
 def pool(x, y, _a, _b, _c, p):
-    _one(_POOL, x, y, None, None, None, p)
+    _one(_POOL, x, y, 0, 0, 0, p)
 
 
 def relu(y, _a, _b, _c, _d, p):
-    _one(_RELU, None, y, None, None, None, p)
+    _one(_RELU, 0, y, 0, 0, 0, p)
 
 
-@micropython.viper
-def _program(w: ptr32, _b, _c, _d, _e, _f):
-    # a fused program (fuse): w[0] steps of 7 words from w[1] on
-    a = ptr32(_A)
-    a[29] = int(w) + 4
-    a[30] = int(w) + 4 + w[0] * 28
-    _run(_A)
+def conv(x, y, w, b, m, p):
+    _one(_CONV, x, y, w, b, m, p)
+
+
+def _program(words, _b, _c, _d, _e, _f):
+    # a fused step (fuse): its program run in one call
+    _run(words, 0, 0, 0)
 
 
 @micropython.viper
@@ -1186,13 +1467,14 @@ def _addr(x: ptr8) -> int:
     return int(x)
 
 
-_CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, relu: _RELU}
+_CODES = {dense: _DENSE, attn: _ATTN, add: _ADD, pool: _POOL, embed: _EMBED, relu: _RELU,
+          conv: _CONV}  # fmt: skip
 
 
 def fuse(prog):
     """prog with each run of consecutive assembler steps as one step: a program of (code,
     buffer addresses) words that _run walks in one call (a call into the assembler costs
-    ~25 µs on the Pico: Iris has 8 steps). A step whose kernel is not an assembler one (conv,
+    ~20 µs on the Pico: Iris has 8 steps). A step whose kernel is not an assembler one (conv,
     myquery, myattn: viper) stays a step of its own between the runs. The buffers stay
     referenced by the run's steps (kept in the fused step) and never move."""
     out = []
@@ -1211,15 +1493,31 @@ def fuse(prog):
 
 
 def _fused(run):
-    """One step that runs the assembler steps `run` in one call to _run."""
-    words = array.array("I", [len(run)] + [0] * (7 * len(run)))
-    i = 1
+    """One step that runs the assembler steps `run` in one call to _run: its words are a
+    header (_A, x, x's kind, y, nc: set by whole(); the step count) and 7 words a step."""
+    words = array.array("I", [_addr(_A), 0, 0, 0, 0, len(run)] + [0] * (7 * len(run)))
+    i = 6
     for st in run:
         words[i] = _CODES[st[0]]
         for j in range(1, 7):
             words[i + j] = 0 if st[j] is None else _addr(st[j])
         i += 7
     return (_program, words, run, None, None, None, None)
+
+
+def whole(prog, x, y, nc, x_words):
+    """The fused program `prog` as one call when it is one fused step (every step an assembler
+    one): (run, words), where run(words, xq, out, lp) loads lp[0] int8 of xq into x (int32
+    words if x_words, else int8) with zeros up to lp[1], runs the steps, copies y's nc
+    int32 logits into out and returns their argmax (the first maximum). Else None."""
+    if len(prog) != 1 or prog[0][0] is not _program:
+        return None
+    words = prog[0][1]
+    words[1] = _addr(x)
+    words[2] = 1 if x_words else 0
+    words[3] = _addr(y)
+    words[4] = nc
+    return (_run, words)
 
 
 INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)

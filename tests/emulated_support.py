@@ -28,8 +28,12 @@ STRIDE = {
     ("japanesevowels", "thumb"): 8, ("japanesevowels", "viper"): 64,
     ("japanesevowels", "pure"): 320,
 }  # fmt: skip
+# seconds a board's run of one model (Pico) or of every model (Cortex-M3) may take: every
+# record is hours of wall time for pure JapaneseVowels (640 windows, ~7 s each on the Pico)
+TIMEOUT = {"pico": 900, "cortex-m3": 1200}
 if os.environ.get("TINYATTN_EMULATED_ALL"):
     STRIDE = dict.fromkeys(STRIDE, 1)
+    TIMEOUT = dict.fromkeys(TIMEOUT, 4 * 3600)
 
 
 def golden(name: str) -> dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ rows emulated_support.STRIDE states. One board per session; skipped with the rea
 from __future__ import annotations
 
 import pytest
-from emulated_support import KERNELS, check_logits, golden_files, running_board
+from emulated_support import KERNELS, TIMEOUT, check_logits, golden_files, running_board
 
 from tinyattn.board.flash import mpremote
 from tools.make_trained_golden import NAMES
@@ -38,7 +38,7 @@ def test_emulated_cortex_m3_golden_int8_exact(cortex_m3):
     runs = [(name, k) for name in NAMES for k in KERNELS]
     calls = "; ".join(f"golden_runner.go({n!r}, {k!r}); print('END')" for n, k in runs)
     out = mpremote(cortex_m3.tty, "mount", str(cortex_m3.folder_served), "exec",
-                   f"import golden_runner; {calls}", timeout=1200)  # fmt: skip
+                   f"import golden_runner; {calls}", timeout=TIMEOUT["cortex-m3"])  # fmt: skip
     parts = out.split("END\n")
     assert len(parts) == len(runs) + 1, out[-2000:]
     for (name, kernels), part in zip(runs, parts, strict=False):

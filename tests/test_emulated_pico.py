@@ -12,6 +12,8 @@ kernels among them.
   every window of BasicMotions with thumb; the slower sets and JapaneseVowels' 640 windows a
   stated subset).
 - A conv-stem model (random weights) with each kernel set: every logit exact on 24 windows.
+- The thumb attention kernel against the pure one on extreme int8 q, k where max - score
+  passes dmax_sm so far that d M_sm overflows 32 bits.
 - The app (`flash --app`, a replay source) and `monitor`: every decision equal to the host's.
 One board per session (a module-scoped fixture); skipped with the reason when
 ../shared/boards or Node.js is not there.
@@ -23,7 +25,7 @@ import json
 
 import numpy as np
 import pytest
-from emulated_support import KERNELS, check_logits, conv_case, golden_files, running_board
+from emulated_support import KERNELS, TIMEOUT, check_logits, conv_case, golden_files, running_board
 
 from tinyattn.board.flash import mpremote
 from tools.emulated_boards import parse_golden
@@ -78,7 +80,7 @@ def test_emulated_pico_auto_takes_thumb(pico):
 @pytest.mark.parametrize("name", NAMES)
 def test_emulated_pico_golden_int8_exact(pico, name, kernels):
     out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go({name!r}, "
-                   f"{kernels!r})", timeout=900)  # fmt: skip
+                   f"{kernels!r})", timeout=TIMEOUT["pico"])  # fmt: skip
     check_logits(out, name, kernels)
 
 
@@ -117,10 +119,48 @@ def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
     """A conv-stem model on the Pico: every logit of 24 windows of random lengths equal to the
     host integer reference's, with each kernel set (thumb: viper's conv between fused runs)."""
     out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go('conv', "
-                   f"{kernels!r})", timeout=900)  # fmt: skip
+                   f"{kernels!r})", timeout=TIMEOUT["pico"])  # fmt: skip
     rows, chosen, _ = parse_golden(out)
     assert chosen == kernels, out[-2000:]
     assert sorted(rows) == list(range(len(pico.conv_logits))), out[-2000:]
     for i, logits in enumerate(pico.conv_logits):
         assert rows[i] == logits.tolist(), (kernels, i)
 
+
+
+ATTN_CASE = """
+import array, math
+import attention_kernels as P, attention_thumb as T
+S, E, H, D = @SHAPE@
+hi = [round(16384 * math.exp(-16 * i / 32)) for i in range(16)]
+lo = [round(16384 * math.exp(-i / 32)) for i in range(16)]
+p = array.array("i", [S, E, H, D, @SM@, @CTX@] + hi + lo + [@DMAX@])
+for case in @CASES@:
+    q, k, v = (array.array("i", t) for t in case)
+    out = []
+    for mod in (P, T):
+        ctx = array.array("i", [0] * (S * E))
+        mod.attn(q, k, v, ctx, array.array("i", [0] * (2 * S)), p)
+        out.append(list(ctx))
+    print("C", out[0] == out[1], out[0][:4], out[1][:4])
+"""
+
+
+@pytest.mark.slow
+def test_emulated_pico_thumb_attn_equals_pure_past_dmax(pico):
+    """The attention kernel's softmax when max - score exceeds dmax_sm so far that d M_sm does
+    not fit 32 bits (extreme int8 q and k, a sharp softmax: the small-int budget bounds the
+    product by dmax_sm only): e = 0 there, as the pure kernel, whose ints never overflow."""
+    S, E, H, D = 5, 8, 2, 4
+    M_sm, sh_sm = 30000, 14
+    dmax = -(-(511 << (sh_sm - 1)) // M_sm) - 1  # tinyattn.intmodel.blob.softmax_diff_max
+    rng = np.random.default_rng(7)
+    cases = [[rng.choice([-128, 127, -1, 0, 5, 126], S * E).tolist() for _ in range(3)]
+             for _ in range(12)]  # fmt: skip
+    assert 2 * D * 128 * 128 * M_sm >= 2**31  # the largest d times M_sm passes int32
+    script = (ATTN_CASE.replace("@SHAPE@", f"{S}, {E}, {H}, {D}")
+              .replace("@SM@", f"{M_sm}, {sh_sm}").replace("@CTX@", "600, 20")
+              .replace("@DMAX@", str(dmax)).replace("@CASES@", repr(cases)))  # fmt: skip
+    out = mpremote(pico.tty, "exec", script, timeout=300)
+    rows = [line for line in out.splitlines() if line.startswith("C ")]
+    assert len(rows) == len(cases) and all(r.startswith("C True") for r in rows), out[-2000:]

@@ -63,7 +63,12 @@ def test_search_board_preset_turns_ms_into_macs_and_heap():
     b = S.board_budget("rp2040", 5, S.Budget())
     assert b.max_macs == int(5_000 / preset.us_per_mac) < S.Budget().max_macs
     assert b.max_heap == preset.max_heap <= 48 * 1024 and b.max_bytes == 32 * 1024
-    assert S.board_budget("rp2040", 50, S.Budget()).max_macs == S.Budget().max_macs  # capped
+    # the milliseconds replace the default MAC limit; a --max-macs given caps them
+    big = S.board_budget("rp2040", 50, S.Budget(), macs_given=False).max_macs
+    assert big == int(50_000 / preset.us_per_mac) > S.Budget().max_macs
+    assert S.board_budget("rp2040", 50, S.Budget()).max_macs == S.Budget().max_macs
+    assert S.board_budget("rp2040", 50, S.Budget(max_macs=None)).max_macs == big
+    assert S.board_budget("rp2040", 5, S.Budget(), macs_given=False).max_macs == b.max_macs
     assert S.board_budget(None, None, S.Budget(max_macs=5)).max_macs == 5
     with pytest.raises(ValueError, match="--max-ms needs --board"):
         S.board_budget(None, 50, S.Budget())

@@ -88,6 +88,8 @@ def test_search_cli_refuses_in_one_line(ts_pair, capsys):
         (["--ts", str(tr), "--search", "--max-ms", "5"], "--max-ms needs --board"),
         (["--ts", str(tr), "--search", "--search-stages", "arch,nope"], "--search-stages: nope"),
         (["--ts", str(tr), "--search", "--max-macs", "10", *FAST], "no arch candidate fits"),
+        (["--ts", str(tr), "--search", "--board", "rp2040", "--max-ms", "50", "--max-macs",
+          "10", *FAST], "10 MACs"),  # a --max-macs given caps the milliseconds' MACs
     ]:
         assert cli.main(["train", *argv]) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()

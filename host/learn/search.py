@@ -113,9 +113,12 @@ def _measured(name: str) -> BoardPreset:
 BOARDS = {"rp2040": _measured("rp2040")}
 
 
-def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Budget:
+def board_budget(board: str | None, max_ms: float | None, budget: Budget,
+                 macs_given: bool = True) -> Budget:
     """`budget` with a board preset applied: `--max-ms` becomes MACs (ms / µs per MAC) and the
-    preset's heap the heap limit, unless given tighter."""
+    preset's heap the heap limit, unless given tighter. The milliseconds' MACs replace
+    budget.max_macs when it is the default (`macs_given` False: no `--max-macs` on the command
+    line), else the tighter of the two."""
     if board is None:
         if max_ms is not None:
             raise ValueError("--max-ms needs --board (the µs per MAC of a board)")
@@ -124,7 +127,8 @@ def board_budget(board: str | None, max_ms: float | None, budget: Budget) -> Bud
     out = replace(budget, max_heap=min(budget.max_heap or preset.max_heap, preset.max_heap))
     if max_ms is not None:
         ms_macs = int(max_ms * 1000 / preset.us_per_mac)
-        out = replace(out, max_macs=min(out.max_macs or ms_macs, ms_macs))
+        given = out.max_macs if macs_given and out.max_macs is not None else ms_macs
+        out = replace(out, max_macs=min(given, ms_macs))
     return out
 
 

@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          "training the defaults")),
         ("--max-bytes", dict(type=int, default=d.max_bytes, metavar="B",
          help=f"largest blob (default: {d.max_bytes})")),
-        ("--max-macs", dict(type=int, default=d.max_macs, metavar="N",
-         help=f"most multiply-accumulates an inference (default: {d.max_macs})")),
+        ("--max-macs", dict(type=int, metavar="N", help="most multiply-accumulates an "
+         f"inference (default: {d.max_macs}; with --board and --max-ms: the milliseconds' "
+         "MACs, or the tighter of the two when given)")),
         ("--max-heap", dict(type=int, default=d.max_heap, metavar="B",
          help=f"most heap of the loaded model and its buffers (default: {d.max_heap})")),
         ("--board", dict(choices=sorted(S.BOARDS), help="a board's measured costs (µs per "
@@ -45,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          f"kernels on a 125 MHz Cortex-M0+ (make bench), {S.BOARDS['rp2040'].max_heap} B for "
          "the model")),
         ("--max-ms", dict(type=float, metavar="MS", help="with --board: most milliseconds an "
-         "inference (MS · 1000 / µs per MAC MACs, at most --max-macs)")),
+         "inference: MS · 1000 / µs per MAC MACs, in place of the default --max-macs (at most "
+         "--max-macs when given)")),
         ("--jobs", dict(type=int, default=S.default_jobs(), metavar="N", help="worker "
          f"processes (joblib/loky; default: this machine's cores, {S.default_jobs()})")),
         ("--scheduler", dict(metavar="ADDRESS", help="run the folds on a Dask cluster "
@@ -108,8 +110,10 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     from tinyattn.learn import seqcli
 
     train, _, _ = seqcli._split(data, recipe[1])
+    given = args.max_macs is not None
+    macs = args.max_macs if given else S.Budget().max_macs
     budget = S.board_budget(args.board, args.max_ms,
-                            S.Budget(args.max_bytes, args.max_macs, args.max_heap))  # fmt: skip
+                            S.Budget(args.max_bytes, macs, args.max_heap), given)  # fmt: skip
     engine = S.Engine(jobs=args.jobs, scheduler=args.scheduler)
     if args.scheduler is not None:
         try:
