@@ -239,6 +239,8 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--dataset", "basicmotions", "--on-board", "--head-only"], "leave out --head-only"),
         (["--ts", "nope.ts"], "nope.ts: cannot read"),
         (["--dataset", "basicmotions", "--stem", "conv", "--on-board"], "not a conv stem"),
+        (["--dataset", "basicmotions", "--blocks", "0", "--on-board"],
+         "at least one attention block"),
         (["--stem", "conv"], "--stem: seq-attn flags"),
         (["--dataset", "basicmotions", "--stem-dilations", "1,x"], "integers separated by"),
         (["--dataset", "basicmotions", "--stem", "conv", "--stem-stride", "0"],
