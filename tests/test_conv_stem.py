@@ -11,6 +11,7 @@ changes neither beyond float64 rounding.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.host
 CONV = SeqAttnConfig(patch=2, embed_dim=4, num_heads=2, blocks=1, ff_dim=6, stem="conv",
                      stem_width=3, stem_kernel=3, stem_dilations=(1, 2),
                      stem_stride=2)  # fmt: skip
+ALONE = replace(CONV, blocks=0)  # the conv stem alone: its tokens go to the masked pool
 LENGTHS = np.array([9, 1, 5, 3])  # full, one step, partly padded patches
 
 
@@ -65,8 +67,8 @@ def test_strided_mask_counts_ceil():
     assert np.allclose(m.pool.sum(axis=1), 1.0)
 
 
-def _model(seed: int, steps: int = 9):
-    model = build_seq_model(steps, 2, 3, CONV, seed=seed)
+def _model(seed: int, steps: int = 9, cfg: SeqAttnConfig = CONV):
+    model = build_seq_model(steps, 2, 3, cfg, seed=seed)
     model.theta[...] += np.random.default_rng(seed).normal(scale=0.2, size=model.n_params)
     return model
 
@@ -81,11 +83,15 @@ def test_conv_stem_ops_names_and_macs():
     want = 5 * 2 * 2 * 3 + 3 * 3 * 3 + 3 * 3 * 3 + 3 * 3 * 3 + 3 * 4 * 3
     want += 4 * 3 * 16 + 2 * 9 * 4 + 2 * 3 * 4 * 6 + 3 * 4 + 4 * 3
     assert macs(model.ops) == want
+    alone = _model(1, cfg=ALONE)
+    assert [op["op"] for op in alone.ops] == kinds[:6] + ["masked_pool", "dense"]
+    assert macs(alone.ops) == want - (4 * 3 * 16 + 2 * 9 * 4 + 2 * 3 * 4 * 6)
 
 
-def test_conv_stem_model_gradients_match_central_differences():
+@pytest.mark.parametrize("cfg", [CONV, ALONE], ids=["with-attention", "alone"])
+def test_conv_stem_model_gradients_match_central_differences(cfg):
     rng = np.random.default_rng(50)
-    model = _model(50)
+    model = _model(50, cfg=cfg)
     x, y = rng.normal(size=(4, 9, 2)), rng.integers(0, 3, size=4)
     _, dlogits = softmax_cross_entropy(model.forward(x, True, LENGTHS), y)
     dx = model.backward(dlogits)
@@ -106,8 +112,9 @@ def test_conv_stem_model_gradients_match_central_differences():
     assert {"stem0.W", "stem3.b"} <= set(errors)
 
 
-def test_conv_stem_garbage_in_padding_changes_nothing_bitwise():
-    assert_padding_garbage_changes_nothing(_model(60, steps=12))
+@pytest.mark.parametrize("cfg", [CONV, ALONE], ids=["with-attention", "alone"])
+def test_conv_stem_garbage_in_padding_changes_nothing_bitwise(cfg):
+    assert_padding_garbage_changes_nothing(_model(60, steps=12, cfg=cfg))
 
 
 @pytest.mark.parametrize(("patch", "stride"), list(itertools.product([1, 3], [1, 2, 3])))
@@ -169,7 +176,8 @@ def test_conv_stem_long_window_runs_its_last_T_steps():
     assert np.array_equal(run_int8(blob, quantize_input(blob, longer, got_n), None), want)
 
 
-def test_conv_stem_blob_macs_equal_the_model_macs_and_export_lists_each_conv():
+@pytest.mark.parametrize("cfg", [CONV, ALONE], ids=["with-attention", "alone"])
+def test_conv_stem_blob_macs_equal_the_model_macs_and_export_lists_each_conv(cfg):
     """export's MACs of the blob (the budget's figure after export) count the stem as
     seqmodel.macs does; its layer table has a row per conv."""
     from seq_models import random_seq_case
@@ -178,7 +186,7 @@ def test_conv_stem_blob_macs_equal_the_model_macs_and_export_lists_each_conv():
     from tinyattn.intmodel.export import blob_macs, layer_table
     from tinyattn.intmodel.quantize import quantize
 
-    npz, X, lengths, _, _ = random_seq_case(2, 20, 2, 3, CONV, 1)
+    npz, X, lengths, _, _ = random_seq_case(2, 20, 2, 3, cfg, 1)
     blob = read_blob(blob_bytes(quantize(npz, X, lengths)))
     assert blob_macs(blob) == macs(npz.ops)
     convs = [r for r in layer_table(blob) if r["what"].startswith("conv")]

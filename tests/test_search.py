@@ -268,17 +268,25 @@ def test_search_one_se_pick_prefers_the_steadier_within_one_se():
 
 def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget(tmp_path):
     """The stem stage: the base (patch) first, then conv stems whose attention sees at most 32
-    tokens; a search of that stage alone ends in a model whose costs fit the budget."""
+    tokens, and the conv stem alone (no attention block, stride 1, at most STEM_ALONE_TOKENS
+    patch tokens into the pool); a search of that stage alone ends in a model whose costs fit
+    the budget."""
     from tinyattn.learn.seqmodel import default_max_steps, token_steps
 
     data, base = _data(), _start()
     cands = S.stage_candidates("stem", data, base)
     convs = [c for c in cands if c.arch.stem == "conv"]
-    assert cands[0] == base and len(convs) >= 4
+    alone = [c for c in convs if c.arch.blocks == 0]
+    assert cands[0] == base and len(convs) >= 4 and len(alone) == 1
     for c in convs:
         T = default_max_steps(data.lengths, c.arch.patch)
         ops = S.build_seq_model(T, 2, 3, c.arch).ops
-        assert -(-T // token_steps(ops)) <= 32
+        tokens = -(-T // token_steps(ops))
+        if c in alone:
+            assert "attention" not in {op["op"] for op in ops} and c.arch.stem_stride == 1
+            assert tokens <= S.STEM_ALONE_TOKENS
+        else:
+            assert tokens <= 32
         assert " conv" in c.label()
     budget = S.Budget(max_macs=20_000)
     res = S.search(data, base, budget, k=3, repeats=1, stages=("stem",), cache_dir=tmp_path,

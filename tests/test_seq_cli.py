@@ -239,10 +239,13 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--dataset", "basicmotions", "--on-board", "--head-only"], "leave out --head-only"),
         (["--ts", "nope.ts"], "nope.ts: cannot read"),
         (["--dataset", "basicmotions", "--stem", "conv", "--on-board"], "not a conv stem"),
+        (["--dataset", "basicmotions", "--blocks", "0", "--on-board"],
+         "at least one attention block"),
         (["--stem", "conv"], "--stem: seq-attn flags"),
         (["--dataset", "basicmotions", "--stem-dilations", "1,x"], "integers separated by"),
         (["--dataset", "basicmotions", "--stem", "conv", "--stem-stride", "0"],
          "--stem-stride 0: must be at least 1"),
+        (["--dataset", "basicmotions", "--blocks", "-1"], "--blocks -1: must be at least 0"),
     ],
 )
 @pytest.mark.host
@@ -287,14 +290,17 @@ def test_seq_cli_refuses_train_windows_of_one_class(capsys, tmp_path):
 def ts_models(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
     """kind -> (model.npz, model.bin, TEST .ts) trained and exported through the CLI."""
     out = {}
-    for kind in ("univariate", "unequal", "conv"):
+    for kind in ("univariate", "unequal", "conv", "conv-alone"):
         d = tmp_path_factory.mktemp(kind)
-        ts_train, ts_test = write_pair(d, "unequal" if kind == "conv" else kind)
+        ts_train, ts_test = write_pair(d, "unequal" if kind.startswith("conv") else kind)
         model, blob = d / "m.npz", d / "m.bin"
         argv = ["train", "--ts", str(ts_train), "--test", str(ts_test), *SMALL, "--quiet"]
         if kind == "conv":  # the conv stem: unequal windows, longer TEST ones (T = 20)
             argv += ["--patch", "2", "--stem", "conv", "--stem-width", "4", "--stem-stride",
                      "2", "--stem-dilations", "1,3"]  # fmt: skip
+        if kind == "conv-alone":  # the conv stem alone: no attention block, stride 1
+            argv += ["--patch", "2", "--stem", "conv", "--stem-width", "4", "--stem-stride",
+                     "1", "--stem-dilations", "2,4", "--blocks", "0"]  # fmt: skip
         assert cli.main([*argv, "--out", str(model)]) == 0
         assert cli.main(["export", "--model", str(model), "--out", str(blob)]) == 0
         out[kind] = (model, blob, ts_test)
@@ -302,7 +308,7 @@ def ts_models(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
 
 
 @pytest.mark.micropython
-@pytest.mark.parametrize("kind", ["univariate", "unequal", "conv"])
+@pytest.mark.parametrize("kind", ["univariate", "unequal", "conv", "conv-alone"])
 def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kind, mpy):
     """The exported blob under the MicroPython unix port (.mpy, viper) on every TEST window
     (cut to T as export does): int8 logits and xq identical to the host's, float within 1e-4."""
@@ -328,7 +334,7 @@ def test_seq_cli_ts_model_on_micropython_matches_intref(ts_models, tmp_path, kin
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("kind", ["univariate", "unequal", "conv"])
+@pytest.mark.parametrize("kind", ["univariate", "unequal", "conv", "conv-alone"])
 def test_seq_cli_ts_model_parity_on_a_virtual_board(
     ts_models, vboard_factory, capsys, tmp_path, kind
 ):

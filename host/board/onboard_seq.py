@@ -167,6 +167,9 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
     if arch.stem != "patch":
         raise CLIError("--on-board: the board trains the patch stem only, not a conv stem; "
                        "train with --stem conv on the host, then export and flash")
+    if arch.blocks < 1:
+        raise CLIError("--on-board: the board trains models of at least one attention block; "
+                       "train --blocks 0 on the host, then export and flash")
     if arch.log_view:
         raise CLIError("--on-board: the board trains on the values as they are, not their log "
                        "view; train with --log-view on the host, then export and flash")

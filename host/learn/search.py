@@ -408,11 +408,19 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
+# Patch tokens of the stem stage's conv stem alone: PickupGestureWiimoteZ's P6 (61 tokens) on
+# TRAIN folds (docs/search.md, "What was tried"); its heap grows with them (the stem's
+# activations and the Stream's per-token state), ACSF1's P23 is over the 48 KiB already.
+STEM_ALONE_TOKENS = 64
+
+
 def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     """The stem stage: the base, then conv stems (docs/search.md "The conv stem") at the base's
     E, H, L, ff: a stride s in {4, 8} after a patch P that leaves 16 or 32 tokens at the
     attention (`P = ceil(longest / (tokens·s))`), width 8 with dilations 1, 2 or width 16
-    with dilations 2, 4; and the patch stem at the base's sizes when the base is a conv."""
+    with dilations 2, 4; the conv stem alone (no attention block, stride 1: width 8,
+    dilations 2, 4 at the `STEM_ALONE_TOKENS` patch tokens, then the masked pool); and the
+    patch stem at the base's sizes when the base is a conv."""
     longest = int(np.max(data.lengths))
     out = [base, replace(base, stem="patch")]
     for tokens in (16, 32):
@@ -421,6 +429,10 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
             for width, dilations in ((8, (1, 2)), (16, (2, 4))):
                 out.append(replace(base, stem="conv", patch=P, stem_width=width, stem_kernel=5,
                                    stem_stride=stride, stem_dilations=dilations))  # fmt: skip
+    P = max(1, -(-longest // STEM_ALONE_TOKENS))
+    out.append(replace(base, stem="conv", patch=P, stem_width=8, stem_kernel=5, stem_stride=1,
+                       stem_dilations=(2, 4), blocks=0, embed_dim=8,
+                       num_heads=2, ff_dim=16))  # fmt: skip
     return list(dict.fromkeys(out))
 
 

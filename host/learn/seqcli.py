@@ -77,7 +77,8 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
     ts.add_argument("--patch", type=int, metavar="P", help=f"steps per token ({where})")
     ts.add_argument("--embed", type=int, metavar="E", help=f"token width ({where})")
     ts.add_argument("--heads", type=int, metavar="H", help=f"attention heads, E/H each ({where})")
-    ts.add_argument("--blocks", type=int, metavar="L", help=f"attention + ff blocks ({where})")
+    ts.add_argument("--blocks", type=int, metavar="L", help="attention + ff blocks (0: none, "
+                    f"the stem's tokens pooled directly; {where})")  # fmt: skip
     ts.add_argument("--ff", type=int, metavar="F", help=f"feed-forward hidden units ({where})")
     ts.add_argument(
         "--log-view", action="store_true", default=None,
@@ -210,6 +211,11 @@ def _subset(ds: TSDataset, idx: np.ndarray) -> TSDataset:
 # ----------------------------------------------------------------------------- setup
 
 
+def least(field: str) -> int:
+    """The smallest value of an architecture flag: 0 blocks (the stem alone), else 1."""
+    return 0 if field == "blocks" else 1
+
+
 def seq_setup(args: argparse.Namespace, train: TSDataset):
     """`(arch, config, augment, average, distill)`: the dataset's defaults with every flag
     given applied (weight averaging and distillation have no flag: the dataset's default)."""
@@ -230,15 +236,15 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
         if min(given["stem_dilations"]) < 1:
             raise CLIError(f"--stem-dilations {args.stem_dilations}: each must be at least 1")
     for field, flag in ARCH_FLAGS.values():
-        if given.get(field, 1) < 1:
-            raise CLIError(f"{flag} {given[field]}: must be at least 1")
+        if given.get(field, 1) < least(field):
+            raise CLIError(f"{flag} {given[field]}: must be at least {least(field)}")
     arch = replace(d.arch, **given)
     if getattr(args, "log_view", None):
         arch = replace(arch, log_view=True)
     for field, flag in ARCH_FLAGS.values():
         v = getattr(arch, field)
-        if v < 1:
-            raise CLIError(f"{flag} {v}: must be at least 1")
+        if v < least(field):
+            raise CLIError(f"{flag} {v}: must be at least {least(field)}")
     if arch.embed_dim % arch.num_heads:
         raise CLIError(
             f"--embed {arch.embed_dim} is not a multiple of --heads {arch.num_heads}; each head "

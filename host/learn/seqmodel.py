@@ -68,7 +68,7 @@ class SeqAttnConfig:
     patch: int = 10  # P steps a token: 1 s of a 10 Hz IMU window, T=100 -> 10 tokens
     embed_dim: int = 16  # E: two heads of 8, as iris-attn's token width
     num_heads: int = 2  # H
-    blocks: int = 2  # L residual attention + feed-forward blocks
+    blocks: int = 2  # L residual attention + feed-forward blocks (0: the stem's tokens pooled)
     ff_dim: int = 32  # F = 2E hidden units of the feed-forward
     bias: bool = True  # every Dense and the attention projections have biases
     log_view: bool = False  # the input's log view (docs/quantization.md), floor fitted on TRAIN
