@@ -21,6 +21,9 @@ from tinyattn.learn import search as S
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import Augment, Average
 from tinyattn.learn.train import TrainConfig
+from tinyattn.paths import REPO_DIR
+
+RP2040 = REPO_DIR / "host" / "board" / "rp2040.json"  # the Pico table make bench-pico writes
 
 pytestmark = pytest.mark.host
 
@@ -60,9 +63,15 @@ def test_search_one_se_pick_prefers_the_start_then_the_simplest():
 
 def test_search_board_preset_turns_ms_into_macs_and_heap():
     preset = S.BOARDS["rp2040"]  # from the measured Pico table (host/board/rp2040.json)
-    b = S.board_budget("rp2040", 5, S.Budget())
+    b = S.board_budget("rp2040", 5, S.Budget(), heap_given=False)
     assert b.max_macs == int(5_000 / preset.us_per_mac) < S.Budget().max_macs
-    assert b.max_heap == preset.max_heap <= 48 * 1024 and b.max_bytes == 32 * 1024
+    # half the heap free with the runtime and server imported (the Pico table) is the model's
+    # and its Stream's, in place of the default --max-heap; a --max-heap given caps it
+    free = json.loads(RP2040.read_text())["free_heap_runtime"]
+    assert b.max_heap == preset.max_heap == free // 2 > S.Budget().max_heap
+    assert b.max_bytes == 32 * 1024
+    assert S.board_budget("rp2040", 5, S.Budget()).max_heap == S.Budget().max_heap
+    assert S.board_budget("rp2040", 5, S.Budget(max_heap=10**6)).max_heap == preset.max_heap
     # the milliseconds replace the default MAC limit; a --max-macs given caps them
     big = S.board_budget("rp2040", 50, S.Budget(), macs_given=False).max_macs
     assert big == int(50_000 / preset.us_per_mac) > S.Budget().max_macs

@@ -101,7 +101,7 @@ def test_search_cli_refuses_in_one_line(ts_pair, capsys):
 def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tmp_path,
                                                              vboard_factory, mpy):  # fmt: skip
     """`--board rp2040 --max-ms 5`: the pick's MACs × 0.7 µs ≤ 5 ms; its loaded heap, measured
-    under MicroPython (.mpy, viper), within the preset's 48 KiB; it exports, flashes and passes
+    under MicroPython (.mpy, viper), within the preset's heap; it exports, flashes and passes
     parity on a virtual board with every int8 logit exact."""
     from tinyattn.learn.search import BOARDS
 

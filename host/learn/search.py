@@ -99,11 +99,11 @@ class BoardPreset:
 def _measured(name: str) -> BoardPreset:
     """The preset from the board's table that `make bench` measures (tools/bench_pico.py
     writes host/board/NAME.json): µs per MAC of the kernel set the board runs, the most on its
-    golden models of >= 50k MACs, and half the heap free with the runtime and server imported,
-    at most 48 KiB for the model (the rest: the server's line buffer and batches)."""
+    golden models of >= 50k MACs, and half the heap free with the runtime and server imported
+    for the model and its Stream (the other half: the server's line buffer and batches)."""
     t = json.loads((Path(__file__).resolve().parent.parent / "board" / f"{name}.json").read_text())
     p = t["preset"]
-    heap = min(48 * 1024, t["free_heap_runtime"] // 2)
+    heap = t["free_heap_runtime"] // 2
     return BoardPreset(name, p["us_per_mac"], heap, f"{t['board']}: int8 {p['kernels']} "
                        f"kernels, {p['us_per_mac']} µs/MAC on a {p['from_macs']:,}-MAC model; "
                        f"{t['free_heap_runtime']:,} B free with the runtime, {heap} B for the "
@@ -114,17 +114,18 @@ BOARDS = {"rp2040": _measured("rp2040")}
 
 
 def board_budget(board: str | None, max_ms: float | None, budget: Budget,
-                 macs_given: bool = True) -> Budget:
+                 macs_given: bool = True, heap_given: bool = True) -> Budget:
     """`budget` with a board preset applied: `--max-ms` becomes MACs (ms / µs per MAC) and the
-    preset's heap the heap limit, unless given tighter. The milliseconds' MACs replace
-    budget.max_macs when it is the default (`macs_given` False: no `--max-macs` on the command
-    line), else the tighter of the two."""
+    preset's heap the heap limit. Each replaces budget's limit when that is the default
+    (`macs_given`/`heap_given` False: no `--max-macs`/`--max-heap` on the command line), else
+    the tighter of the two is kept."""
     if board is None:
         if max_ms is not None:
             raise ValueError("--max-ms needs --board (the µs per MAC of a board)")
         return budget
     preset = BOARDS[board]
-    out = replace(budget, max_heap=min(budget.max_heap or preset.max_heap, preset.max_heap))
+    heap = budget.max_heap if heap_given and budget.max_heap is not None else preset.max_heap
+    out = replace(budget, max_heap=min(heap, preset.max_heap))
     if max_ms is not None:
         ms_macs = int(max_ms * 1000 / preset.us_per_mac)
         given = out.max_macs if macs_given and out.max_macs is not None else ms_macs
@@ -205,11 +206,9 @@ def data_key(data: Windows) -> str:
     return h.hexdigest()[:16]
 
 
-def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
-    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (an untrained model
-    quantized on a few windows: the blob's size does not depend on the weights' values)."""
-    from tinyattn.board.stream import stream_heap
-    from tinyattn.intmodel.blob import blob_bytes
+def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
+    """The quantized spec of an untrained `arch` on these windows (calibrated on four): its
+    blob has the trained model's size and buffers, which do not depend on the weights' values."""
     from tinyattn.intmodel.quantize import quantize
     from tinyattn.learn.train import TrainResult, npz_model
 
@@ -221,16 +220,28 @@ def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
     few = slice(0, min(4, len(data.X)))
     X = data.X[few, :T]
-    spec = quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
+    return quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
+
+
+def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
+    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`)."""
+    from tinyattn.board.stream import stream_heap
+    from tinyattn.intmodel.blob import blob_bytes
+
+    C = data.X.shape[2]
+    T = default_max_steps(data.lengths, arch.patch)
+    spec = shape_spec(data, arch)
     nbytes = len(blob_bytes(spec))
     S_in = -(-T // arch.patch)
     S, stem = S_in, 0
     if arch.stem == "conv":
         S = -(-S_in // arch.stem_stride)
         stem = S_in * arch.stem_width
-    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, arch.ff_dim, stem, S_in)
+    F = arch.ff_dim if arch.blocks else 0  # no block: no feed-forward buffers (measured)
+    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, F, stem, S_in)
     heap += stream_heap(T, C, S_in, arch.embed_dim)  # the pick streams (flash --app)
-    return {"macs": macs(model.ops), "bytes": nbytes, "heap": heap}
+    ops = build_seq_model(T, C, data.n_classes, arch).ops
+    return {"macs": macs(ops), "bytes": nbytes, "heap": heap}
 
 
 # -- one task: a candidate on one fold -------------------------------------------------------
@@ -410,7 +421,7 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
 
 # Patch tokens of the stem stage's conv stem alone: PickupGestureWiimoteZ's P6 (61 tokens) on
 # TRAIN folds (docs/search.md, "What was tried"); its heap grows with them (the stem's
-# activations and the Stream's per-token state), ACSF1's P23 is over the 48 KiB already.
+# activations and the Stream's per-token state): ACSF1's P23 takes 46,083 B of the 48 KiB.
 STEM_ALONE_TOKENS = 64
 
 

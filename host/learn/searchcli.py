@@ -39,12 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--max-macs", dict(type=int, metavar="N", help="most multiply-accumulates an "
          f"inference (default: {d.max_macs}; with --board and --max-ms: the milliseconds' "
          "MACs, or the tighter of the two when given)")),
-        ("--max-heap", dict(type=int, default=d.max_heap, metavar="B",
-         help=f"most heap of the loaded model and its buffers (default: {d.max_heap})")),
+        ("--max-heap", dict(type=int, metavar="B", help="most heap of the loaded model, its "
+         f"buffers and its Stream (default: {d.max_heap}; with --board: the board's, or the "
+         "tighter of the two when given)")),
         ("--board", dict(choices=sorted(S.BOARDS), help="a board's measured costs (µs per "
          f"MAC, heap): rp2040 = {S.BOARDS['rp2040'].us_per_mac} µs/MAC of the thumb int8 "
          f"kernels on a 125 MHz Cortex-M0+ (make bench), {S.BOARDS['rp2040'].max_heap} B for "
-         "the model")),
+         "the model and its Stream")),
         ("--max-ms", dict(type=float, metavar="MS", help="with --board: most milliseconds an "
          "inference: MS · 1000 / µs per MAC MACs, in place of the default --max-macs (at most "
          "--max-macs when given)")),
@@ -112,8 +113,10 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     train, _, _ = seqcli._split(data, recipe[1])
     given = args.max_macs is not None
     macs = args.max_macs if given else S.Budget().max_macs
-    budget = S.board_budget(args.board, args.max_ms,
-                            S.Budget(args.max_bytes, macs, args.max_heap), given)  # fmt: skip
+    heap_given = args.max_heap is not None
+    heap = args.max_heap if heap_given else S.Budget().max_heap
+    budget = S.board_budget(args.board, args.max_ms, S.Budget(args.max_bytes, macs, heap), given,
+                            heap_given)  # fmt: skip
     engine = S.Engine(jobs=args.jobs, scheduler=args.scheduler)
     if args.scheduler is not None:
         try:
