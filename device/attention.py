@@ -290,8 +290,12 @@ class Model:
     int8 set chosen), float_kernels; seq (op 0 embed), steps (T) and patch (P) of the input
     window (1 and 1 for a non-seq model), input_len (the int8 input buffer: n_features, or
     S*P*C); a seq model with int8 weights also int8_kernels (the INT8 tuple of the set) and
-    embed (its embed step, for run_int8_tokens).
+    embed (its embed step, for the Stream's run_tokens, attention_stream.py).
     """
+
+    # thumb's whole programs as one call (attention_thumb.setup); class attributes, so other
+    # sets add nothing to a model's attribute table (its growth is the load's heap peak)
+    _run1 = _tail1 = None
 
     def __init__(self, src, kernels="auto"):
         if kernels != "auto" and kernels not in _MODULES:
@@ -356,23 +360,13 @@ class Model:
             prog8 = None
             # the window's load: n*C int8, zeros to `end`; [2]: the n the counts are set for
             self._loadp = array.array("i", [self.n_features] * 2 + [0 if self.seq else 1])
-            self._run1 = self._tail1 = None
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
-                self.embed = self._prog8[0]  # run_int8_tokens starts after it
+                self.embed = self._prog8[0]  # the Stream's run_tokens starts after it
                 self._tail8 = self._prog8[1:]
-            if kernels == "thumb":  # it runs a whole program in one call: the steps fused
-                mod = _kernel_module(kernels)
-                self._prog8 = mod.fuse(self._prog8)
-                # every step in assembler: the load, the steps and the argmax in one call
-                self._run1 = mod.whole(self._prog8, self._x8, self._y8, self.n_classes,
-                                       not self.seq)  # fmt: skip
-                if self.seq:
-                    self._tail8 = mod.fuse(self._tail8)
-                    self._tail1 = mod.whole(self._tail8, self._x8, self._y8, self.n_classes,
-                                            False)  # fmt: skip
-                mod = None
+            if kernels == "thumb":  # whole programs in one call (attention_thumb.setup)
+                _kernel_module(kernels).setup(self)
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
             self._outp = array.array("i", [4 * self.n_classes] * 2)
@@ -507,18 +501,6 @@ class Model:
         p[0] = n * self.n_features
         p[1] = S_n * self.patch * self.n_features
         p[2] = n
-
-    def run_int8_tokens(self, out):
-        """run_int8 of a full window (T steps) from its embed output on: the steps after the
-        embed step `embed` = (kernel, window, tokens, W_q, b_q, M, p), on the [S, E] tokens
-        the caller wrote into `tokens` with this model's kernels (`int8_kernels`), e.g. from
-        patch accumulators it keeps. Seq models, int8. Returns the argmax; allocates nothing."""
-        if self._loadp[2] != self.steps:  # the token counts as the last run left them
-            self._window(self.steps)
-        run = self._tail1
-        if run is not None and type(out) is _ARRAY:  # thumb: the steps and the argmax in one
-            return run[0](run[1], 0, out, self._loadp)  # call (no load: xq 0)
-        return self._run8(self._tail8, out)
 
     def _run8(self, prog, out):
         # one unpacking opcode per step, not seven subscripts (x, y, c, p reuse this frame's

@@ -42,7 +42,7 @@ and output o, requant(acc[s, o] + b_q[s, o], M[o], shift, lo, hi), acc[s, o] = s
 xq[s*P*C + i] W_q[o, i]. acc depends on the patch alone: when a patch's P steps are in the ring,
 its E sums go into rows j and S + j of `_sums` [2S, E] (j its ring slot: the window whose oldest
 patch is k reads rows k..k+S-1 in one run). b_q[s] depends on the token's place, so a decision
-requantizes all S*E (cheap) and then runs the rest of the network, Model.run_int8_tokens:
+requantizes all S*E (cheap) and then runs the rest of the network, run_tokens:
 logits bit for bit those of run_int8 on the window. All of it runs on the model's own int8
 kernels (pure, native or viper), `dense` with p = rows, n_in, n_out, shift, lo, hi, bstride:
 - a patch's sums: the embed kernel on its P*C int8 with b = 0, M = 2, shift = 1 and the clamp
@@ -51,7 +51,7 @@ kernels (pure, native or viper), `dense` with p = rows, n_in, n_out, shift, lo, 
 - acc + b_q: dense with 1 input and 1 output per row (W = 1, M = 2, shift = 1), S*E rows;
 - the requantization: dense with n_in = 0 (acc = b), in place, the embed's M, shift, lo, hi.
 `us` then counts the sums of the patches that arrived since the last decision (timed as they
-arrive) plus the requantization and run_int8_tokens. Tables: 8*S*E bytes of sums.
+arrive) plus the requantization and run_tokens. Tables: 8*S*E bytes of sums.
 
 Probabilities without floats (the host runs this same file under CPython, so host and board
 agree on every integer): d_c = max(logits) - logits[c], clamped to 65535; u_c = (d_c*M) >> SH,
@@ -139,6 +139,20 @@ def logit_multiplier(logit_scale):
         if m < 16384:
             return max(m, 1), sh
     raise ValueError("stream: logit_scale %r is too large" % logit_scale)
+
+
+def run_tokens(m, out):
+    """Model m's run_int8 of a full window (T steps) from its embed output on: the steps after
+    the embed step `m.embed` = (kernel, window, tokens, W_q, b_q, M, p), on the [S, E] tokens
+    written into `tokens` with m's kernels (`m.int8_kernels`), here from the patch sums the
+    Stream keeps. Seq models, int8. Returns the argmax; allocates nothing. (Here, not in
+    Model: its bytecode stays off the heap while a model loads without a Stream.)"""
+    if m._loadp[2] != m.steps:  # the token counts as the last run left them
+        m._window(m.steps)
+    run = m._tail1
+    if run is not None and type(out) is array.array:  # thumb: the steps and the argmax in
+        return run[0](run[1], 0, out, m._loadp)  # one call (no load: xq 0)
+    return m._run8(m._tail8, out)
 
 
 class Stream:
@@ -388,7 +402,7 @@ class Stream:
         if self.reuse:
             t0 = ticks_us()
             self._tokens()
-            self.cls = m.run_int8_tokens(logits)
+            self.cls = run_tokens(m, logits)
             self.us = ticks_diff(ticks_us(), t0) + self._us_sums
             self._us_sums = 0
         else:

@@ -1505,6 +1505,18 @@ def _fused(run):
     return (_program, words, run, None, None, None, None)
 
 
+def setup(m):
+    """A Model's int8 programs for this set, here so that a board without it never loads the
+    code: the steps fused (`fuse`), and where every step is an assembler one, the program as
+    one call (`whole`: the load, the steps and the argmax; m._run1, and m._tail1 for
+    the Stream's run_tokens of a seq model)."""
+    m._prog8 = fuse(m._prog8)
+    m._run1 = whole(m._prog8, m._x8, m._y8, m.n_classes, not m.seq)
+    if m.seq:
+        m._tail8 = fuse(m._tail8)
+        m._tail1 = whole(m._tail8, m._x8, m._y8, m.n_classes, False)
+
+
 def whole(prog, x, y, nc, x_words):
     """The fused program `prog` as one call when it is one fused step (every step an assembler
     one): (run, words), where run(words, xq, out, lp) loads lp[0] int8 of xq into x (int32

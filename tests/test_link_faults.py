@@ -186,8 +186,11 @@ def test_link_faults_garbage_lines_and_forged_replies_are_skipped(
     assert len(forged) >= BATCHES[enc]
     # Each forgery is refused: its wrong-CRC line as a damaged reply when it comes before the
     # real reply, else (the reply already taken, its id no longer awaited) as noise, like its
-    # other lines; which one depends on timing, so the two counts are checked together.
-    assert link["damaged_replies"] + link["garbage_lines"] >= 2 * len(forged), link
+    # other lines; which one depends on timing, so the two counts are checked together. The
+    # last request's forged lines can arrive after its reply and after the host's last read
+    # (the run is over: nothing is waited for), so they may go uncounted (seen under load:
+    # 19 of 20); every earlier request's are read before the next reply.
+    assert link["damaged_replies"] + link["garbage_lines"] >= 2 * (len(forged) - 1), link
     print(f"\n{enc}: garbage 0.3/line + {3 * len(forged)} forged lines: {seconds:.1f} s, {link}")
 
 

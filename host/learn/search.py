@@ -340,7 +340,10 @@ class Engine:
                 yield item
         finally:  # a caller that stops early (the time limit) cancels the running tasks,
             with warnings.catch_warnings():  # which joblib warns about: the caller says it
-                warnings.filterwarnings("ignore", r"\d+ tasks which were still being",
+                # "N tasks which were still being processed…", or "N tasks have been
+                # successfully executed but not used. Additionally, …" (a filter matches the
+                # message's start)
+                warnings.filterwarnings("ignore", r"\d+ tasks (which were|have been)",
                                         UserWarning)  # fmt: skip
                 results.close()
 
