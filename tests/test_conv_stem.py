@@ -15,10 +15,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_layers_gradcheck import TOL, numeric_grad, rel_error
-from test_seq_gradcheck import _grads, assert_padding_garbage_changes_nothing, check_seq_layer
+from test_seq_gradcheck import (
+    _grads,
+    assert_padding_garbage_changes_nothing,
+    check_seq_layer,
+    model_gradient_errors,
+)
 
-from tinyattn.learn.losses import softmax_cross_entropy
 from tinyattn.learn.seqlayers import Conv1d, SeqMask
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, macs, param_names
 
@@ -93,22 +96,7 @@ def test_conv_stem_model_gradients_match_central_differences(cfg):
     rng = np.random.default_rng(50)
     model = _model(50, cfg=cfg)
     x, y = rng.normal(size=(4, 9, 2)), rng.integers(0, 3, size=4)
-    _, dlogits = softmax_cross_entropy(model.forward(x, True, LENGTHS), y)
-    dx = model.backward(dlogits)
-    analytic = {k: g.copy() for k, (_, g) in model.named_parameters().items()}
-
-    def loss() -> float:
-        return softmax_cross_entropy(model.forward(x, lengths=LENGTHS), y)[0]
-
-    errors = {"x": rel_error(dx, numeric_grad(loss, x))}
-    model.grad[...] = numeric_grad(loss, model.theta)
-    for key, (_, num) in model.named_parameters().items():
-        if key.endswith(".bk"):
-            assert np.abs(analytic[key]).max() < 1e-12 and np.abs(num).max() < 1e-7
-        else:
-            errors[key] = rel_error(analytic[key], num)
-    bad = {k: v for k, v in errors.items() if not v < TOL}
-    assert not bad, f"gradient check failed: {bad}"
+    errors = model_gradient_errors(model, x, y, LENGTHS)
     assert {"stem0.W", "stem3.b"} <= set(errors)
 
 

@@ -142,11 +142,10 @@ def _perturbed_model(seed: int, steps: int = 7, channels: int = 2, classes: int 
     return model
 
 
-def test_seq_attn_model_gradients_match_central_differences():
-    rng = np.random.default_rng(50)
-    model = _perturbed_model(50)
-    x, y = rng.normal(size=(4, 7, 2)), rng.integers(0, 3, size=4)
-    lengths = LENGTHS
+def model_gradient_errors(model, x, y, lengths) -> dict[str, float]:
+    """Relative errors of the model's analytic gradients (input `x` and every named
+    parameter) against central differences of its loss; asserts each is below TOL. Keys
+    bias `.bk` (softmax-invariant) must be ~0 both ways instead."""
     _, dlogits = softmax_cross_entropy(model.forward(x, True, lengths), y)
     dx = model.backward(dlogits)
     analytic = {k: g.copy() for k, (_, g) in model.named_parameters().items()}
@@ -163,6 +162,14 @@ def test_seq_attn_model_gradients_match_central_differences():
             errors[key] = rel_error(analytic[key], num)
     bad = {k: v for k, v in errors.items() if not v < TOL}
     assert not bad, f"gradient check failed: {bad}"
+    return errors
+
+
+def test_seq_attn_model_gradients_match_central_differences():
+    rng = np.random.default_rng(50)
+    model = _perturbed_model(50)
+    x, y = rng.normal(size=(4, 7, 2)), rng.integers(0, 3, size=4)
+    errors = model_gradient_errors(model, x, y, LENGTHS)
     assert len(errors) == 1 + 3 + 2 * (8 - 1 + 4) + 2  # x, embed W b, pos; blocks; head
 
 
