@@ -72,6 +72,11 @@ HEAP_PY = 110_000
 # server, the Stream takes 13.5 KB: 4.7 KB less, of which 4.5 KB are taken off (96.5 KB).
 HEAP_APP_LESS = 4_500
 _COMPILE_LOCK = threading.Lock()
+# mpy-cross's output of each source already compiled in this process, by (mpy-cross, its
+# size and mtime, arch, name, SHA-256 of the source): a second flash (another board, a
+# resumed on-board run) writes the same bytes without running mpy-cross again
+_COMPILED: dict[tuple, bytes] = {}
+_VERSIONS: dict[tuple, int | None] = {}  # mpy_cross_version's answers
 _PROBE = (
     "import sys, gc; gc.collect(); "
     "print('MPY', getattr(sys.implementation, '_mpy', 0)); "
@@ -238,7 +243,19 @@ def find_mpy_cross() -> str | None:
 
 
 def mpy_cross_version(exe: str) -> int | None:
-    """The .mpy major version this mpy-cross emits ('… mpy-cross emitting mpy v6.3')."""
+    """The .mpy major version this mpy-cross emits ('… mpy-cross emitting mpy v6.3'); asked
+    once a process for each mpy-cross (by path, size and mtime)."""
+    try:
+        stat = os.stat(exe)
+    except OSError:
+        return None
+    key = (exe, stat.st_size, stat.st_mtime_ns)
+    if key not in _VERSIONS:
+        _VERSIONS[key] = _ask_mpy_cross_version(exe)
+    return _VERSIONS[key]
+
+
+def _ask_mpy_cross_version(exe: str) -> int | None:
     try:
         out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -265,7 +282,8 @@ def app_heap_needed(blob, as_mpy: bool, stream: int) -> int:
 
 
 def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Path]:
-    """Compile device sources with mpy-cross for `arch` (None: bytecode only) into out_dir."""
+    """Compile device sources with mpy-cross for `arch` (None: bytecode only) into out_dir
+    (a source compiled before in this process for the same arch: its bytes again, _COMPILED)."""
     exe = find_mpy_cross()
     if exe is None:
         raise CLIError(
@@ -273,19 +291,27 @@ def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Pa
             "flash the .py sources with --py (the board then compiles them: ~40 KB more heap)"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
+    stat = os.stat(exe)
     outs = []
     with _COMPILE_LOCK:  # boards flashed side by side share out_dir
         for src in sources:
             dst = out_dir / (src.stem + ".mpy")
             tmp = dst.with_name(f"{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            march = [f"-march={arch}"] if arch else []
-            res = subprocess.run(
-                [exe, *march, "-s", src.name, "-o", str(tmp), str(src)],
-                capture_output=True, text=True,
-            )  # fmt: skip
-            if res.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                raise CLIError(f"mpy-cross failed on {src.name}: {res.stderr.strip()}")
+            code = src.read_bytes()
+            key = (exe, stat.st_size, stat.st_mtime_ns, arch, src.name,
+                   hashlib.sha256(code).digest())  # fmt: skip
+            if key in _COMPILED:
+                tmp.write_bytes(_COMPILED[key])
+            else:
+                march = [f"-march={arch}"] if arch else []
+                res = subprocess.run(
+                    [exe, *march, "-s", src.name, "-o", str(tmp), str(src)],
+                    capture_output=True, text=True,
+                )  # fmt: skip
+                if res.returncode != 0:
+                    tmp.unlink(missing_ok=True)
+                    raise CLIError(f"mpy-cross failed on {src.name}: {res.stderr.strip()}")
+                _COMPILED[key] = tmp.read_bytes()
             os.replace(tmp, dst)  # a copy in progress keeps reading the file it opened
             outs.append(dst)
     return outs
