@@ -265,8 +265,12 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
 
 
 def _accuracy(result: TrainResult, ds: TSDataset) -> float:
-    xn, n = result.normalize(ds.X, ds.lengths)
-    return float(np.mean(result.model.predict(xn, n) == ds.y)) if len(ds.y) else float("nan")
+    return _rate(result, *result.normalize(ds.X, ds.lengths), ds.y)
+
+
+def _rate(result: TrainResult, xn: np.ndarray, n: np.ndarray, y: np.ndarray) -> float:
+    """The accuracy on windows normalized by `result.normalize` (`xn`, `n`), labels `y`."""
+    return float(np.mean(result.model.predict(xn, n) == y)) if len(y) else float("nan")
 
 
 def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]:
@@ -305,11 +309,14 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
               f"{distill.temperature:g}, alpha {distill.alpha:g})", file=log)  # fmt: skip
     bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
     curves: dict[str, list[float]] = {"loss": [], "train_acc": [], "test_acc": []}
+    inputs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (xn, n, y): train, test
 
     def on_epoch(epoch: int, loss: float, result: TrainResult) -> None:
+        if not inputs:  # the run's standardization and T are fixed: normalize once
+            inputs.extend((*result.normalize(ds.X, ds.lengths), ds.y) for ds in (train, test))
         curves["loss"].append(loss)
-        curves["train_acc"].append(_accuracy(result, train))
-        curves["test_acc"].append(_accuracy(result, test))
+        for key, normalized in zip(("train_acc", "test_acc"), inputs, strict=True):
+            curves[key].append(_rate(result, *normalized))
         bar.set_postfix(loss=f"{loss:.4f}", acc=f"{curves['train_acc'][-1]:.3f}",
                         test=f"{curves['test_acc'][-1]:.3f}", refresh=False)  # fmt: skip
         bar.update()
