@@ -125,6 +125,11 @@ def test_seq_cli_ts_train_test_then_export(capsys, tmp_path, kind):
     train = run(capsys, "train", "--ts", str(ts_train), "--test", str(ts_test), *SMALL,
                 "--out", str(model))  # fmt: skip
     meta = load_model(model).meta
+    if train["average"] == {"swa": 0.0, "ema": 0.0}:  # the last epoch's weights are the model's
+        history = meta["history"]  # the learning curves: one point an epoch, train and test
+        assert len(history["train_acc"]) == len(history["test_acc"]) == train["epochs"]
+        assert history["train_acc"][-1] == train["train_accuracy"]
+        assert history["test_acc"][-1] == train["test_accuracy"]
     assert meta["ts_train"] == str(ts_train.resolve())
     assert meta["ts_test"] == str(ts_test.resolve())
     assert meta["dataset"] == kind and "test_idx" not in meta["train"]
