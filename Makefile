@@ -36,12 +36,16 @@ install-cluster: install  ## add dask.distributed (extra 'cluster') so the searc
 install-peers: install  ## add scikit-learn, sktime and numba (extra 'peers'): the peers bench-accuracy compares
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 
-# The suite runs on every core (pytest-xdist); a real board on TINYATTN_PORT is one board, so
+# The suite runs in parallel (pytest-xdist); a real board on TINYATTN_PORT is one board, so
 # then the tests run in one process. The large fuzz volumes are `make test-fuzz` (CI runs both).
-# worksteal: each worker starts with half the tests in order (a file's tests stay together),
-# and one that runs out takes half of another's queue, so the run does not end with one
-# worker idle while the other still holds queued long tests (xdist's `load` keeps >= 2 each).
-XDIST = $(if $(TINYATTN_PORT),,-n auto --dist worksteal)
+# WORKERS: one and a half per core, because a third of a worker's time is spent waiting, not
+# computing (serial links, virtual boards starting and resetting, timeouts a test provokes):
+# on 2 cores the suite took ~572 CPU-s in 408 s of wall time with 2 workers (70 % busy).
+# worksteal: each worker starts with its share of the tests in order (a file's tests stay
+# together), and one that runs out takes half of another's queue, so the run does not end
+# with one worker idle while another still holds queued long tests.
+WORKERS ?= $(shell $(PYTHON) -c 'import os; n = os.cpu_count() or 1; print(n + (n + 1) // 2)')
+XDIST = $(if $(TINYATTN_PORT),,-n $(WORKERS) --dist worksteal)
 
 test: install  ## run the test suite in parallel (starts virtual boards itself)
 	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated"
