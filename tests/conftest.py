@@ -11,6 +11,8 @@
 - `mpremote` (session): `run(port, *args, timeout=30)` runs the real mpremote CLI.
 - `mpy` (session): the device runtime compiled to .mpy for the MicroPython unix port.
 - `tmp_cwd` (function): the test runs in its own empty working directory (its `tmp_path`).
+- `shared_once` (session): `once(name, make)`, a folder that `make(folder)` fills once for the
+  whole run, even when the tests that need it run in several xdist workers (the others wait).
 Virtual-board fixtures skip with a reason when the MicroPython unix port is not installed.
 """
 
@@ -78,6 +80,34 @@ def tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     reads a model that a previous `make train` left in the checkout nor writes into it."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def shared_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """once(name, make) -> the folder `name` under the run's temporary root, shared by every
+    xdist worker, filled by `make(folder)` in the first worker to ask (under a file lock; the
+    others wait for it, then read what it made). A `make` that raised leaves no mark: the
+    next one tries again."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+    def once(name: str, make: Callable[[Path], None]) -> Path:
+        folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
+        with open(root / f"shared-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not done.exists():
+                    shutil.rmtree(folder, ignore_errors=True)
+                    folder.mkdir()
+                    make(folder)
+                    done.touch()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        return folder
+
+    return once
 
 
 def real_board_problem(port: str, timeout: float = 3.0) -> str | None:

@@ -331,13 +331,16 @@ def _after_epochs(monkeypatch, at: set[int], action) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def clean_run(tmp_path_factory) -> np.ndarray:
-    """theta of a FAULT_EPOCHS on-board run without faults."""
-    tmp = tmp_path_factory.mktemp("clean")
-    with _board(tmp, "flash", ROOMY_HEAP) as vb:
-        code = _train(vb.port, tmp / "clean.npz", "--epochs", str(FAULT_EPOCHS))
-    assert code == 0
-    return load_model(tmp / "clean.npz").model.theta
+def clean_run(shared_once) -> np.ndarray:
+    """theta of a FAULT_EPOCHS on-board run without faults (one run for the whole suite, also
+    when the fault tests run in several workers)."""
+
+    def make(tmp: Path) -> None:
+        with _board(tmp, "flash", ROOMY_HEAP) as vb:
+            code = _train(vb.port, tmp / "clean.npz", "--epochs", str(FAULT_EPOCHS))
+        assert code == 0
+
+    return load_model(shared_once("onboard-clean", make) / "clean.npz").model.theta
 
 
 @pytest.mark.serial
