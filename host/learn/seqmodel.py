@@ -32,6 +32,9 @@ Op list (the contract with the quantizer, blob and device; proposed for docs/mod
 - `conv` {channels C, filters F, kernel K, stride s, dilation d, groups g, relu, bias}:
   params `W [F, (C/g)·K]` (PyTorch's `[F, C/g, K]` flat), `b [F]`; `[B,S,C] -> [B,S',F]`,
   `S' = ceil(S/s)`, centred taps, tokens outside the valid ones read as 0 (seqlayers.py).
+- `batch_norm` {channels, relu} (training only, `stem_norm`): params `gamma [C]`, `beta [C]`;
+  after the conv stem's embedding and each conv, folded into them when training ends
+  (`fold_batch_norm`): never in a model file, a blob or on the board.
 - `attention` {embed_dim, num_heads, bias, residual: true, key_mask: true}: params as the
   existing `attention` op; `x + MHA(x)`, the scores of padded keys are -inf.
 - `ff` {embed_dim E, hidden F, bias, residual: true}: params `W1 [F,E]`, `b1 [F]`, `W2 [E,F]`,
