@@ -188,11 +188,13 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
     argv = ["--patch", "10", "--embed", "8", "--heads", "4", "--blocks", "2", "--ff", "12",
             "--epochs", "3", "--lr", "0.002", "--label-smoothing", "0.05",
             "--shift", "0", "--log-view", "--stem", "conv", "--stem-width", "6",
-            "--stem-kernel", "3", "--stem-stride", "3", "--stem-dilations", "2"]  # fmt: skip
+            "--stem-kernel", "3", "--stem-stride", "3", "--stem-dilations", "2",
+            "--stem-norm"]  # fmt: skip
     s = run(capsys, "train", "--dataset", "basicmotions", *argv, "--out", str(model), "--quiet")
     assert s["arch"] == {"patch": 10, "embed_dim": 8, "num_heads": 4, "blocks": 2, "ff_dim": 12,
                          "bias": True, "log_view": True, "stem": "conv", "stem_width": 6,
-                         "stem_kernel": 3, "stem_dilations": [2], "stem_stride": 3}  # fmt: skip
+                         "stem_kernel": 3, "stem_dilations": [2], "stem_stride": 3,
+                         "stem_norm": True}  # fmt: skip
     assert s["augment"]["shift"] == 0 and s["epochs"] == 3
     train = load_model(model).meta["train"]
     assert (train["lr"], train["label_smoothing"]) == (0.002, 0.05)
@@ -247,6 +249,8 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--dataset", "basicmotions", "--blocks", "0", "--on-board"],
          "at least one attention block"),
         (["--stem", "conv"], "--stem: seq-attn flags"),
+        (["--stem-norm"], "--stem-norm: seq-attn flags"),
+        (["--dataset", "basicmotions", "--stem-norm"], "the batch norm is the conv stem's"),
         (["--dataset", "basicmotions", "--stem-dilations", "1,x"], "integers separated by"),
         (["--dataset", "basicmotions", "--stem", "conv", "--stem-stride", "0"],
          "--stem-stride 0: must be at least 1"),
@@ -303,9 +307,10 @@ def ts_models(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
         if kind == "conv":  # the conv stem: unequal windows, longer TEST ones (T = 20)
             argv += ["--patch", "2", "--stem", "conv", "--stem-width", "4", "--stem-stride",
                      "2", "--stem-dilations", "1,3"]  # fmt: skip
-        if kind == "conv-alone":  # the conv stem alone: no attention block, stride 1
+        if kind == "conv-alone":  # the conv stem alone: no attention block, stride 1, its
+            # batch norm folded into the convs
             argv += ["--patch", "2", "--stem", "conv", "--stem-width", "4", "--stem-stride",
-                     "1", "--stem-dilations", "2,4", "--blocks", "0"]  # fmt: skip
+                     "1", "--stem-dilations", "2,4", "--blocks", "0", "--stem-norm"]  # fmt: skip
         assert cli.main([*argv, "--out", str(model)]) == 0
         assert cli.main(["export", "--model", str(model), "--out", str(blob)]) == 0
         out[kind] = (model, blob, ts_test)

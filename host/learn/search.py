@@ -190,6 +190,7 @@ class Candidate:
         if a.stem == "conv":
             dil = ",".join(str(d) for d in a.stem_dilations)
             view += f" conv{a.stem_width} k{a.stem_kernel} s{a.stem_stride} d{dil}"
+            view += " bn" if a.stem_norm else ""
         return (f"P{a.patch} E{a.embed_dim} H{a.num_heads} L{a.blocks} F{a.ff_dim}{view} | "
                 f"ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} ls{t.label_smoothing:g} | "
                 f"shift{g.shift} scale{g.scale:g} noise{g.noise:g}{stretch} | "
@@ -214,6 +215,7 @@ def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
 
     C = data.X.shape[2]
     T = default_max_steps(data.lengths, arch.patch)
+    arch = replace(arch, stem_norm=False)  # the norms fold into the stem's convs
     model = build_seq_model(T, C, data.n_classes, arch)
     if arch.log_view:  # the floor's bytes: its values do not change the size
         model.ops[0]["log_floor"] = [0.0] * C
@@ -426,6 +428,10 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
 # TRAIN folds (docs/search.md, "What was tried"); its heap grows with them (the stem's
 # activations and the Stream's per-token state): ACSF1's P23 takes 46,083 B of the 48 KiB.
 STEM_ALONE_TOKENS = 64
+# The finer patch tokens of the stem alone with batch norm: ACSF1's P8 (183 tokens), the nearest
+# of this family to the outside experiment's stride-8 conv stem (docs/search.md, "What was
+# tried"); 81 KB of heap there: inside the rp2040 preset's, over the default budget.
+STEM_NORM_TOKENS = 192
 
 
 def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
@@ -433,8 +439,9 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     E, H, L, ff: a stride s in {4, 8} after a patch P that leaves 16 or 32 tokens at the
     attention (`P = ceil(longest / (tokens·s))`), width 8 with dilations 1, 2 or width 16
     with dilations 2, 4; the conv stem alone (no attention block, stride 1: width 8,
-    dilations 2, 4 at the `STEM_ALONE_TOKENS` patch tokens, then the masked pool); and the
-    patch stem at the base's sizes when the base is a conv."""
+    dilations 2, 4 at the `STEM_ALONE_TOKENS` patch tokens, then the masked pool), the same
+    with batch norm in training (`stem_norm`) at those tokens and at `STEM_NORM_TOKENS`; and
+    the patch stem at the base's sizes when the base is a conv."""
     longest = int(np.max(data.lengths))
     out = [base, replace(base, stem="patch")]
     for tokens in (16, 32):
@@ -444,9 +451,13 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
                 out.append(replace(base, stem="conv", patch=P, stem_width=width, stem_kernel=5,
                                    stem_stride=stride, stem_dilations=dilations))  # fmt: skip
     P = max(1, -(-longest // STEM_ALONE_TOKENS))
-    out.append(replace(base, stem="conv", patch=P, stem_width=8, stem_kernel=5, stem_stride=1,
-                       stem_dilations=(2, 4), blocks=0, embed_dim=8,
-                       num_heads=2, ff_dim=16))  # fmt: skip
+    alone = replace(base, stem="conv", patch=P, stem_width=8, stem_kernel=5, stem_stride=1,
+                    stem_dilations=(2, 4), blocks=0, embed_dim=8, num_heads=2, ff_dim=16,
+                    stem_norm=False)  # fmt: skip
+    out.append(alone)
+    if base.bias:  # with batch norm in training, at these tokens and the finer ones
+        fine = max(1, -(-longest // STEM_NORM_TOKENS))
+        out += [replace(alone, stem_norm=True), replace(alone, patch=fine, stem_norm=True)]
     return list(dict.fromkeys(out))
 
 

@@ -99,6 +99,9 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
                     help="conv stem: stride of its first depthwise conv (2): tokens ceil(T/P/S)")
     ts.add_argument("--stem-dilations", metavar="D,D", help="conv stem: one depthwise-separable "
                     "conv per dilation, comma separated (1,2)")  # fmt: skip
+    ts.add_argument("--stem-norm", action="store_true", default=None,
+                    help="conv stem: batch norm in training after its embedding and each conv, "
+                    "folded into them when training ends (docs/search.md)")  # fmt: skip
     ts.add_argument(
         "--shift", type=int, metavar="STEPS",
         help="augmentation: rotate each training window by up to ±STEPS steps (0: off; "
@@ -238,6 +241,10 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
     for field, flag in ARCH_FLAGS.values():
         if given.get(field, 1) < least(field):
             raise CLIError(f"{flag} {given[field]}: must be at least {least(field)}")
+    if getattr(args, "stem_norm", None):
+        if given.get("stem", d.arch.stem) != "conv" or not d.arch.bias:
+            raise CLIError("--stem-norm: the batch norm is the conv stem's; add --stem conv")
+        given["stem_norm"] = True
     arch = replace(d.arch, **given)
     if getattr(args, "log_view", None):
         arch = replace(arch, log_view=True)

@@ -7,6 +7,9 @@ is embedded, mixed by residual attention and feed-forward blocks and pooled:
     PosEmbed       [B, S, E] -> [B, S, E]  x + pos[:S], a learned `pos [S_max, E]`
     Conv1d         [B, S, C] -> [B, S', F] 1-D convolution over tokens (kernel K, stride s,
                                            dilation d, groups g, optional ReLU), S' = ceil(S/s)
+    BatchNorm      [B, S, F] -> [B, S, F]  training only: batch norm over the valid tokens
+                                           (optional ReLU), folded into the layer before it
+                                           when training ends (`seqmodel.fold_batch_norm`)
     ResidualAttention          -> [B, S, E]  x + Attention(x), padded keys masked (layers.py)
     FeedForward    [B, S, E] -> [B, S, E]  x + relu(x @ W1.T + b1) @ W2.T + b2, token-wise
     MaskedAvgPool  [B, S, E] -> [B, E]     mean over the valid tokens only
@@ -261,6 +264,88 @@ class Conv1d(Layer):
         dx = dxp[:, self.pad : self.pad + S]
         if mask is not None:
             dx = dx * mask.tokens[:, :S, None]  # padded tokens do not reach the output
+        return dx
+
+
+BN_EPS = 1e-5  # batch norm's variance epsilon (PyTorch's)
+BN_MOMENTUM = 0.1  # its running statistics: r <- (1 - m)·r + m·batch (PyTorch's)
+
+
+class BatchNorm(Layer):
+    """`[B, S, F] -> [B, S, F]`: `act(gamma·(x - mu)/sqrt(var + eps) + beta)` per channel.
+
+    Training: `mu`, `var` (biased) over the batch's valid tokens (a padded token neither counts
+    nor receives a gradient), and the running statistics move towards them; otherwise the
+    running statistics (`mean`, `var`, not parameters: the model file never holds this layer).
+    `collect = True`: the batch's own statistics become the running ones and are used (one
+    forward over all the training windows gives their exact statistics before the fold).
+    `gamma [F]` (init 1), `beta [F]` (init 0); neither decays (1-D, as biases).
+    """
+
+    uses_mask = True
+
+    def __init__(self, channels: int, relu: bool = False) -> None:
+        super().__init__()
+        self.channels, self.relu = channels, relu
+        self.params["gamma"] = np.ones(channels)
+        self.params["beta"] = np.zeros(channels)
+        self.grads = {name: np.zeros_like(p) for name, p in self.params.items()}
+        self.mean, self.var = np.zeros(channels), np.ones(channels)
+        self.collect = False
+        self._cache: tuple | None = None
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.gamma, self.ggamma = self.params["gamma"], self.grads["gamma"]
+        self.beta, self.gbeta = self.params["beta"], self.grads["beta"]
+
+    def forward(
+        self, x: np.ndarray, training: bool = False, mask: SeqMask | None = None
+    ) -> np.ndarray:
+        B, S, F = x.shape
+        if F != self.channels:
+            raise ValueError(f"batch_norm: {F} channels, the layer takes {self.channels}")
+        w = None if mask is None else mask.tokens[:, :S, None].astype(x.dtype)  # (B, S, 1)
+        if training or self.collect:
+            n = B * S if w is None else float(w.sum())
+            xs = x if w is None else x * w  # padded tokens hold finite values (see above)
+            mu = xs.sum(axis=(0, 1)) / n
+            xc = x - mu
+            xcw = xc if w is None else xc * w
+            var = (xcw * xc).sum(axis=(0, 1)) / n
+            if self.collect:
+                self.mean[...], self.var[...] = mu, var
+            else:
+                m = BN_MOMENTUM
+                unbiased = var * (n / max(n - 1.0, 1.0))
+                self.mean[...] = (1 - m) * self.mean + m * mu
+                self.var[...] = (1 - m) * self.var + m * unbiased
+        else:
+            mu, var = self.mean.astype(x.dtype), self.var.astype(x.dtype)
+            xc = x - mu
+        inv = 1.0 / np.sqrt(var + BN_EPS)
+        xhat = xc * inv
+        y = self.gamma * xhat + self.beta
+        if self.relu:
+            np.maximum(y, 0.0, out=y)
+        self._cache = (xhat, inv, w, y) if training else None
+        return y
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        xhat, inv, w, y = self._need_cache(self._cache)
+        B, S, F = dy.shape
+        if self.relu:
+            dy = dy * (y > 0.0)
+        if w is not None:
+            dy = dy * w  # a padded token's output reaches no logit
+        n = B * S if w is None else float(w.sum())
+        np.sum(dy, axis=(0, 1), out=self.gbeta)
+        np.sum(dy * xhat, axis=(0, 1), out=self.ggamma)
+        dxhat = dy * self.gamma
+        dx = inv * (dxhat - (dxhat.sum(axis=(0, 1)) + xhat * (dxhat * xhat).sum(axis=(0, 1)))
+                    / n)  # fmt: skip
+        if w is not None:
+            dx = dx * w
         return dx
 
 

@@ -32,6 +32,9 @@ Op list (the contract with the quantizer, blob and device; proposed for docs/mod
 - `conv` {channels C, filters F, kernel K, stride s, dilation d, groups g, relu, bias}:
   params `W [F, (C/g)·K]` (PyTorch's `[F, C/g, K]` flat), `b [F]`; `[B,S,C] -> [B,S',F]`,
   `S' = ceil(S/s)`, centred taps, tokens outside the valid ones read as 0 (seqlayers.py).
+- `batch_norm` {channels, relu} (training only, `stem_norm`): params `gamma [C]`, `beta [C]`;
+  after the conv stem's embedding and each conv, folded into them when training ends
+  (`fold_batch_norm`): never in a model file, a blob or on the board.
 - `attention` {embed_dim, num_heads, bias, residual: true, key_mask: true}: params as the
   existing `attention` op; `x + MHA(x)`, the scores of padded keys are -inf.
 - `ff` {embed_dim E, hidden F, bias, residual: true}: params `W1 [F,E]`, `b1 [F]`, `W2 [E,F]`,
@@ -55,7 +58,14 @@ from typing import Any
 import numpy as np
 
 from tinyattn.learn.layers import Layer
-from tinyattn.learn.seqlayers import Conv1d, PatchEmbed, PosEmbed, SeqMask
+from tinyattn.learn.seqlayers import (
+    BN_EPS,
+    BatchNorm,
+    Conv1d,
+    PatchEmbed,
+    PosEmbed,
+    SeqMask,
+)
 from tinyattn.learn.sequential import SEQ_KINDS as SEQ_OPS  # noqa: F401  (the sequence ops)
 from tinyattn.learn.sequential import Sequential
 from tinyattn.learn.sequential import seq_layer_from_op as seq_layer_from_op
@@ -80,6 +90,10 @@ class SeqAttnConfig:
     stem_kernel: int = 5  # K of its depthwise convs
     stem_dilations: tuple[int, ...] = (1, 2)  # one depthwise-separable conv per dilation
     stem_stride: int = 2  # stride of its first depthwise conv (tokens: ceil(S/stride))
+    # conv stem: batch norm in training after its patch embedding and each conv (before the
+    # conv's ReLU), folded into them when training ends (`fold_batch_norm`; docs/search.md
+    # "The conv stem")
+    stem_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.stem not in STEMS:
@@ -87,6 +101,9 @@ class SeqAttnConfig:
         if self.stem == "conv" and not (self.stem_dilations and min(
                 self.stem_width, self.stem_kernel, self.stem_stride, *self.stem_dilations) >= 1):
             raise ValueError("conv stem: width, kernel, stride and dilations must be >= 1")
+        if self.stem_norm and not (self.stem == "conv" and self.bias):
+            raise ValueError("stem_norm: a conv stem with biases (the batch norm folds into "
+                             "them); use --stem conv")  # fmt: skip
 
 
 STEMS = ("patch", "conv")
@@ -115,15 +132,23 @@ def seq_attn_ops(
         {"op": "pos_add", "tokens": tokens, "embed_dim": F},
     ]  # fmt: skip
     if c.stem == "conv":
+        norm = [{"op": "batch_norm", "channels": F, "relu": False}] if c.stem_norm else []
+        ops += norm
         for j, d in enumerate(c.stem_dilations):
             out = E if j == len(c.stem_dilations) - 1 else F
-            ops += [
+            for conv in (
                 {"op": "conv", "channels": F, "filters": F, "kernel": c.stem_kernel,
                  "stride": c.stem_stride if j == 0 else 1, "dilation": d, "groups": F,
                  "relu": False, "bias": c.bias},
                 {"op": "conv", "channels": F, "filters": out, "kernel": 1, "stride": 1,
                  "dilation": 1, "groups": 1, "relu": True, "bias": c.bias},
-            ]  # fmt: skip
+            ):  # fmt: skip
+                if c.stem_norm:  # conv, then the norm and the ReLU
+                    ops += [{**conv, "relu": False},
+                            {"op": "batch_norm", "channels": conv["filters"],
+                             "relu": conv["relu"]}]  # fmt: skip
+                else:
+                    ops.append(conv)
     for _ in range(c.blocks):
         ops += [
             {"op": "attention", "embed_dim": E, "num_heads": c.num_heads, "bias": c.bias,
@@ -144,6 +169,8 @@ def param_names(ops: list[dict[str, Any]]) -> list[str]:
         if kind == "conv":
             names.append(f"stem{conv}")
             conv += 1
+        elif kind == "batch_norm":
+            names.append(f"norm{i}")
         elif kind == "attention":
             names.append(f"block{block}.attn")
         elif kind == "ff":
@@ -278,6 +305,57 @@ class SeqModel(Sequential):
             for name, value, grad in layer.collect_params():
                 out[prefix if name == prefix else f"{prefix}.{name}"] = (value, grad)
         return out
+
+
+def fold_batch_norm(model: SeqModel, x: np.ndarray, lengths: np.ndarray | None) -> SeqModel:
+    """The model without its `batch_norm` ops, the same function in inference: each norm's
+    statistics are those of the normalized windows `x [N, T, C]` with `lengths` (the training
+    windows, one forward), and `gamma·(y - mu)/sqrt(var + eps) + beta` folds into the layer
+    before it: `W·a`, `(b - mu)·a + beta` with `a = gamma/sqrt(var + eps)` (and the
+    positional embedding between an embedding and its norm, `pos·a`); a norm's ReLU becomes
+    that conv's. A model without norms is returned as it is."""
+    norms = [layer for layer in model.layers if isinstance(layer, BatchNorm)]
+    if not norms:
+        return model
+    for layer in norms:
+        layer.collect = True
+    try:
+        model.forward(x, lengths=lengths)
+    finally:
+        for layer in norms:
+            layer.collect = False
+    ops = [dict(op) for op in model.ops if op["op"] != "batch_norm"]
+    out = build_seq_from_ops(ops, dtype=model.dtype)
+    kept = [layer for layer in model.layers if not isinstance(layer, BatchNorm)]
+    for new, old in zip(out.layers, kept, strict=True):
+        for (_, value, _), (_, target, _) in zip(old.collect_params(), new.collect_params(),
+                                                 strict=True):  # fmt: skip
+            target[...] = value
+    pending: list[Layer] = []  # the layers since the last norm: embed (+ pos) or a conv
+    j = 0  # index into out.layers
+    for layer in model.layers:
+        if not isinstance(layer, BatchNorm):
+            pending.append(out.layers[j])
+            j += 1
+            continue
+        a = layer.gamma.astype(np.float64) / np.sqrt(layer.var + BN_EPS)  # (F,)
+        shift = layer.beta - layer.mean * a
+        for target in pending:
+            if isinstance(target, PosEmbed):
+                target.params["pos"][...] *= a
+            elif isinstance(target, (PatchEmbed, Conv1d)):
+                target.params["W"][...] *= a[:, None]
+                target.params["b"][...] = target.params["b"] * a + shift
+                if isinstance(target, Conv1d):
+                    target.relu = layer.relu
+            else:
+                raise ValueError(f"batch_norm after {type(target).__name__}: only after an "
+                                 "embedding or a conv")  # fmt: skip
+        pending = []
+    for i, layer in enumerate(out.layers):  # the ops say the ReLUs the norms gave
+        if isinstance(layer, Conv1d):
+            out.ops[i]["relu"] = bool(layer.relu)
+    return out
 
 
 def build_seq_from_ops(ops: list[dict[str, Any]], seed: int = 0, dtype=np.float64) -> SeqModel:

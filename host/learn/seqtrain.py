@@ -63,7 +63,13 @@ from tinyattn.intmodel.floatref import fit_to_model
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax
-from tinyattn.learn.seqmodel import SeqAttnConfig, SeqModel, build_seq_model, default_max_steps
+from tinyattn.learn.seqmodel import (
+    SeqAttnConfig,
+    SeqModel,
+    build_seq_model,
+    default_max_steps,
+    fold_batch_norm,
+)
 from tinyattn.learn.train import (
     TrainConfig,
     TrainResult,
@@ -353,6 +359,7 @@ def train_seq(
     t0 = time.perf_counter()
     fit_seq(model, x, n, np.asarray(y), config, augment, epoch_done if on_epoch else None,
             average, soft, [t.model for t in teachers] if soft is not None else None)  # fmt: skip
+    result.model = fold_batch_norm(model, x, n)  # the stem's norms into its convs (if any)
     result.seconds = time.perf_counter() - t0 - spent[0] + t_teach
     return result
 

@@ -17,6 +17,7 @@ import numpy as np
 from tinyattn.learn.layers import ActivationLayer, Attention, Dense, GlobalAvgPool, Layer, Reshape
 from tinyattn.learn.myattn import AttnPool, MyAttnFlat
 from tinyattn.learn.seqlayers import (
+    BatchNorm,
     Conv1d,
     FeedForward,
     MaskedAvgPool,
@@ -51,6 +52,8 @@ def seq_layer_from_op(op: dict[str, Any], rng: np.random.Generator) -> Layer:
             return FeedForward(int(op["embed_dim"]), int(op["hidden"]), bias, rng)
         if kind == "masked_pool":
             return MaskedAvgPool()
+        if kind == "batch_norm":  # training only, never in a model file (seqmodel.py)
+            return BatchNorm(int(op["channels"]), bool(op["relu"]))
         if kind == "dense":
             return Dense(int(op["in"]), int(op["out"]), bias, rng)
     except KeyError as exc:

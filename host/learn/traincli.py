@@ -168,7 +168,8 @@ def check_flow(args: argparse.Namespace) -> str:
         flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
         flags += ["--shift"] if args.shift is not None else []
         flags += [flag for flag, dest in (("--stem", "stem"), ("--stem-dilations",
-                  "stem_dilations")) if getattr(args, dest, None) is not None]  # fmt: skip
+                  "stem_dilations"), ("--stem-norm", "stem_norm"))
+                  if getattr(args, dest, None) is not None]  # fmt: skip
         if args.log_view and not args.search and not flags:  # the row models have no log view
             raise CLIError(
                 f"--log-view: the {args.model or 'iris-attn'} model reads its features as "
