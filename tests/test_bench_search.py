@@ -40,3 +40,35 @@ def test_bench_search_table_shows_the_final_seeds_beside_the_written_model():
                           "jobs2": {"seconds": 42, "pick": "a"}}}  # fmt: skip
     table = bs.format_table(result)
     assert "5 seeds [min, max]" in table and "0.584 [0.520, 0.640]" in table
+
+
+def test_bench_search_runs_every_search_under_the_budget_given(tmp_path, monkeypatch):
+    seen: list[list[str]] = []
+    pick = {"key": "k", "cost": {"bytes": 1, "heap": 2}}
+    summary = {"test_accuracy": 1.0, "int8_test_accuracy": 1.0, "macs": 3,
+               "search": {"pick": {}, "pick_key": "k", "pick_label": "P1",
+                          "complete": True, "stages": [{"rows": [pick]}],
+                          "cv": {"int8": 1.0, "int8_se": 0.0, "folds": 10}}}  # fmt: skip
+    monkeypatch.setattr(bs, "_train_search", lambda name, flags, work: (seen.append(flags)
+                                                                         or (summary, 60.0)))
+    seeds = {"int8_mean": 1.0, "int8_min": 1.0, "int8_max": 1.0}
+    monkeypatch.setattr(bs, "seed_spread", lambda *a, **k: seeds)
+    monkeypatch.setattr(bs, "parity", lambda work: {"passed": True, "samples": 1,
+                                                    "int8_exact": 1})  # fmt: skip
+    monkeypatch.setattr(bs, "speedup", lambda *a: {"dataset": "trace", "stage": "augment",
+                                                   "speedup": 1.0,
+                                                   "jobs1": {"seconds": 1, "pick": "a"},
+                                                   "jobs2": {"seconds": 1, "pick": "a"}})
+    budget = ("--board", "rp2040", "--max-ms", "50")
+    result = bs.bench_search(("coffee",), peers=False, out_dir=tmp_path, budget=budget)
+    assert seen == [["--jobs", "2", *budget]]
+    assert "tinyattn train --search, --board rp2040 --max-ms 50, --jobs 2" in bs.format_table(
+        result)
+    bs.bench_search(("coffee",), peers=False, out_dir=tmp_path)
+    assert seen[-1] == ["--jobs", "2"]
+
+
+def test_bench_search_board_needs_its_milliseconds(capsys):
+    with pytest.raises(SystemExit):
+        bs.main(["--board", "rp2040"])
+    assert "--board and --max-ms go together" in capsys.readouterr().err

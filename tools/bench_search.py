@@ -22,7 +22,8 @@ Trace, PickupGestureWiimoteZ, ACSF1), in one run:
   `--jobs 2`, each in a fresh cache, wall time side by side (the same pick: the search is
   deterministic whatever the number of workers).
 
-    nice .venv/bin/python -m tools.bench_search [--dataset NAME ...] [--no-peers] [--json]
+    nice .venv/bin/python -m tools.bench_search [--dataset NAME ...] [--board rp2040 --max-ms 50]
+        [--no-peers] [--json]      # --board: every search under that preset, not the default
 """
 
 from __future__ import annotations
@@ -119,13 +120,14 @@ def parity(work: Path) -> dict[str, Any]:
     return {k: s[k] for k in ("passed", "samples", "int8_exact")}
 
 
-def ours(name: str, jobs: int, out_dir: Path) -> dict[str, Any]:
-    """The search of `name` in a fresh `out_dir/name` (its cache, the pick's model file and
-    blob stay there), then the pick on a virtual board."""
+def ours(name: str, jobs: int, out_dir: Path, budget: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The search of `name` (under the `budget` flags of `train`, e.g. `--board rp2040
+    --max-ms 50`; none: the default budget) in a fresh `out_dir/name` (its cache, the pick's
+    model file and blob stay there), then the pick on a virtual board."""
     work = out_dir / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    s, wall = _train_search(name, ["--jobs", str(jobs)], work)
+    s, wall = _train_search(name, ["--jobs", str(jobs), *budget], work)
     seeds = seed_spread(name, s["search"]["pick"], jobs)
     try:
         board = parity(work)
@@ -158,14 +160,17 @@ def speedup(name: str, stage: str) -> dict[str, Any]:
 
 
 def bench_search(datasets=DATASETS, peers: bool = True, jobs: int = 2, progress=None,
-                 out_dir: Path = OUT_DIR) -> dict[str, Any]:  # fmt: skip
-    """`{"jobs", "problems": {name: {"n_test", "ours", "peers"}}, "speedup"}`."""
-    out: dict[str, Any] = {"jobs": jobs, "cores": len(os.sched_getaffinity(0)), "problems": {}}
+                 out_dir: Path = OUT_DIR,
+                 budget: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    """`{"jobs", "budget", "problems": {name: {"n_test", "ours", "peers"}}, "speedup"}`;
+    `budget`: `train`'s budget flags for every problem's search (none: the default budget)."""
+    out: dict[str, Any] = {"jobs": jobs, "cores": len(os.sched_getaffinity(0)),
+                           "budget": list(budget), "problems": {}}  # fmt: skip
     for name in datasets:
         if progress:
-            progress(f"{name}: tinyattn train --search --jobs {jobs}")
+            progress(f"{name}: tinyattn train --search --jobs {jobs} {' '.join(budget)}".rstrip())
         train, test = load_ts_dataset(name, "train"), load_ts_dataset(name, "test")
-        entry: dict[str, Any] = {"n_test": len(test.y), "ours": ours(name, jobs, out_dir),
+        entry: dict[str, Any] = {"n_test": len(test.y), "ours": ours(name, jobs, out_dir, budget),
                                  "peers": {}}
         for peer, (fn, modules) in PEERS.items() if peers else ():
             missing = [m for m in modules if importlib.util.find_spec(m) is None]
@@ -194,9 +199,11 @@ def format_table(result: dict[str, Any]) -> str:
             f"{'blob B':>8}{'MACs':>8}"
             f"{'min':>6}" + "".join(f"{n.split(' (')[0].split(' +')[0]:>13}"
                                     for n in names))  # fmt: skip
+    budget = " ".join(result.get("budget", ()))
+    budget = budget or "default budget (32 KiB blob, 150k MACs, 48 KiB heap)"
     lines = [
-        f"tinyattn train --search, default budget (32 KiB blob, 150k MACs, 48 KiB heap), "
-        f"--jobs {result['jobs']} on {result['cores']} cores, fresh cache; TEST read once. "
+        f"tinyattn train --search, {budget}, --jobs {result['jobs']} on {result['cores']} "
+        "cores, fresh cache; TEST read once. "
         "Peers on the same split, same run.",
         head,
     ]
@@ -240,10 +247,16 @@ def main(argv: list[str] | None = None) -> int:
                                      "next to peers on the same split")  # fmt: skip
     parser.add_argument("--dataset", choices=DATASETS, action="append", help="default: all six")
     parser.add_argument("--jobs", type=int, default=2, help="workers of each search (default 2)")
+    parser.add_argument("--board", help="every search under this board preset (with --max-ms; "
+                        "default: the default budget)")
+    parser.add_argument("--max-ms", type=float, help="the preset's milliseconds per inference")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = bench_search(args.dataset or DATASETS, not args.no_peers, args.jobs,
+    if (args.board is None) != (args.max_ms is None):
+        parser.error("--board and --max-ms go together (e.g. --board rp2040 --max-ms 50)")
+    budget = ("--board", args.board, "--max-ms", f"{args.max_ms:g}") if args.board else ()
+    result = bench_search(args.dataset or DATASETS, not args.no_peers, args.jobs, budget=budget,
                           progress=lambda what: print(f"  {what} ...", file=sys.stderr,
                                                       flush=True))  # fmt: skip
     print(json.dumps(result, indent=1) if args.json else format_table(result))
