@@ -42,6 +42,8 @@
   MACs, CV estimate, minutes, next to MiniRocket, 1-NN DTW and logistic regression on the same
   split in the same run; then `--jobs 1` vs `--jobs 2` on one stage (tools/bench_search.py).
   `make bench-accuracy` runs it with `--accuracy`; `--write FILE` replaces only its section.
+  `--search-board rp2040 --search-max-ms 50` runs every search under that preset instead, its
+  table a section of its own (`make bench-accuracy SEARCH_BUDGET="..."`).
 Speed targets are met here, never in unit tests: shared machines are noisy. Nothing is
 written unless `--write FILE` is given (`make bench` passes `--write docs/benchmarks.md`, the
 tracked table with the machine it ran on). `--device` and `--link` read the blob with the host
@@ -87,6 +89,16 @@ SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same
 STREAM_TITLE = "Stream (BasicMotions TEST as one live stream, the app on a virtual board)"
 PICO_TITLE = "Pico (emulated RP2040, rp2 firmware; µs on the board's own clock)"
 SEARCH_TITLE = "Model search on the development problems (peers on the same split, same run)"
+
+
+def search_title(budget=()) -> str:
+    """The search section's title: SEARCH_TITLE under the default budget, else the preset's own
+    (`--board rp2040 --max-ms 50`), so a preset's table stands beside the default budget's."""
+    if not budget:
+        return SEARCH_TITLE
+    flags = dict(zip(budget[::2], budget[1::2]))
+    return (f"Model search on the development problems, {flags['--board']} preset at "
+            f"{flags['--max-ms']} ms (peers on the same split, same run)")  # fmt: skip
 
 
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
@@ -306,6 +318,11 @@ EXTRAS = {
 }
 
 
+def extra_of(title: str) -> str:
+    """What a run lacked to measure the section `title` whole (every search table: the peers)."""
+    return EXTRAS[SEARCH_TITLE if title.startswith("Model search") else title]
+
+
 def skipped_sections(result: dict[str, Any]) -> set[str]:
     """The titles of the sections this run measured only in part: an optional extra (PyTorch,
     scikit-learn, sktime) was not installed, so some of their rows are "skipped" or "—"."""
@@ -319,7 +336,7 @@ def skipped_sections(result: dict[str, Any]) -> set[str]:
         out.add(SEQ_TITLE)
     found = result.get("search", {}).get("problems", {}).values()
     if any("skipped" in p for e in found for p in e["peers"].values()):
-        out.add(SEARCH_TITLE)
+        out.add(search_title(result["search"].get("budget", ())))
     return out
 
 
@@ -365,8 +382,8 @@ def keep_measured(
             body = committed[title]
             mark = f"(kept from the run{when}: "
             if mark not in body:
-                body += f"\n{mark}later runs lacked {EXTRAS[title]})"
-            notes.append(f"kept the committed '{title}': this run lacked {EXTRAS[title]}")
+                body += f"\n{mark}later runs lacked {extra_of(title)})"
+            notes.append(f"kept the committed '{title}': this run lacked {extra_of(title)}")
         out.append((title, body))
     measured = {title for title, _ in sections}  # a section this run did not measure stays
     out += [(t, b) for t, b in committed.items() if t != "Summary" and t not in measured]
@@ -484,6 +501,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and its --jobs 1 vs 2 speed-up (~40 min on 2 cores; not part of --all)",
     )  # fmt: skip
     parser.add_argument(
+        "--search-board", metavar="NAME",
+        help="--search under this board preset (with --search-max-ms; e.g. rp2040) in place "
+        "of the default budget; its table is a section of its own",
+    )  # fmt: skip
+    parser.add_argument("--search-max-ms", type=float, metavar="MS",
+                        help="the --search-board preset's milliseconds per inference (e.g. 50)")
+    parser.add_argument(
         "--pico", action="store_true",
         help="the int8 kernel sets and the stream on an emulated Pico (../shared/boards), on "
         "its own clock; writes host/board/rp2040.json (the rp2040 search preset)",
@@ -505,6 +529,13 @@ def check_blob(path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if (args.search_board is None) != (args.search_max_ms is None):
+        raise CLIError("--search-board and --search-max-ms go together "
+                       "(e.g. --search --search-board rp2040 --search-max-ms 50)")  # fmt: skip
+    budget = (("--board", args.search_board, "--max-ms", f"{args.search_max_ms:g}")
+              if args.search_board else ())  # fmt: skip
+    if budget and not args.search:
+        raise CLIError("--search-board: the budget of --search; add --search")
     chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "pico", "search")
               if getattr(args, k)}  # fmt: skip
     if args.all or not chosen:
@@ -584,8 +615,9 @@ def main(args: argparse.Namespace) -> int:
 
         print("\n== search: tinyattn train --search on the development problems, vs peers "
               "(~40 min) ...", flush=True)  # fmt: skip
-        result["search"] = bench_search(progress=lambda what: print(f"  {what}", flush=True))
-        sections.append((SEARCH_TITLE, search_table(result["search"])))
+        result["search"] = bench_search(progress=lambda what: print(f"  {what}", flush=True),
+                                        budget=budget)  # fmt: skip
+        sections.append((search_title(budget), search_table(result["search"])))
         print(sections[-1][1], flush=True)
     if needs_blob:
         result["blob_bytes"] = args.blob.stat().st_size
@@ -612,7 +644,7 @@ def main(args: argparse.Namespace) -> int:
         committed, notes = read_doc(args.write)[0], []
         for title, body in sections:
             if title in skipped_sections(result) and committed.get(title):
-                notes.append(f"kept the committed '{title}': this run lacked {EXTRAS[title]}")
+                notes.append(f"kept the committed '{title}': this run lacked {extra_of(title)}")
                 continue  # never a measured section replaced by a partial one
             update_doc_section(args.write, title, body + run)
         if "stream" in chosen:  # its summary rows too (the accuracy rows stay as committed)

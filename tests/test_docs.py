@@ -205,8 +205,41 @@ def test_docs_bench_search_section_kept_by_runs_that_do_not_measure_it(tmp_cwd, 
     assert f"## {bench.SEARCH_TITLE}\n```\ntrace 1.000 measured\n```" in text, text
     assert "PyTorch 0.766" in text  # the full run's own sections are written
     no_peers = {"problems": {"trace": {"peers": {"1-NN DTW": {"skipped": "sktime"}}}}}
-    monkeypatch.setattr(bs, "bench_search", lambda progress=None: no_peers)
+    monkeypatch.setattr(bs, "bench_search", lambda progress=None, budget=(): no_peers)
     monkeypatch.setattr(bs, "format_table", lambda r: "trace 0.5 1-NN DTW skipped")
     assert cli.main(["bench", "--search", "--write", str(doc)]) == 0  # no summary row: none
     text = doc.read_text()
     assert "trace 1.000 measured" in text and "skipped" not in text
+
+
+def test_docs_bench_search_under_a_preset_is_a_section_beside_the_default_budgets(
+        tmp_cwd, monkeypatch):  # fmt: skip
+    """`bench --search --search-board rp2040 --search-max-ms 50` runs every search under the
+    preset and writes its table under its own title: the default budget's section stays."""
+    import tools.bench_search as bs
+
+    doc = tmp_cwd / "docs" / "benchmarks.md"
+    doc.parent.mkdir()
+    doc.write_text(f"# Benchmarks\n\n## {bench.SEARCH_TITLE}\n```\ntrace 1.000 default\n```\n")
+    seen = []
+    measured = {"budget": ["--board", "rp2040", "--max-ms", "50"],
+                "problems": {"trace": {"peers": {"1-NN DTW": {"float": 1.0}}}}}
+    monkeypatch.setattr(bs, "bench_search",
+                        lambda progress=None, budget=(): seen.append(budget) or measured)
+    monkeypatch.setattr(bs, "format_table", lambda r: "trace 0.990 under the preset")
+    argv = ["bench", "--search", "--search-board", "rp2040", "--search-max-ms", "50"]
+    assert cli.main([*argv, "--write", str(doc)]) == 0
+    assert seen == [("--board", "rp2040", "--max-ms", "50")]
+    text = doc.read_text()
+    title = "Model search on the development problems, rp2040 preset at 50 ms"
+    assert f"## {bench.SEARCH_TITLE}\n```\ntrace 1.000 default\n```" in text, text
+    assert f"## {title} (peers on the same split, same run)\n```\ntrace 0.990 under" in text
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--search", "--search-board", "rp2040"], "--search-board and --search-max-ms go together"),
+    (["--search-board", "rp2040", "--search-max-ms", "50"], "the budget of --search"),
+])  # fmt: skip
+def test_docs_bench_search_budget_flags_refused_alone(argv, said, capsys):
+    assert cli.main(["bench", *argv]) == 2
+    assert said in capsys.readouterr().err
