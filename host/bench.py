@@ -96,7 +96,7 @@ def search_title(budget=()) -> str:
     (`--board rp2040 --max-ms 50`), so a preset's table stands beside the default budget's."""
     if not budget:
         return SEARCH_TITLE
-    flags = dict(zip(budget[::2], budget[1::2]))
+    flags = dict(zip(budget[::2], budget[1::2], strict=True))
     return (f"Model search on the development problems, {flags['--board']} preset at "
             f"{flags['--max-ms']} ms (peers on the same split, same run)")  # fmt: skip
 
