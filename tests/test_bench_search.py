@@ -72,3 +72,26 @@ def test_bench_search_board_needs_its_milliseconds(capsys):
     with pytest.raises(SystemExit):
         bs.main(["--board", "rp2040"])
     assert "--board and --max-ms go together" in capsys.readouterr().err
+
+
+def test_bench_search_gap_to_minirocket_is_signed_with_two_decimals():
+    """The mean of (MiniRocket − ours) over the problems: a problem above MiniRocket lowers it,
+    and two decimals tell 3.03 from a target of 3 (one decimal would print 3.0)."""
+    seeds = {"int8_mean": 0.7, "int8_min": 0.7, "int8_max": 0.7}
+
+    def problem(ours_int8, minirocket):
+        ours = {"int8": ours_int8, "float": ours_int8, "cv_int8": 0.7, "cv_se": 0.0,
+                "bytes": 1, "macs": 1, "minutes": 1.0, "final_seeds": seeds, "pick": "P1",
+                "complete": True, "parity": {"passed": True, "int8_exact": 1, "samples": 1}}
+        return {"ours": ours, "peers": {name: {"float": v} for name, v in
+                                        zip(bs.PEERS, (minirocket, 0.0), strict=False)}}
+
+    result = {"jobs": 2, "cores": 2,
+              "problems": {"a": problem(0.71, 0.90), "b": problem(0.986, 0.978),
+                           "c": problem(1.0, 1.0)},
+              "speedup": {"dataset": "trace", "stage": "augment", "speedup": 1.0,
+                          "jobs1": {"seconds": 1, "pick": "a"},
+                          "jobs2": {"seconds": 1, "pick": "a"}}}  # fmt: skip
+    gap = 100 * ((0.90 - 0.71) + (0.978 - 0.986) + 0.0) / 3
+    assert f": {gap:.2f} points" in bs.format_table(result)
+    assert f"{gap:.2f}" == "6.07"
