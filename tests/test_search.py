@@ -309,3 +309,24 @@ def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget
     rows = res.stages[0]["rows"]
     assert len(rows) == len(cands) and any("score" in r for r in rows if " conv" in r["label"])
     assert not budget.over(S.cost(data, res.pick.arch))
+
+
+def test_search_runs_arch_first_when_nothing_of_its_first_stage_fits(tmp_path):
+    """A start over the budget (JapaneseVowels' tuned defaults: 59 KB of heap against the
+    default 48 KiB) searched with stages that keep its size (`--search-stages recipe`): the
+    `arch` stage runs first and finds an architecture within the budget, so the search ends
+    in a model, not in "no recipe candidate fits"; a start within the budget runs as asked."""
+    data = _data()
+    big = replace(_start(), arch=SeqAttnConfig(patch=1, embed_dim=24, num_heads=4, blocks=2,
+                                               ff_dim=48))  # fmt: skip
+    fits = replace(_start().arch, patch=2)  # the arch grid's smallest here (P 1 or 2)
+    budget = S.Budget(max_bytes=None, max_macs=None, max_heap=S.cost(data, fits)["heap"])
+    assert budget.over(S.cost(data, big.arch))
+    res = S.search(data, big, budget, k=2, repeats=1, stages=("recipe",), cache_dir=tmp_path,
+                   progress=False)  # fmt: skip
+    assert [st["stage"] for st in res.stages] == ["arch", "recipe"]
+    assert not budget.over(S.cost(data, res.pick.arch))
+    res = S.search(data, _start(), budget, k=2, repeats=1, stages=("recipe",),
+                   cache_dir=tmp_path, progress=False)  # fmt: skip
+    assert [st["stage"] for st in res.stages] == ["recipe"]
+    assert res.pick.arch == _start().arch

@@ -140,6 +140,10 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         raise
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    asked = args.search_stages.split(",")[0]
+    if res.stages and res.stages[0]["stage"] != asked:
+        print(f"search: no {asked} candidate fits the budget (the start is over it), so the "
+              "arch stage ran first to find an architecture within it", file=log)  # fmt: skip
     pick = res.pick
     cv = _score_of(res.stages, pick.key())
     if cv is None:  # the time limit came before any candidate of the first stage was done
