@@ -532,8 +532,9 @@ def main(args: argparse.Namespace) -> int:
     if (args.search_board is None) != (args.search_max_ms is None):
         raise CLIError("--search-board and --search-max-ms go together "
                        "(e.g. --search --search-board rp2040 --search-max-ms 50)")  # fmt: skip
-    budget = (("--board", args.search_board, "--max-ms", f"{args.search_max_ms:g}")
-              if args.search_board else ())  # fmt: skip
+    from tools.bench_search import budget_flags
+
+    budget = budget_flags(args.search_board, args.search_max_ms)
     if budget and not args.search:
         raise CLIError("--search-board: the budget of --search; add --search")
     chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "pico", "search")

@@ -50,6 +50,12 @@ OUT_DIR = Path("build") / "bench-search"  # per problem: its search cache, model
 BOARD_HEAP = "229k"  # the RP2040 preset's free heap at the REPL (docs/search.md)
 
 
+def budget_flags(board: str | None, max_ms: float | None) -> tuple[str, ...]:
+    """`train`'s flags of a board preset's budget (`--board rp2040 --max-ms 50`); none without
+    a board: the default budget."""
+    return ("--board", board, "--max-ms", f"{max_ms:g}") if board else ()
+
+
 def _tinyattn(work: Path, *argv: str) -> tuple[str, float]:
     """`tinyattn ARGV` run in `work`: `(its stdout, wall seconds)`; RuntimeError with its
     stderr when it fails."""
@@ -258,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.board is None) != (args.max_ms is None):
         parser.error("--board and --max-ms go together (e.g. --board rp2040 --max-ms 50)")
-    budget = ("--board", args.board, "--max-ms", f"{args.max_ms:g}") if args.board else ()
+    budget = budget_flags(args.board, args.max_ms)
     result = bench_search(args.dataset or DATASETS, not args.no_peers, args.jobs, budget=budget,
                           progress=lambda what: print(f"  {what} ...", file=sys.stderr,
                                                       flush=True))  # fmt: skip

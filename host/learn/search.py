@@ -553,7 +553,8 @@ def search(
         pick = replace(start, distill=Distill())
     stages = tuple(stages)
     first = stage_candidates(stages[0], data, pick) if stages else []
-    if stages[:1] != ("arch",) and first and all(budget.over(cost(data, c.arch)) for c in first):
+    if stages[:1] != ("arch",) and first and all(
+            budget.over(costs.setdefault(c.arch, cost(data, c.arch))) for c in first):
         # the start is over the budget and the first stage cannot leave its size: the `arch`
         # stage finds an architecture within the budget first
         stages = ("arch", *stages)
