@@ -51,6 +51,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.repeats = 2 if args.repeats is None else args.repeats
     if args.cv < 2 or args.repeats < 1 or args.ensemble < 0:
         p.error("--cv must be at least 2, --repeats at least 1, --ensemble 0 or more")
+    if args.search or args.on_board:
+        p.error("--search and --on-board are tinyattn train's; this tool trains the one "
+                "model the flags give, on the host")
     if args.ts is None and args.dataset in (None, "iris", "wine"):
         p.error("a windows dataset: --dataset NAME (not iris or wine) or --ts TRAIN.ts")
     return args
