@@ -11,7 +11,7 @@ classifies its held-out windows in these ways:
   int8 grid alone costs;
 - `op k (kind)`: ops 0…k run in the integer reference (`intref`), their int8 output
   dequantized with its scale and the float ops k+1… after it;
-- `int8`: the whole integer path (the board's logits).
+- `int8`: the whole integer path (the board's logits: the last op on `op k`'s output).
 
 The columns are the mean accuracy ± its standard error over the folds; `paired` lines give the
 fold-by-fold difference `float − input` and `input − int8` (mean ± standard error). With
@@ -70,7 +70,7 @@ def op_by_op(result, class_names, X_calib, len_calib, X, lengths) -> tuple[list[
     from tinyattn.data.windows import valid_lengths
     from tinyattn.intmodel.floatref import _seq_float_forward as float_forward
     from tinyattn.intmodel.floatref import fit_to_model, seq_float_ops, seq_groups, seq_patches
-    from tinyattn.intmodel.intref import quantize_input, run_seq_int8, seq_op
+    from tinyattn.intmodel.intref import quantize_input, seq_op
     from tinyattn.intmodel.quantize import quantize
     from tinyattn.learn.train import npz_model
 
@@ -101,7 +101,8 @@ def op_by_op(result, class_names, X_calib, len_calib, X, lengths) -> tuple[list[
             h = seq_op(h, op, f"op {k} ({op.kind})")
             s = out_scale(op, s)
             pred[2 + k, idx] = floats(fops[k + 1 :], h * s)
-    pred[-1] = np.argmax(run_seq_int8(spec, xq, nt), axis=1)
+        last = spec.ops[-1]
+        pred[-1, idx] = np.argmax(seq_op(h, last, f"op {len(spec.ops) - 1} ({last.kind})"), axis=1)
     return names, pred
 
 

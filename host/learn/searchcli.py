@@ -129,9 +129,10 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
           f"{args.search_folds}-fold, budget {budget.max_bytes} B / {budget.max_macs} MACs / "
           f"{budget.max_heap} B heap, {args.jobs if args.scheduler is None else 'dask'} "
           f"worker(s); cache {CACHE}/", file=log)  # fmt: skip
+    stages = tuple(args.search_stages.split(","))
     try:
         res = S.search(train, start, budget, k=args.search_folds, repeats=args.search_repeats,
-                       stages=tuple(args.search_stages.split(",")), engine=engine, cache_dir=CACHE,
+                       stages=stages, engine=engine, cache_dir=CACHE,
                        time_limit=None if args.time_limit is None else 60 * args.time_limit,
                        progress=not (args.quiet or args.json))  # fmt: skip
     except KeyboardInterrupt:
@@ -140,9 +141,8 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         raise
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    asked = args.search_stages.split(",")[0]
-    if res.stages and res.stages[0]["stage"] != asked:
-        print(f"search: no {asked} candidate fits the budget (the start is over it), so the "
+    if res.stages and res.stages[0]["stage"] != stages[0]:
+        print(f"search: no {stages[0]} candidate fits the budget (the start is over it), so the "
               "arch stage ran first to find an architecture within it", file=log)  # fmt: skip
     pick = res.pick
     cv = _score_of(res.stages, pick.key())
