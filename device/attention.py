@@ -21,7 +21,8 @@ quantization.md bit for bit with Python ints. float: the same ops on dequantized
 (`W_q·s_w`, `b_q·s_in·s_w`) in array('f'), softmax with math.exp.
 
 Files on the board (each module small enough for MicroPython to compile in a small heap):
-- attention.py: this API (always resident).
+- attention.py: this API (always resident). attention_crc.py: CRC-32 for a port without
+  binascii.crc32 (imported only there).
 - attention_blob.py, attention_tensors.py, attention_ops.py: the blob reader, three phases
   (header/CRC/sections/op records; tensor table/data; op tensors/params/shape chain and the
   small-int budget), every MUST of docs/blob-format.md, BlobError messages as the host
@@ -48,10 +49,10 @@ import gc as _gc
 import math
 import sys
 
-try:
-    from binascii import crc32
+try:  # crc32: the readers' (api.crc32); attention_crc's table version on a port without it
+    from binascii import crc32  # noqa: F401
 except ImportError:  # a port built without binascii.crc32
-    crc32 = None
+    from attention_crc import crc32  # noqa: F401
 
 REMEDY = "re-run 'make export' and 'make flash'"
 # load-time modules: imported by read_blob / Model to load a blob, then dropped again
@@ -81,27 +82,6 @@ class BlobError(ValueError):
     """A blob that cannot be used; the message names the problem and the fix."""
 
 
-_CRC_NIBBLE = (
-    0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4, 0x4DB26158,
-    0x5005713C, 0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C, 0x9B64C2B0, 0x86D3D2D4,
-    0xA00AE278, 0xBDBDF21C,
-)  # fmt: skip
-
-
-def crc32_py(data, crc=0):
-    """CRC-32 (IEEE, as zlib.crc32) of a bytes-like object with a 16-entry nibble table."""
-    crc ^= 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        crc = (crc >> 4) ^ _CRC_NIBBLE[crc & 15]
-        crc = (crc >> 4) ^ _CRC_NIBBLE[crc & 15]
-    return crc ^ 0xFFFFFFFF
-
-
-if crc32 is None:
-    crc32 = crc32_py
-
-
 class Tensor:
     """A tensor of the blob: dtype code, shape tuple, name, flat data array."""
 
@@ -123,11 +103,24 @@ class Op:
         self.t = {}
 
 
-class Blob:
-    """A parsed blob: header fields, class_names, mean / std (array('f')), ops ([Op]); floor
-    (array('f')) when the input has the log view, else None."""
+def _viewed(view, c, f):
+    """Feature f of channel c through the blob's input view (docs/quantization.md "Input
+    view"): the log view `log(1 + f - floor)` above the floor, else 0; the clip view f
+    clipped to [lo, hi]."""
+    if view[0] == 1:
+        f -= view[1][c]
+        return math.log(1.0 + f) if f > 0 else 0.0
+    lo = view[1][c]
+    hi = view[2][c]
+    return lo if f < lo else hi if f > hi else f
 
-    def __init__(self, version, quantized, F, C, s_in, s_logit, names, mean, std, floor, ops):
+
+class Blob:
+    """A parsed blob: header fields, class_names, mean / std (array('f')), ops ([Op]); view
+    None (raw input), (1, floor) for the log view or (2, lo, hi) for the clip view, each an
+    array('f') of F."""
+
+    def __init__(self, version, quantized, F, C, s_in, s_logit, names, mean, std, view, ops):
         self.version = version
         self.quantized = quantized
         self.n_features = F
@@ -137,7 +130,7 @@ class Blob:
         self.class_names = names
         self.mean = mean
         self.std = std
-        self.floor = floor
+        self.view = view
         self.ops = ops
         self.bufs = None  # the programs' buffers, when read_blob allocated them (buffers=)
 
@@ -332,7 +325,7 @@ class Model:
         self.seq = blob.ops[0].code == 7  # op 0 embed: input windows of n <= T steps
         self.kernels = kernels if blob.quantized else None
         self.float_kernels = float_set
-        self._norm = (blob.mean, blob.std, blob.floor)  # floor None: no log view
+        self._norm = (blob.mean, blob.std, blob.view)  # view None: the raw values
         self._prog8 = None
         self._loadp = None  # the int8 path's load sizes (None: float32 weights only)
         loaded = [name for name in _READER if name in sys.modules]
@@ -416,7 +409,7 @@ class Model:
             xq = _zeros("b", self.input_len)
         elif len(xq) < nf:
             raise ValueError("quantize: xq holds %d int8, the window needs %d" % (len(xq), nf))
-        mean, std, floor = self._norm
+        mean, std, view = self._norm
         s_in = self.input_scale
         C = self.n_features
         c = 0
@@ -427,9 +420,8 @@ class Model:
                     "features must be finite numbers, not NaN or inf (feature %d is %r)"
                     % (first + i, f)
                 )
-            if floor is not None:  # the log view
-                f -= floor[c]
-                f = math.log(1.0 + f) if f > 0 else 0.0
+            if view:
+                f = _viewed(view, c, f)
             t = (f - mean[c]) / std[c] / s_in + 0.5
             c += 1
             if c == C:
@@ -531,7 +523,7 @@ class Model:
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
         x = self._xf
-        mean, std, floor = self._norm
+        mean, std, view = self._norm
         C = self.n_features
         c = 0
         for i in range(nf):
@@ -541,9 +533,8 @@ class Model:
                     "features must be finite numbers, not NaN or inf (feature %d is %r)"
                     % (first + i, f)
                 )
-            if floor is not None:  # the log view
-                f -= floor[c]
-                f = math.log(1.0 + f) if f > 0 else 0.0
+            if view:
+                f = _viewed(view, c, f)
             x[i] = (f - mean[c]) / std[c]
             c += 1
             if c == C:

@@ -30,6 +30,7 @@ _ALIGN = const(4)
 _MIN_FILE = const(36)  # header + CRC
 _FLAG_QUANTIZED = const(1)
 _FLAG_FLOAT32 = const(2)
+_VIEW_PARTS = ((), ("log floor",), ("clip low", "clip high"))  # input_view 0, 1, 2: its sections
 
 def op_table():
     """opcode -> name, iparams, fparams, shift iparams (1..30), multiplier iparams (0..32767);
@@ -132,8 +133,8 @@ def read_records(api, mv, source):
     if flags != _FLAG_QUANTIZED and flags != _FLAG_FLOAT32:
         raise fail("unknown flags 0x%04x (exactly one of bit 0, bit 1 must be set)" % flags)
     quantized = flags == _FLAG_QUANTIZED
-    if view != 0 and view != 1:
-        raise fail("unknown input view %d (0 raw, 1 log)" % view)
+    if view != 0 and view != 1 and view != 2:
+        raise fail("unknown input view %d (0 raw, 1 log, 2 clip)" % view)
     if F < 1 or C < 1:
         raise fail("n_features %d and n_classes %d must be >= 1" % (F, C))
     if not 1 <= n_ops <= 64:
@@ -195,12 +196,18 @@ def read_records(api, mv, source):
     for i in range(F):
         if not std[i] > 0:
             raise fail("norm std has a value <= 0 (must be > 0)")
-    floor = None
-    if view == 1:
-        floor = _array("f", take(4 * F, "log floor"))
+    code = view  # the view: None, (1, floor) or (2, lo, hi)
+    view = (code,) if code else None
+    for what in _VIEW_PARTS[code]:
+        a = _array("f", take(4 * F, what))
         for i in range(F):
-            if not _finite(floor[i]):
-                raise fail("log floor contains NaN or infinity")
+            if not _finite(a[i]):
+                raise fail("%s contains NaN or infinity" % what)
+        view += (a,)
+    if code == 2:
+        for i in range(F):
+            if not view[1][i] <= view[2][i]:
+                raise fail("clip low has a value above clip high (must be <= high)")
 
     ops = []
     for k in range(n_ops):
@@ -232,6 +239,6 @@ def read_records(api, mv, source):
                 raise fail("op %d (%s) refers to tensor %d, only %d" % (k, name, t, n_tensors))
         ops.append((op, refs))
 
-    blob = api.Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, floor,
+    blob = api.Blob(FORMAT_VERSION, quantized, F, C, s_in, s_logit, names, mean, std, view,
                     None)  # fmt: skip
     return blob, ops, n_tensors, pos, end, (OPS, DTYPES)

@@ -25,7 +25,7 @@ from binascii import b2a_base64
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
-    from attention import crc32_py as crc32
+    from attention_crc import crc32
 
 _LINE_BYTES = 384  # most step bytes a line carries (512 base64 characters)
 

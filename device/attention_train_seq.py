@@ -83,7 +83,7 @@ import attention_train as at
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32: the runtime's table version
-    from attention import crc32_py as crc32
+    from attention_crc import crc32
 
 WINDOWS_MAGIC = b"TAWF"
 _WINDOWS_HEADER = "<4sHHIII"  # magic, version, flags, N, T, C

@@ -53,7 +53,7 @@ from array import array
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32: the runtime's table version
-    from attention import crc32_py as crc32
+    from attention_crc import crc32
 
 try:
     from micropython import const

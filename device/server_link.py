@@ -27,7 +27,7 @@ from binascii import a2b_base64
 try:
     from binascii import crc32
 except ImportError:  # a port built without binascii.crc32
-    from attention import crc32_py as crc32
+    from attention_crc import crc32
 
 try:
     from micropython import const

@@ -57,6 +57,7 @@ import numpy as np
 
 from tinyattn import remedy
 from tinyattn.atomic import current_umask
+from tinyattn.data.windows import model_view, view_text
 from tinyattn.errors import CLIError
 from tinyattn.intmodel.blob import Blob, read_blob
 from tinyattn.intmodel.floatref import (
@@ -545,6 +546,7 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("dataset", f"{s['dataset']} ({n} samples, {n_test} in the test split)"),
         ("parameters", str(s["params"])),
         *([("stem", s["stem"])] if s.get("stem") else []),
+        *([("input view", s["input_view"])] if s.get("input_view") else []),
         ("float64 test accuracy", _pct(s["float_test_accuracy"])),
         ("int8 test accuracy", _pct(s["int8_test_accuracy"])),
         ("int8/float argmax agreement", "n/a" if agree is None else f"{agree}/{n}"),
@@ -880,6 +882,7 @@ def write_report(
             "dataset": meta.get("dataset"),
             "params": mf.model.n_params,
             "stem": stem_text(mf.ops) if mf.is_seq else None,
+            "input_view": view_text(model_view(mf.ops)) if mf.is_seq else None,
             "n_samples": N,
             "test_samples": len(test_idx),
             "float_test_accuracy": _accuracy(pred_float, y, test_idx),

@@ -246,7 +246,7 @@ def test_blob_crc_mismatch_message(ref_bytes):
         (20, "<f", 0.0, "input_scale"),
         (24, "<f", float("nan"), "logit_scale"),
         (28, "<H", 2000, "names_len"),
-        (30, "<H", 2, "unknown input view 2 (0 raw, 1 log)"),
+        (30, "<H", 3, "unknown input view 3 (0 raw, 1 log, 2 clip)"),
         (14, "<H", 4, "class names"),
     ],
 )

@@ -192,10 +192,14 @@ def test_device_cpython_malformed_input_types_raise_value_error(attention):
 
 
 def test_device_cpython_crc32_fallback_equals_zlib(attention):
+    import attention_crc  # the port-without-binascii fallback, imported only there
+
     rng = np.random.default_rng(0)
     for n in (0, 1, 3, 255, 1880):
         data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-        assert attention.crc32_py(data) == zlib.crc32(data)
+        assert attention_crc.crc32(data) == zlib.crc32(data)
+        assert attention_crc.crc32(data[n // 2 :], attention_crc.crc32(data[: n // 2])) == (
+            zlib.crc32(data))  # continued, as binascii.crc32(data, crc)
     assert attention.crc32(b"tinyattn") == zlib.crc32(b"tinyattn")
 
 

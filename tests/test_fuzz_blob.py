@@ -89,7 +89,8 @@ def fields(data: bytes) -> list[tuple[str, int, str]]:
            ("names_len", 28, "<H"), ("input_view", 30, "<H")]  # fmt: skip
     F, _, n_ops, n_tensors = struct.unpack_from("<4H", data, 12)
     names_len, view = struct.unpack_from("<2H", data, 28)
-    pos = 32 + names_len + (-names_len) % 4 + (12 if view == 1 else 8) * F  # norm, log floor
+    pos = 32 + names_len + (-names_len) % 4 + (8 + 4 * view) * F  # norm, the view's
+    # parameters (0 raw, 1 log: floor, 2 clip: low and high)
     for k in range(n_ops):
         _, nt, ni, nf = data[pos : pos + 4]
         out += [(f"op{k}.opcode", pos, "B"), (f"op{k}.n_tensors", pos + 1, "B"),
@@ -287,7 +288,8 @@ PROBLEMS = [
     ("CRC mismatch", "CRC mismatch"), ("truncated", "truncated"),
     ("file size mismatch", "file size mismatch"), ("is not a multiple of 4", "size not aligned"),
     ("unknown flags", "unknown flags"), ("unknown input view", "unknown input view"),
-    ("log floor", "log floor"), ("reserved", "reserved field/opcode"),
+    ("log floor", "log floor"), ("clip low", "clip low"), ("clip high", "clip high"),
+    ("reserved", "reserved field/opcode"),
     ("non-zero padding", "non-zero padding"), ("unknown opcode", "unknown opcode"),
     ("unknown dtype", "unknown dtype"), ("the section ends", "section overrun"),
     ("overlap", "tensors overlap"), ("outside the data section", "data outside section"),

@@ -19,12 +19,13 @@ import numpy as np
 import pytest
 
 from tinyattn.data.timeseries import fit_channel_standardizer, load_ts_dataset
-from tinyattn.data.windows import Windows, fit_log_floor, log_view
+from tinyattn.data.windows import Windows, input_view, view_to_op
 from tinyattn.intmodel.blob import blob_bytes, read_blob
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn import search as S
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps
+from tinyattn.learn.seqtrain import fit_input_view
 from tinyattn.learn.train import TrainConfig
 
 pytestmark = pytest.mark.host
@@ -54,15 +55,14 @@ def _archs(data: Windows) -> list[SeqAttnConfig]:
 
 
 def _model(data: Windows, arch: SeqAttnConfig, seed: int, hot: float):
-    """A random-weight model file of `arch` for `data` (log floor and standardizer of TRAIN)."""
+    """A random-weight model file of `arch` for `data` (input view and standardizer of TRAIN)."""
     from seq_models import model_file
 
-    floor = fit_log_floor(data.X, data.lengths) if arch.log_view else None
-    mean, std = fit_channel_standardizer(log_view(data.X, floor), data.lengths)
+    view = fit_input_view(arch, data.X, data.lengths)
+    mean, std = fit_channel_standardizer(input_view(data.X, view), data.lengths)
     T = default_max_steps(data.lengths, arch.patch)
     model = build_seq_model(T, data.X.shape[2], len(data.class_names), arch, seed=seed)
-    if floor is not None:
-        model.ops[0]["log_floor"] = [float(v) for v in floor]
+    model.ops[0].update(view_to_op(view))
     rng = np.random.default_rng(seed)
     model.theta[:] = rng.normal(0.0, 0.4, size=model.theta.shape)
     state = model.state_dict()

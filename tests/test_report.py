@@ -382,6 +382,17 @@ def test_report_seq_model_draws_attention_over_time_for_test_windows(seq_trained
     assert s["int8_test_accuracy"] == exported["int8_test_accuracy"]
     html = Path(result["html"]).read_text(encoding="utf-8")
     assert "Attention over time, TEST window" in html and "seq-attn" in html
+    assert s["input_view"] == "the values as they are" and "input view" in html
+
+
+def test_report_input_view_text_names_the_view_and_its_parameters():
+    from tinyattn.data.windows import VIEW_CLIP, VIEW_LOG, InputView, view_text
+
+    assert view_text(InputView(VIEW_LOG, ([0.5, -2.0],))) == "log(1 + x - floor), floor 0.5, -2"
+    clip = InputView(VIEW_CLIP, ([-1.352876, 0.0], [1.7462395, 3.0]))
+    assert view_text(clip) == "clip to [-1.353, 1.746]; [0, 3]"
+    six = InputView(VIEW_CLIP, (np.zeros(6), np.ones(6)))
+    assert view_text(six).endswith("[0, 1]; … (6 channels)")
 
 
 def test_report_seq_attention_masks_padded_keys_and_rows_sum_to_one(seq_trained):

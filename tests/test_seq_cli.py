@@ -192,7 +192,8 @@ def test_seq_cli_flags_override_the_dataset_defaults(capsys, tmp_path):
             "--stem-norm"]  # fmt: skip
     s = run(capsys, "train", "--dataset", "basicmotions", *argv, "--out", str(model), "--quiet")
     assert s["arch"] == {"patch": 10, "embed_dim": 8, "num_heads": 4, "blocks": 2, "ff_dim": 12,
-                         "bias": True, "log_view": True, "stem": "conv", "stem_width": 6,
+                         "bias": True, "log_view": True, "clip": 0.0, "stem": "conv",
+                         "stem_width": 6,
                          "stem_kernel": 3, "stem_dilations": [2], "stem_stride": 3,
                          "stem_norm": True}  # fmt: skip
     assert s["augment"]["shift"] == 0 and s["epochs"] == 3
@@ -248,6 +249,9 @@ def test_seq_cli_cv_reads_the_train_file_only(capsys, monkeypatch, tmp_path):
         (["--dataset", "basicmotions", "--stem", "conv", "--on-board"], "not a conv stem"),
         (["--dataset", "basicmotions", "--blocks", "0", "--on-board"],
          "at least one attention block"),
+        (["--dataset", "basicmotions", "--log-view", "--on-board"], "train with --log-view"),
+        (["--dataset", "basicmotions", "--clip-view", "99", "--on-board"],
+         "train with --clip-view"),
         (["--stem", "conv"], "--stem: seq-attn flags"),
         (["--stem-norm"], "--stem-norm: seq-attn flags"),
         (["--dataset", "basicmotions", "--stem-norm"], "the batch norm is the conv stem's"),

@@ -38,6 +38,7 @@ from seq_models import seq_spec
 
 from tinyattn.board.stream import device_modules, host_decisions, replay_bytes
 from tinyattn.data.timeseries import load_ts_dataset
+from tinyattn.data.windows import VIEW_CLIP, VIEW_LOG, InputView
 from tinyattn.intmodel.blob import blob_bytes, read_blob
 from tinyattn.intmodel.intref import quantize_input, run_int8
 
@@ -93,8 +94,11 @@ def test_stream_quantizer_equals_model_quantize(mods):
     attention, attention_stream = mods
     rng = np.random.default_rng(1)
     spec = seq_spec(seed=4)
-    logged = replace(spec, log_floor=np.linspace(-2, 1, len(spec.norm_mean)).astype(np.float32))
-    for data in (BM.read_bytes(), blob_bytes(spec), blob_bytes(logged)):  # raw, log view
+    F = len(spec.norm_mean)
+    logged = replace(spec, view=InputView(VIEW_LOG, (np.linspace(-2, 1, F),)))
+    clip = (np.linspace(-2, -1, F), np.linspace(0, 1, F))  # inside the values' range
+    clipped = replace(spec, view=InputView(VIEW_CLIP, clip))
+    for data in (BM.read_bytes(), blob_bytes(spec), blob_bytes(logged), blob_bytes(clipped)):
         m = attention.Model(data, kernels="pure")
         s = attention_stream.Stream(m, HOP)
         C = m.n_features

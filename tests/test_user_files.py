@@ -66,10 +66,11 @@ def test_train_refuses_duplicate_column_names(capsys, tmp_cwd):
     assert not (tmp_cwd / "t.npz").exists()
 
 
-def test_train_log_view_on_rows_is_refused_not_ignored(capsys, tmp_cwd):
-    line = _fail(capsys, "train", "--dataset", "iris", "--log-view", "--epochs", "1",
+@pytest.mark.parametrize("flags", [["--log-view"], ["--clip-view", "99"]])
+def test_train_input_view_on_rows_is_refused_not_ignored(capsys, tmp_cwd, flags):
+    line = _fail(capsys, "train", "--dataset", "iris", *flags, "--epochs", "1",
                  "--out", "t.npz")  # fmt: skip
-    assert "--log-view" in line and "--search" in line, line
+    assert flags[0] in line and "--search" in line, line
     assert not (tmp_cwd / "t.npz").exists()
 
 

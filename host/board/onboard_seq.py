@@ -170,9 +170,10 @@ def plan_seq(data: Any, arch: Any, config: Any, augment: Any, average: Any,
     if arch.blocks < 1:
         raise CLIError("--on-board: the board trains models of at least one attention block; "
                        "train --blocks 0 on the host, then export and flash")
-    if arch.log_view:
+    if arch.log_view or arch.clip:
+        flag = "--log-view" if arch.log_view else "--clip-view"
         raise CLIError("--on-board: the board trains on the values as they are, not their log "
-                       "view; train with --log-view on the host, then export and flash")
+                       f"or clip view; train with {flag} on the host, then export and flash")
     train, test, split = _split(data, config)
     lengths = np.asarray(train.lengths, np.int64)
     mean, std = fit_channel_standardizer(train.X, lengths)

@@ -59,7 +59,7 @@ import numpy as np
 
 from tinyattn.atomic import atomic_open
 from tinyattn.data.tabular import MAX_ABS_FEATURE
-from tinyattn.data.windows import Windows, log_view
+from tinyattn.data.windows import Windows, input_view
 from tinyattn.paths import DATA_DIR
 
 TS_DIR = DATA_DIR / "ts"
@@ -427,11 +427,11 @@ def fit_channel_standardizer(X: np.ndarray, lengths: np.ndarray) -> tuple[np.nda
 
 
 def standardize_windows(
-    X: np.ndarray, lengths: np.ndarray, mean: np.ndarray, std: np.ndarray, log_floor=None
+    X: np.ndarray, lengths: np.ndarray, mean: np.ndarray, std: np.ndarray, view=None
 ) -> np.ndarray:
     """`(X - mean) / std` per channel at valid steps, exactly 0 at padding; NaN stays NaN.
-    `log_floor` given: of the log view of `X` (`windows.log_view`)."""
-    X = log_view(np.asarray(X, dtype=np.float64), log_floor)
+    `view` given: of the input view of `X` (`windows.InputView`)."""
+    X = input_view(np.asarray(X, dtype=np.float64), view)
     m = valid_mask(lengths, X.shape[1])[:, :, None]  # (N, T, 1)
     return np.where(m, (X - mean) / std, 0.0)  # (N, T, C)
 

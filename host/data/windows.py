@@ -6,9 +6,10 @@ every stage from the readers on takes the same pair.
 
 - `valid_lengths`: the lengths checked against a model's T.
 - `fit_to_model`: the long window rule (a window longer than T is classified on its last T).
-- `log_view` / `fit_log_floor`: the log view of the input (docs/quantization.md "Input view").
+- `InputView` / `fit_log_floor` / `fit_clip` / `model_view`: the input's log or clip view
+  (docs/quantization.md "Input view").
 - `normalize_windows`: per-channel `(x - mean) / std` at valid steps, 0 past them (after the
-  log view when the model has one).
+  input view when the model has one).
 - `Windows`: what every reader gives (`data.tabular`'s CSV rows as windows of one step,
   `data.timeseries`' `.ts` cases) and train, quantize, export, parity, predict, report and
   on-board training take.
@@ -139,41 +140,119 @@ def fit_to_model(
 
 _LOG = np.frompyfunc(math.log, 1, 1)  # libm's log, as CPython's math and the MicroPython port
 
-
-def log_view(X: np.ndarray, floor: np.ndarray | None) -> np.ndarray:
-    """The log view of raw values `X [..., C]` (docs/quantization.md "Input view"): per channel
-    `v = x - floor[c]`, `log(1 + v)` where `v > 0`, else 0; a non-finite x (NaN, ±inf) passes
-    unchanged. `floor` is float32 (as the blob holds it), the arithmetic float64 in this order
-    with libm's `log`, as the device computes it. `floor` None: the values as they are."""
-    if floor is None:
-        return X
-    X = np.asarray(X, dtype=np.float64)
-    finite = np.isfinite(X)
-    with np.errstate(over="ignore"):  # a finite x far above the floor: v, 1 + v may be inf
-        d = np.where(finite, X, 0.0) - np.asarray(floor, np.float32).astype(np.float64)
-        w = np.where(d > 0.0, 1.0 + d, 1.0)  # log(1) = 0 at or below the floor
-    return np.where(finite, _LOG(w).astype(np.float64), X)
+VIEW_LOG, VIEW_CLIP = 1, 2  # the blob header's input_view (0: the values as they are)
+VIEW_NAMES = {VIEW_LOG: "log", VIEW_CLIP: "clip"}
 
 
-def fit_log_floor(X: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The log view's `floor [C]`, float32: each channel's smallest value at the valid steps of
-    training windows `X [N, T, C]` (NaN ignored; 0 for a channel without values)."""
+@dataclass(frozen=True, eq=False)
+class InputView:
+    """A model's per-channel view of its raw values, before the standardization
+    (docs/quantization.md "Input view"). `params` are float32 `(C,)` arrays, as the blob
+    holds them:
+    - `VIEW_LOG`, `(floor,)`: `log(1 + x - floor[c])` where `x > floor[c]`, else 0;
+    - `VIEW_CLIP`, `(lo, hi)`: `min(max(x, lo[c]), hi[c])`.
+    A non-finite x (NaN, ±inf) passes unchanged; the arithmetic is float64 in the documented
+    order (libm's `log`), as the device computes it."""
+
+    kind: int
+    params: tuple[np.ndarray, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(np.asarray(p, np.float32) for p in self.params))
+
+    @property
+    def name(self) -> str:
+        return VIEW_NAMES[self.kind]
+
+    def tile(self, n: int) -> InputView:
+        """The view of `n` steps flattened to `[n·C]` (entry i reads channel i % C)."""
+        return InputView(self.kind, tuple(np.tile(p, n) for p in self.params))
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        finite = np.isfinite(X)
+        x = np.where(finite, X, 0.0)
+        p = [v.astype(np.float64) for v in self.params]
+        if self.kind == VIEW_CLIP:
+            return np.where(finite, np.minimum(np.maximum(x, p[0]), p[1]), X)
+        with np.errstate(over="ignore"):  # a finite x far above the floor: v, 1 + v may be inf
+            d = x - p[0]
+            w = np.where(d > 0.0, 1.0 + d, 1.0)  # log(1) = 0 at or below the floor
+        return np.where(finite, _LOG(w).astype(np.float64), X)
+
+
+def input_view(X: np.ndarray, view: InputView | None) -> np.ndarray:
+    """`view(X)` for raw values `X [..., C]`; `view` None: the values as they are."""
+    return X if view is None else view(X)
+
+
+def _valid_values(X: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The finite-or-inf values at the valid steps of `X [N, T, C]`, `(steps, C)`, NaN kept."""
     valid = np.arange(X.shape[1])[None, :] < np.asarray(lengths)[:, None]  # (N, T)
-    v = np.where(np.isnan(X[valid]), np.inf, X[valid])  # (valid steps, C)
+    return np.asarray(X, np.float64)[valid]
+
+
+def fit_log_floor(X: np.ndarray, lengths: np.ndarray) -> InputView:
+    """The log view, its `floor [C]` each channel's smallest value at the valid steps of
+    training windows `X [N, T, C]` (NaN ignored; 0 for a channel without values)."""
+    v = _valid_values(X, lengths)
+    v = np.where(np.isnan(v), np.inf, v)
     low = v.min(axis=0) if len(v) else np.zeros(X.shape[2])
-    return np.where(np.isfinite(low), low, 0.0).astype(np.float32)
+    return InputView(VIEW_LOG, (np.where(np.isfinite(low), low, 0.0),))
 
 
-def model_log_floor(ops: list[dict]) -> np.ndarray | None:
-    """The log view's floor a model's op list carries (op 0's `log_floor`), None without."""
-    floor = ops[0].get("log_floor") if ops else None
-    return None if floor is None else np.asarray(floor, np.float32)
+def fit_clip(X: np.ndarray, lengths: np.ndarray, percentile: float) -> InputView:
+    """The clip view: per channel `hi` the `percentile`-th percentile of the finite values at
+    the valid steps of training windows `X [N, T, C]` and `lo` their smallest, so the rare
+    peaks above `hi` stop setting the int8 input's scale (docs/quantization.md "Input view").
+    A channel without values: `lo = hi = 0`."""
+    v = _valid_values(X, lengths)
+    lo, hi = np.zeros(X.shape[2]), np.zeros(X.shape[2])
+    for c in range(X.shape[2]):
+        col = v[:, c][np.isfinite(v[:, c])]
+        if col.size:
+            lo[c], hi[c] = col.min(), np.percentile(col, percentile)
+    return InputView(VIEW_CLIP, (lo, np.maximum(hi, lo)))
 
 
-def normalize_windows(X, lengths, mean, std, dtype=np.float64, log_floor=None) -> np.ndarray:
+def model_view(ops: list[dict]) -> InputView | None:
+    """The input view a model's op list carries (op 0's `log_floor` or `clip`), None without."""
+    op = ops[0] if ops else {}
+    if op.get("log_floor") is not None:
+        return InputView(VIEW_LOG, (op["log_floor"],))
+    if op.get("clip") is not None:
+        return InputView(VIEW_CLIP, tuple(op["clip"]))
+    return None
+
+
+def view_text(view: InputView | None) -> str:
+    """The view in words, per channel (four at most): `clip to [-1.35, 1.75]`."""
+
+    def few(p: np.ndarray) -> str:
+        text = ", ".join(f"{v:.4g}" for v in p[:4])
+        return text + (f", … ({len(p)} channels)" if len(p) > 4 else "")
+
+    if view is None:
+        return "the values as they are"
+    if view.kind == VIEW_LOG:
+        return f"log(1 + x - floor), floor {few(view.params[0])}"
+    lo, hi = view.params
+    ranges = "; ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo[:4], hi[:4], strict=True))
+    return "clip to " + ranges + (f"; … ({len(lo)} channels)" if len(lo) > 4 else "")
+
+
+def view_to_op(view: InputView | None) -> dict:
+    """The op-0 entries that carry `view` in a model file (`model_view`'s inverse)."""
+    if view is None:
+        return {}
+    values = [[float(v) for v in p] for p in view.params]
+    return {"log_floor": values[0]} if view.kind == VIEW_LOG else {"clip": values}
+
+
+def normalize_windows(X, lengths, mean, std, dtype=np.float64, view=None) -> np.ndarray:
     """Per-channel `(X - mean[c]) / std[c]` at the valid steps of `X [B, T', C]`, 0 elsewhere;
-    `log_floor` given: of the log view of `X` (`log_view`)."""
-    X = log_view(np.asarray(X, dtype=np.float64), log_floor)
+    `view` given: of the input view of `X` (`InputView`)."""
+    X = input_view(np.asarray(X, dtype=np.float64), view)
     if X.ndim != 3 or X.shape[2] != len(mean):
         raise ValueError(f"windows of shape {X.shape}, expected [B, T, {len(mean)}]")
     n = valid_lengths(X, lengths, X.shape[1])

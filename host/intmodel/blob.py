@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyattn.atomic import atomic_open
+from tinyattn.data.windows import VIEW_CLIP, VIEW_LOG, InputView
 
 MAGIC = b"TATN"
 FORMAT_VERSION = 1
@@ -50,7 +51,10 @@ MAX_NAME_LEN = 32
 MAX_NDIM = 4
 MAX_FILE = 16 * 1024 * 1024
 MIN_FILE = HEADER.size + CRC_SIZE
-INPUT_VIEW_RAW, INPUT_VIEW_LOG = 0, 1  # the header's input_view: raw values, or their log view
+INPUT_VIEW_RAW = 0  # the header's input_view: raw values; VIEW_LOG 1, VIEW_CLIP 2 (InputView)
+# each view's f32[F] sections after norm std, in order (docs/blob-format.md)
+VIEW_SECTIONS = {INPUT_VIEW_RAW: (), VIEW_LOG: ("log floor",),
+                 VIEW_CLIP: ("clip low", "clip high")}  # fmt: skip
 
 INT8_MIN, INT8_MAX = -128, 127
 LOGIT_MIN, LOGIT_MAX = -32768, 32767  # the last op's int8-path output (int16 range)
@@ -308,7 +312,7 @@ class QuantModelSpec:
     input_scale: float  # s_in of the quantized input (1.0 in a float32 blob)
     logit_scale: float  # real logit = logit_q * logit_scale (1.0 in a float32 blob)
     ops: list[Op]
-    log_floor: np.ndarray | None = None  # (F,) float32: the input's log view; None: raw input
+    view: InputView | None = None  # the input's log or clip view ((F,) float32 each); None: raw
 
     @property
     def n_features(self) -> int:
@@ -398,8 +402,8 @@ def blob_bytes(spec: QuantModelSpec) -> bytes:
     head += names + bytes(_pad(len(names)))
     head += np.asarray(spec.norm_mean, dtype=F32).tobytes()
     head += np.asarray(spec.norm_std, dtype=F32).tobytes()
-    if spec.log_floor is not None:
-        head += np.asarray(spec.log_floor, dtype=F32).tobytes()
+    for values in spec.view.params if spec.view is not None else ():
+        head += np.asarray(values, dtype=F32).tobytes()
     for op, refs in zip(spec.ops, op_refs, strict=True):
         iparams, fparams = _op_iparams(op), _op_fparams(op)
         rec = OP_HEAD.pack(op.opcode, len(refs), len(iparams), len(fparams))
@@ -438,7 +442,7 @@ def blob_bytes(spec: QuantModelSpec) -> bytes:
         spec.input_scale,
         spec.logit_scale,
         len(names),
-        INPUT_VIEW_RAW if spec.log_floor is None else INPUT_VIEW_LOG,
+        INPUT_VIEW_RAW if spec.view is None else spec.view.kind,
     )
     body = header + head + table + data
     out = body + struct.pack("<I", zlib.crc32(body))
@@ -539,7 +543,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
     def fail(problem: str, remedy: str = REMEDY) -> BlobError:
         return BlobError(f"{source}: {problem}; {remedy}")
 
-    head, class_names, (norm_mean, norm_std, floor), raw_ops, pos, end = _read_records(data, fail)
+    head, class_names, (norm_mean, norm_std, view), raw_ops, pos, end = _read_records(data, fail)
     table, arrays, data_start = _read_tensors(data, pos, end, head.n_tensors, fail)
     ops = _check_ops(raw_ops, table, arrays, head, fail)
     return Blob(
@@ -550,7 +554,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
         input_scale=float(head.input_scale),
         logit_scale=float(head.logit_scale),
         ops=ops,
-        log_floor=floor,
+        view=view,
         version=FORMAT_VERSION,
         flags=head.flags,
         file_size=head.file_size,
@@ -566,7 +570,7 @@ def read_blob(data: bytes | bytearray | memoryview, source: str = "blob") -> Blo
 def _read_records(data: bytes, fail: Callable[..., BlobError]):
     """Magic, version, size, CRC, header fields, class names, normalization, op records.
 
-    Returns (header, class names, (norm mean, norm std, log floor or None), [RawOp], tensor
+    Returns (header, class names, (norm mean, norm std, input view or None), [RawOp], tensor
     table offset, end of the data section)."""
     n = len(data)
     if n >= 4 and data[:4] != MAGIC:
@@ -602,8 +606,8 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
     if flags not in (FLAG_QUANTIZED, FLAG_FLOAT32):
         raise fail(f"unknown flags 0x{flags:04x} (exactly one of bit 0, bit 1 must be set)")
     quantized = flags == FLAG_QUANTIZED
-    if view not in (INPUT_VIEW_RAW, INPUT_VIEW_LOG):
-        raise fail(f"unknown input view {view} (0 raw, 1 log)")
+    if view not in (INPUT_VIEW_RAW, VIEW_LOG, VIEW_CLIP):
+        raise fail(f"unknown input view {view} (0 raw, 1 log, 2 clip)")
     if F < 1 or C < 1:
         raise fail(f"n_features {F} and n_classes {C} must be >= 1")
     if not 1 <= n_ops <= MAX_OPS:
@@ -635,11 +639,14 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
         raise fail("norm mean/std contain NaN or infinity")
     if not np.all(norm_std > 0):
         raise fail("norm std has a value <= 0 (must be > 0)")
-    log_floor = None
-    if view == INPUT_VIEW_LOG:
-        log_floor = np.frombuffer(r.take(4 * F, "log floor"), dtype=F32).copy()
-        if not np.all(np.isfinite(log_floor)):
-            raise fail("log floor contains NaN or infinity")
+    params = []  # the view's sections, in order: log floor; clip low, clip high
+    for what in VIEW_SECTIONS[view]:
+        params.append(np.frombuffer(r.take(4 * F, what), dtype=F32).copy())
+        if not np.all(np.isfinite(params[-1])):
+            raise fail(f"{what} contains NaN or infinity")
+    if view == VIEW_CLIP and not np.all(params[0] <= params[1]):
+        raise fail("clip low has a value above clip high (must be <= high)")
+    input_view = InputView(view, tuple(params)) if params else None
 
     raw_ops: list[RawOp] = []
     for k in range(n_ops):
@@ -665,7 +672,7 @@ def _read_records(data: bytes, fail: Callable[..., BlobError]):
             if t >= n_tensors:
                 raise fail(f"op {k} ({layout.name}) refers to tensor {t}, only {n_tensors}")
         raw_ops.append((opcode, refs, ip, fp))
-    return head, class_names, (norm_mean, norm_std, log_floor), raw_ops, r.pos, end
+    return head, class_names, (norm_mean, norm_std, input_view), raw_ops, r.pos, end
 
 
 # -- phase 2: tensor table, data section (device: attention_tensors.read_tensors) -------------

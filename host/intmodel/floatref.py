@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.data.windows import fit_to_model as fit_to_model
-from tinyattn.data.windows import log_view, valid_lengths
+from tinyattn.data.windows import input_view, valid_lengths
 from tinyattn.data.windows import normalize_windows as normalize_windows
 from tinyattn.intmodel.blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
 from tinyattn.learn.model import ModelFile
@@ -366,12 +366,12 @@ def run_float(
         mean, std = (np.asarray(v, dtype=np.float32) for v in (blob.norm_mean, blob.norm_std))
         X = np.asarray(X_raw)
         X, n, _ = fit_to_model(X, valid_lengths(X, lengths, X.shape[1]), blob.ops[0].iparams["T"])
-        x = normalize_windows(X, n, mean, std, np.float32, blob.log_floor)  # (B, T', C)
+        x = normalize_windows(X, n, mean, std, np.float32, blob.view)  # (B, T', C)
         weights = {id(op): _dequantized_seq(op, q) for op in blob.ops}
         return forward_seq(blob.ops, x, n, params=lambda op: weights[id(op)])
     mean = np.asarray(blob.norm_mean, dtype=np.float32)
     std = np.asarray(blob.norm_std, dtype=np.float32)
-    raw = log_view(np.asarray(X_raw, dtype=np.float32), blob.log_floor).astype(np.float32)
+    raw = input_view(np.asarray(X_raw, dtype=np.float32), blob.view).astype(np.float32)
     x = (raw - mean) / std  # (B, 1, F) or (B, F)
     B = x.shape[0]
     x = x.reshape(B, -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense ops)

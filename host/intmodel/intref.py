@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyattn.data.windows import log_view
+from tinyattn.data.windows import input_view
 from tinyattn.intmodel.blob import (
     MYATTN_EXPLICIT,
     SOFTMAX_DIFF_INT8,
@@ -249,8 +249,8 @@ def quantize_seq_input(
     flat = np.where(valid[:, :, None], X, 0.0).reshape(B, Tx * C)  # (B, T'·C)
     mean = np.tile(np.asarray(blob.norm_mean, np.float32).astype(np.float64), Tx)
     std = np.tile(np.asarray(blob.norm_std, np.float32).astype(np.float64), Tx)
-    floor = None if blob.log_floor is None else np.tile(blob.log_floor, Tx)
-    xq = _quantize_flat(flat, mean, std, blob.input_scale, floor)  # (B, T'·C)
+    view = None if blob.view is None else blob.view.tile(Tx)
+    xq = _quantize_flat(flat, mean, std, blob.input_scale, view)  # (B, T'·C)
     xq[~np.repeat(valid, C, axis=1)] = 0
     out = np.zeros((B, seq_tokens(T, P) * P * C), np.int8)
     keep = min(Tx, T) * C
@@ -258,7 +258,7 @@ def quantize_seq_input(
     return out
 
 
-def _quantize_flat(X, mean, std, input_scale, floor=None) -> np.ndarray:
+def _quantize_flat(X, mean, std, input_scale, view=None) -> np.ndarray:
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         r, i = (int(v) for v in bad[0])
@@ -268,7 +268,7 @@ def _quantize_flat(X, mean, std, input_scale, floor=None) -> np.ndarray:
         )
     s_in = float(np.float32(input_scale))
     with np.errstate(over="ignore"):  # a finite feature may overflow to ±inf: it saturates
-        X = log_view(X, floor)  # floor None: the raw values
+        X = input_view(X, view)  # view None: the raw values
         xq = np.floor((X - mean) / std / s_in + 0.5)
     return np.clip(xq, -128, 127).astype(np.int8)
 
@@ -293,7 +293,7 @@ def quantize_input(
         raise ValueError(f"X has shape {X.shape}, the blob expects [B, {blob.n_features}]")
     mean = np.asarray(blob.norm_mean, dtype=np.float32).astype(np.float64)
     std = np.asarray(blob.norm_std, dtype=np.float32).astype(np.float64)
-    return _quantize_flat(X, mean, std, blob.input_scale, blob.log_floor)
+    return _quantize_flat(X, mean, std, blob.input_scale, blob.view)
 
 
 def run_seq_int8(blob: QuantModelSpec, xq: np.ndarray, lengths=None) -> np.ndarray:

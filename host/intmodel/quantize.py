@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyattn.data.windows import model_log_floor
+from tinyattn.data.windows import model_view
 from tinyattn.intmodel.blob import (
     F32,
     INT8_MAX,
@@ -320,7 +320,7 @@ def quantize(
         class_names=model.class_names,
         norm_mean=model.norm_mean.astype(F32),
         norm_std=model.norm_std.astype(F32),
-        log_floor=model_log_floor(model.ops),
+        view=model_view(model.ops),
         input_scale=s_in_model,
         logit_scale=s,
         ops=ops,
@@ -548,7 +548,7 @@ def quantize_seq(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantMode
         class_names=model.class_names,
         norm_mean=model.norm_mean.astype(F32),
         norm_std=model.norm_std.astype(F32),
-        log_floor=model_log_floor(model.ops),
+        view=model_view(model.ops),
         input_scale=s_in_model,
         logit_scale=s,
         ops=ops,
@@ -621,7 +621,7 @@ def float32_spec(model: ModelFile) -> QuantModelSpec:
         class_names=model.class_names,
         norm_mean=model.norm_mean.astype(F32),
         norm_std=model.norm_std.astype(F32),
-        log_floor=model_log_floor(model.ops),
+        view=model_view(model.ops),
         input_scale=1.0,
         logit_scale=1.0,
         ops=ops,

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.atomic import atomic_open
-from tinyattn.data.windows import as_windows, model_log_floor, normalize_windows
+from tinyattn.data.windows import as_windows, model_view, normalize_windows
 from tinyattn.learn.seqmodel import build_seq_from_ops, build_seq_model
 from tinyattn.learn.sequential import MYATTN_MODES as MYATTN_MODES
 from tinyattn.learn.sequential import SEQ_KINDS as SEQ_KINDS
@@ -186,7 +186,7 @@ class ModelFile:
         """Raw windows `[B, T', C]` -> the model's input, per channel `(X - norm_mean) /
         norm_std`, 0 past each window's `lengths`; rows `[B, F]` are windows of one step."""
         return normalize_windows(as_windows(X), lengths, self.norm_mean, self.norm_std,
-                                 log_floor=model_log_floor(self.model.ops))
+                                 view=model_view(self.model.ops))
 
     def predict(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
         """Class indices `[B]` for raw (unnormalized) features `X [B, F]` (a seq model: raw

@@ -15,10 +15,10 @@ record in the model file:
   its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
   embed, heads, blocks, ff), `stem` (the patch embedding, or conv stems: `stem_grid`), `view`
-  (the values, or their log view), `recipe` (lr, weight decay, label smoothing; epochs; a
-  one-cycle schedule over 300 epochs), `augment` (time shift, scaling, jitter, time
-  stretch), `average` (none, EMA, SWA), `distill` (none, or an ensemble of 4 teachers; a
-  distilled candidate within one standard error first). The first
+  (the values, their log view, or their clip view at `VIEW_CLIPS`), `recipe` (lr, weight
+  decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time
+  shift, scaling, jitter, time stretch), `average` (none, EMA, SWA), `distill` (none, or an
+  ensemble of 4 teachers; a distilled candidate within one standard error first). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; when none of the first stage's candidates fits the budget (a start over
   it: JapaneseVowels' tuned defaults take 59 KB of heap, over the default 48 KiB, and `view`
@@ -62,9 +62,9 @@ from typing import Any
 import numpy as np
 
 from tinyattn.atomic import atomic_open
-from tinyattn.data.windows import Windows
+from tinyattn.data.windows import Windows, view_to_op
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
-from tinyattn.learn.seqtrain import Augment, Average, Distill
+from tinyattn.learn.seqtrain import Augment, Average, Distill, fit_input_view
 from tinyattn.learn.train import TrainConfig
 
 # -- the budget ------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class Candidate:
         d = self.distill
         teach = f" | teachers{d.teachers} T{d.temperature:g} a{d.alpha:g}" if d.active else ""
         stretch = f" stretch{g.stretch:g}" if g.stretch else ""
-        view = " log" if a.log_view else ""
+        view = " log" if a.log_view else f" clip{a.clip:g}" if a.clip else ""
         if a.stem == "conv":
             dil = ",".join(str(d) for d in a.stem_dilations)
             view += f" conv{a.stem_width} k{a.stem_kernel} s{a.stem_stride} d{dil}"
@@ -220,8 +220,7 @@ def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
     T = default_max_steps(data.lengths, arch.patch)
     arch = replace(arch, stem_norm=False)  # the norms fold into the stem's convs
     model = build_seq_model(T, C, data.n_classes, arch)
-    if arch.log_view:  # the floor's bytes: its values do not change the size
-        model.ops[0]["log_floor"] = [0.0] * C
+    model.ops[0].update(view_to_op(fit_input_view(arch, data.X, data.lengths)))  # its bytes
     res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
     few = slice(0, min(4, len(data.X)))
     X = data.X[few, :T]
@@ -421,7 +420,7 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
         for E, H in ((8, 2), (16, 4), (24, 4)):
             for L in (1, 2):
                 a = SeqAttnConfig(patch=P, embed_dim=E, num_heads=H, blocks=L, ff_dim=2 * E,
-                                  log_view=base.log_view)  # fmt: skip
+                                  log_view=base.log_view, clip=base.clip)  # fmt: skip
                 if a not in out:
                     out.append(a)
     return out
@@ -476,9 +475,11 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
         return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
     if stage == "stem":
         return [replace(base, arch=a) for a in stem_grid(data, base.arch)]
-    if stage == "view":  # the values as they are, or their log view (heavy-tailed levels)
-        grid = [base.arch, replace(base.arch, log_view=not base.arch.log_view)]
-        return [replace(base, arch=a) for a in grid]
+    if stage == "view":  # the values, their log view (heavy-tailed levels) or clip view (peaks)
+        raw = replace(base.arch, log_view=False, clip=0.0)
+        grid = [base.arch, raw, replace(raw, log_view=True)]
+        grid += [replace(raw, clip=p) for p in VIEW_CLIPS]
+        return [replace(base, arch=a) for a in dict.fromkeys(grid)]
     if stage == "recipe":  # the rate, decay and smoothing at the base's epochs; then epochs
         grid = [t] + [replace(t, lr=lr, weight_decay=wd, label_smoothing=ls)
                       for lr in (3e-3, 1e-2) for wd in (0.01, 0.1) for ls in (0.0, 0.1)]
@@ -499,6 +500,11 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
         return [replace(base, distill=d) for d in dict.fromkeys(grid)]
     raise ValueError(f"unknown stage {stage!r}")
 
+
+# The view stage's clip ceilings (percentiles of TRAIN's values): on ACSF1's TRAIN folds they
+# win back the int8 input grid's points, where the 99.5th fell between them (docs/search.md
+# "Where ACSF1's last points are not").
+VIEW_CLIPS = (99.9, 99.0)
 
 STAGES = ("arch", "stem", "view", "recipe", "augment", "average", "distill")
 

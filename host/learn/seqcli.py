@@ -86,6 +86,12 @@ def add_seq_arguments(parser: argparse.ArgumentParser) -> None:
         "value (for heavy-tailed levels such as power draw; docs/quantization.md)",
     )  # fmt: skip
     ts.add_argument(
+        "--clip-view", type=float, metavar="PCT",
+        help="clip each channel's values above the PCT-th percentile of its TRAIN values "
+        "(50 < PCT < 100, e.g. 99.9), so rare peaks stop setting the int8 input's scale "
+        "(docs/quantization.md)",
+    )  # fmt: skip
+    ts.add_argument(
         "--stem", choices=STEMS,
         help="the input stage: 'patch' (a linear patch embedding, the default) or 'conv' "
         "(patch embedding to --stem-width channels, then depthwise-separable 1-D convs over "
@@ -247,7 +253,13 @@ def seq_setup(args: argparse.Namespace, train: TSDataset):
         given["stem_norm"] = True
     arch = replace(d.arch, **given)
     if getattr(args, "log_view", None):
-        arch = replace(arch, log_view=True)
+        arch = replace(arch, log_view=True, clip=0.0)
+    clip = getattr(args, "clip_view", None)
+    if clip is not None:
+        if arch.log_view or not 50.0 < clip < 100.0:
+            raise CLIError(f"--clip-view {clip:g}: a percentile above 50 and below 100, and "
+                           "not with --log-view (the model takes one input view)")
+        arch = replace(arch, clip=clip)
     for field, flag in ARCH_FLAGS.values():
         v = getattr(arch, field)
         if v < least(field):

@@ -82,6 +82,9 @@ class SeqAttnConfig:
     ff_dim: int = 32  # F = 2E hidden units of the feed-forward
     bias: bool = True  # every Dense and the attention projections have biases
     log_view: bool = False  # the input's log view (docs/quantization.md), floor fitted on TRAIN
+    # the input's clip view (docs/quantization.md): values above this percentile of TRAIN's
+    # are clipped to it (0: no clip; not with log_view)
+    clip: float = 0.0
     # the stem: "patch" (the patch embedding alone) or "conv" (patch embedding to stem_width
     # channels, then per dilation a depthwise conv (stem_kernel, the first with stem_stride)
     # and a pointwise conv + ReLU, the last to embed_dim); docs/search.md "The conv stem"
@@ -101,6 +104,9 @@ class SeqAttnConfig:
         if self.stem == "conv" and not (self.stem_dilations and min(
                 self.stem_width, self.stem_kernel, self.stem_stride, *self.stem_dilations) >= 1):
             raise ValueError("conv stem: width, kernel, stride and dilations must be >= 1")
+        if self.clip and not (50.0 < self.clip < 100.0 and not self.log_view):
+            raise ValueError(f"clip {self.clip:g}: a percentile above 50 and below 100, and "
+                             "not with the log view (one input view)")  # fmt: skip
         if self.stem_norm and not (self.stem == "conv" and self.bias):
             raise ValueError("stem_norm: a conv stem with biases (the batch norm folds into "
                              "them); use --stem conv")  # fmt: skip

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from tinyattn.data.timeseries import fit_channel_standardizer, standardize_windows
-from tinyattn.data.windows import fit_log_floor, log_view
+from tinyattn.data.windows import InputView, fit_clip, fit_log_floor, input_view, view_to_op
 from tinyattn.intmodel.floatref import fit_to_model
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
@@ -297,6 +297,15 @@ def fit_seq(
 SeqTrainResult = TrainResult
 
 
+def fit_input_view(arch: SeqAttnConfig, X: np.ndarray, lengths: np.ndarray) -> InputView | None:
+    """The input view `arch` asks for, fitted on training windows `X [N, T, C]`: the log view
+    (floor: each channel's smallest value), the clip view (ceiling: the `arch.clip`-th
+    percentile), or None (the values as they are)."""
+    if arch.log_view:
+        return fit_log_floor(X, lengths)
+    return fit_clip(X, lengths, arch.clip) if arch.clip else None
+
+
 def train_seq(
     X: np.ndarray,
     lengths: np.ndarray,
@@ -328,8 +337,8 @@ def train_seq(
     arch = arch if arch is not None else SeqAttnConfig()
     config = config if config is not None else TrainConfig()
     lengths = np.asarray(lengths, np.int64)
-    floor = fit_log_floor(X, lengths) if arch.log_view else None
-    Xv = log_view(X, floor)  # the model's view of the windows (X itself without a floor)
+    view = fit_input_view(arch, X, lengths)
+    Xv = input_view(X, view)  # the model's view of the windows (X itself without a view)
     mean, std = fit_channel_standardizer(Xv, lengths)
     T = max_steps if max_steps is not None else default_max_steps(lengths, arch.patch)
     Xt, n, _ = fit_to_model(Xv, lengths, T)
@@ -346,8 +355,7 @@ def train_seq(
                          f"{soft.teachers}")  # fmt: skip
     t_teach = time.perf_counter() - t0
     model = build_seq_model(T, Xt.shape[2], n_classes, arch, seed=config.seed, dtype=dtype)
-    if floor is not None:
-        model.ops[0]["log_floor"] = [float(v) for v in floor]
+    model.ops[0].update(view_to_op(view))
     result = TrainResult(model, mean, std, 0.0)
     spent = [0.0]  # seconds inside on_epoch, not training
 

@@ -94,7 +94,7 @@ from tinyattn.data.tabular import (
     stratified_split,
 )
 from tinyattn.data.timeseries import standardize_windows
-from tinyattn.data.windows import Windows, fit_to_model, model_log_floor
+from tinyattn.data.windows import Windows, fit_to_model, model_view
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.losses import softmax_cross_entropy
@@ -153,8 +153,8 @@ class TrainResult:
         """Raw windows -> `(standardized [B, min(T', T), C], lengths cut to T)`; a window
         longer than the model's T is classified on its last T steps (the long window rule)."""
         X, n, _ = fit_to_model(X, lengths, self.max_steps)
-        floor = model_log_floor(self.model.ops)
-        return standardize_windows(X, n, self.norm_mean, self.norm_std, floor), n
+        view = model_view(self.model.ops)
+        return standardize_windows(X, n, self.norm_mean, self.norm_std, view), n
 
 
 def resolve_scaling(X: np.ndarray, scaling: str) -> str:

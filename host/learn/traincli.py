@@ -170,11 +170,12 @@ def check_flow(args: argparse.Namespace) -> str:
         flags += [flag for flag, dest in (("--stem", "stem"), ("--stem-dilations",
                   "stem_dilations"), ("--stem-norm", "stem_norm"))
                   if getattr(args, dest, None) is not None]  # fmt: skip
-        if args.log_view and not args.search and not flags:  # the row models have no log view
+        view = "--log-view" if args.log_view else "--clip-view" if args.clip_view else None
+        if view and not args.search and not flags:  # the row models have no input view
             raise CLIError(
-                f"--log-view: the {args.model or 'iris-attn'} model reads its features as "
+                f"{view}: the {args.model or 'iris-attn'} model reads its features as "
                 "given; add --search (rows as windows of one step: seq-attn, which takes the "
-                "log view) or train on .ts data"
+                "input views) or train on .ts data"
             )
         if flags:
             raise CLIError(
