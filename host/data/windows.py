@@ -141,7 +141,6 @@ def fit_to_model(
 _LOG = np.frompyfunc(math.log, 1, 1)  # libm's log, as CPython's math and the MicroPython port
 
 VIEW_LOG, VIEW_CLIP = 1, 2  # the blob header's input_view (0: the values as they are)
-VIEW_NAMES = {VIEW_LOG: "log", VIEW_CLIP: "clip"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,10 +158,6 @@ class InputView:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(np.asarray(p, np.float32) for p in self.params))
-
-    @property
-    def name(self) -> str:
-        return VIEW_NAMES[self.kind]
 
     def tile(self, n: int) -> InputView:
         """The view of `n` steps flattened to `[n·C]` (entry i reads channel i % C)."""
@@ -187,7 +182,7 @@ def input_view(X: np.ndarray, view: InputView | None) -> np.ndarray:
 
 
 def _valid_values(X: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The finite-or-inf values at the valid steps of `X [N, T, C]`, `(steps, C)`, NaN kept."""
+    """The values at the valid steps of `X [N, T, C]`, `(steps, C)` (NaN and inf kept)."""
     valid = np.arange(X.shape[1])[None, :] < np.asarray(lengths)[:, None]  # (N, T)
     return np.asarray(X, np.float64)[valid]
 
