@@ -330,3 +330,27 @@ def test_search_runs_arch_first_when_nothing_of_its_first_stage_fits(tmp_path):
                    cache_dir=tmp_path, progress=False)  # fmt: skip
     assert [st["stage"] for st in res.stages] == ["recipe"]
     assert res.pick.arch == _start().arch
+
+
+def test_search_runs_view_again_after_recipe_and_a_repeated_stage_reuses_its_folds(
+        tmp_path, monkeypatch):  # fmt: skip
+    """`view` runs before and after `recipe` (the int8 grid's cost depends on the recipe). A
+    stage run again from the same start trains nothing: its candidates' folds are the cache's;
+    from another start (the recipe changed) it trains its candidates at that recipe."""
+    stages = list(S.STAGES)
+    assert stages.index("view") < stages.index("recipe") < len(stages) - 1 - stages[::-1].index(
+        "view")  # fmt: skip
+    trained = []
+    real = S.fold_task
+    monkeypatch.setattr(S, "fold_task", lambda *t: trained.append(t[1]) or real(*t))
+    res = S.search(_data(), _start(), S.Budget(), k=2, repeats=1, stages=("view", "view"),
+                   cache_dir=tmp_path, progress=False)  # fmt: skip
+    first, again = res.stages
+    assert {r["key"] for r in first["rows"]} == {r["key"] for r in again["rows"]}
+    assert again["rows"][0]["label"] == first["pick"]  # the second starts from the first's pick
+    assert len(trained) == 2 * len(first["rows"])  # the first `view`'s folds only
+    start = replace(_start(), train=replace(_start().train, lr=3e-3))
+    trained.clear()
+    S.search(_data(), start, S.Budget(), k=2, repeats=1, stages=("view",), cache_dir=tmp_path,
+             progress=False)  # fmt: skip
+    assert len(trained) == 2 * len(first["rows"]) and {c.train.lr for c in trained} == {3e-3}

@@ -18,7 +18,8 @@ record in the model file:
   (the values, their log view, or their clip view at `VIEW_CLIPS`), `recipe` (lr, weight
   decay, label smoothing; epochs; a one-cycle schedule over 300 epochs), `augment` (time
   shift, scaling, jitter, time stretch), `average` (none, EMA, SWA), `distill` (none, or an
-  ensemble of 4 teachers; a distilled candidate within one standard error first). The first
+  ensemble of 4 teachers; a distilled candidate within one standard error first). `view`
+  runs again after `recipe`: the int8 grid's cost depends on the recipe (`STAGES`). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; when none of the first stage's candidates fits the budget (a start over
   it: JapaneseVowels' tuned defaults take 59 KB of heap, over the default 48 KiB, and `view`
@@ -506,7 +507,13 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
 # "Where ACSF1's last points are not").
 VIEW_CLIPS = (99.9, 99.0)
 
-STAGES = ("arch", "stem", "view", "recipe", "augment", "average", "distill")
+# `view` twice: the int8 input grid's cost depends on the recipe. On ACSF1's TRAIN folds (P8
+# conv stem with batch norm) the clip costs nothing at the first `view`'s recipe (lr 3e-3,
+# decay 0.1, smoothing 0.1: int8 0.570 raw, 0.595 clip 99, within one standard error) and
+# wins at the recipe `recipe` picks there (lr 1e-2, decay 0.01, no smoothing: 0.630 raw,
+# 0.680 clip 99; docs/search.md "Where ACSF1's last points are not"). When `recipe` keeps its
+# start, the second `view`'s candidates are the first's, every fold from the cache.
+STAGES = ("arch", "stem", "view", "recipe", "view", "augment", "average", "distill")
 
 
 def steadier(row: dict) -> bool:

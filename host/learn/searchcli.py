@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     rows = [
         ("--search", dict(action="store_true", help="search architecture, recipe, "
-         "augmentation and weight averaging (stages " + ", ".join(S.STAGES) + ") instead of "
+         "augmentation and weight averaging (stages " + ",".join(S.STAGES) + ") instead of "
          "training the defaults")),
         ("--max-bytes", dict(type=int, default=d.max_bytes, metavar="B",
          help=f"largest blob (default: {d.max_bytes})")),
@@ -93,7 +93,7 @@ def check_arguments(args: argparse.Namespace, flow: str) -> None:
     bad = [s for s in args.search_stages.split(",") if s not in STAGES]
     if bad or not args.search_stages:
         raise CLIError(f"--search-stages: {', '.join(bad) or 'none given'}; choose from "
-                       f"{', '.join(STAGES)}")  # fmt: skip
+                       f"{', '.join(dict.fromkeys(STAGES))} (a stage may run more than once)")  # fmt: skip
 
 
 def _score_of(record: list[dict], key: str) -> dict | None:
