@@ -109,7 +109,7 @@ README_FIGURES = [
     (r"but ACSF1 ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, DEFAULT),
     (r"MiniRocket ([\d.]+) points\); [\d.]+ to", r"^mean gap to MiniRocket.*: ([\d.]+) points",
      2, DEFAULT),
-    (r"with batch norm, ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, RP2040),
+    (r"over the log view, ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, RP2040),
     (r"MiniRocket ([\d.]+) points\); every pick", r"^mean gap to MiniRocket.*: ([\d.]+) points",
      2, RP2040),
 ]  # fmt: skip
