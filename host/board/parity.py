@@ -426,6 +426,7 @@ def run_device(
         file=sys.stderr,
     )
     t0 = time.perf_counter()
+    slowest = 0.0  # the longest wall seconds a sample of a batch took (link and both paths)
     try:
         pending = list(groups)
         while pending:
@@ -433,8 +434,10 @@ def run_device(
             rep = None
             while rep is None:
                 try:
+                    t_batch = time.perf_counter()
                     rep = _request_batch(link, X, group, path, enc, lengths,
                                          info.get("steps"))  # fmt: skip
+                    slowest = max(slowest, (time.perf_counter() - t_batch) / len(group))
                 except BoardReset:
                     dev["restarts"] += 1
                     if dev["restarts"] > MAX_RESTARTS:
@@ -469,17 +472,39 @@ def run_device(
         dev["bench"] = {}
         if bench_n:
             for p in ("int8", "float") if path == "both" else (path,):
-                b = link.request("bench", n=bench_n, path=p, timeout=link.timeout + bench_n * 0.05)
-                if not b.get("ok"):
-                    why = b.get("error")
-                    raise LinkError(f"the board refused bench ({p}, n={bench_n}): {why}")
-                dev["bench"][p] = b
+                dev["bench"][p] = bench_path(link, p, bench_n, slowest)
     except LinkError as exc:
         dev["error"] = str(exc)
         dev["link_seconds"] = time.perf_counter() - t0
     finally:
         bar.close()
     return dev
+
+
+# Board seconds one path's bench may take: a slow path times fewer than --bench inferences.
+# The float path of a long window on a board without an FPU is slow: ACSF1's rp2040 pick (the
+# conv stem, 1,464 steps) takes 1.9 s an inference on a Pico (15.6 ms int8), so 200 of them
+# would be 6 minutes, and a timeout guessed from the count resent the request to a board still
+# running it (docs/protocol.md "bench").
+BENCH_SECONDS = 10.0
+
+
+def bench_path(link: BoardLink, path: str, bench_n: int, slowest: float) -> dict:
+    """One path's bench: one inference first, waited for as long as the slowest sample of the
+    batches took (twice over), then as many of `bench_n` as fit in `BENCH_SECONDS` of the
+    board's own time, waited for twice their measured time. The reply's `n` is the count
+    timed. LinkError when the board refuses it."""
+
+    def run(n: int, seconds: float) -> dict:
+        b = link.request("bench", n=n, path=path, timeout=link.timeout + 2 * seconds)
+        if not b.get("ok"):
+            raise LinkError(f"the board refused bench ({path}, n={n}): {b.get('error')}")
+        return b
+
+    probe = run(1, slowest)
+    per = max(float(probe.get("us_per_inference") or 0.0), 1.0) / 1e6
+    n = max(1, min(bench_n, int(BENCH_SECONDS / per)))
+    return probe if n == 1 else run(n, n * per)
 
 
 def _ints(value: Any) -> list[int] | None:
@@ -615,6 +640,7 @@ def compare(ref: dict, dev: dict, y: np.ndarray, path: str, tol: float = FLOAT_T
         "device_us_per_inference_float": bench.get("float", {}).get("us_per_inference"),
         "device_heap_bytes_per_call_float": bench.get("float", {}).get("heap_bytes_per_call"),
         "device_heap_bytes_per_call_int8": bench.get("int8", {}).get("heap_bytes_per_call"),
+        "device_bench_n": {p: b.get("n") for p, b in bench.items()},  # inferences timed
         "link_samples_per_s": len(answered) / secs if secs > 0 else None,
         "board_restarts": dev.get("restarts", 0),
         # batches halved: a short heap, a noisy link, or a reply that left samples out
@@ -648,6 +674,13 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
     def fmt(v: Any, spec: str = "") -> str:
         return "—" if v is None else format(v, spec)
 
+    def rate(v: float | None) -> str:  # whole numbers, or 2 digits below 10 (a slow link)
+        return "—" if v is None else format(v, ".0f") if v >= 10 else format(v, ".2g")
+
+    def runs(path: str) -> str:  # how many inferences the bench timed, when it ran
+        n = (s.get("device_bench_n") or {}).get(path)
+        return f" ({n} runs)" if n else ""
+
     lines = [
         f"{unit + 's':28s} {n}" + ("" if s["complete"] else f" (answered {s['answered']})"),
         f"{'int8 exact (every logit)':28s} {fmt(s['int8_exact'])}/{n}",
@@ -655,9 +688,11 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
         f"{'float max |Δ| (tol ' + format(s['float_tol'], 'g') + ')':28s} "
         f"{fmt(s['float_max_abs_diff'], '.3g')}",
         f"{'argmax agreement':28s} {s['argmax_agreement']}/{n}",
-        f"{'device µs/inference int8':28s} {fmt(s['device_us_per_inference'], '.1f')}",
-        f"{'device µs/inference float':28s} {fmt(s['device_us_per_inference_float'], '.1f')}",
-        f"{'link ' + unit + 's/s (batch)':28s} {fmt(s['link_samples_per_s'], '.0f')}",
+        f"{'device µs/inference int8':28s} {fmt(s['device_us_per_inference'], '.1f')}"
+        f"{runs('int8')}",
+        f"{'device µs/inference float':28s} {fmt(s['device_us_per_inference_float'], '.1f')}"
+        f"{runs('float')}",
+        f"{'link ' + unit + 's/s (batch)':28s} {rate(s['link_samples_per_s'])}",
         f"{'result':28s} {'PASS' if s['passed'] else 'FAIL'}",
     ]
     if s.get("windows_truncated") is not None:
@@ -795,7 +830,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--bench", type=bench_count, default=200,
-        help=f"bench iterations, 0 to {MAX_BENCH} (0: none; default %(default)s)",
+        help=f"bench iterations per path, 0 to {MAX_BENCH} (0: none; default %(default)s); "
+        f"fewer when a path is slow, so that each takes about {BENCH_SECONDS:g} s of the board's "
+        "time (one inference first tells)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print a JSON summary last")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
