@@ -12,6 +12,8 @@ kernels among them.
   every window of BasicMotions with thumb; the slower sets and JapaneseVowels' 640 windows a
   stated subset).
 - A conv-stem model (random weights) with each kernel set: every logit exact on 24 windows.
+- A log-view and a clip-view model flashed and checked by `parity` from raw values, as a user
+  runs it: the input stage in single precision, every xq and logit equal to the host's.
 - The thumb attention kernel against the pure one on extreme int8 q, k where max - score
   passes dmax_sm so far that d M_sm overflows 32 bits.
 - The app (`flash --app`, a replay source) and `monitor`: every decision equal to the host's.
@@ -126,6 +128,41 @@ def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
     for i, logits in enumerate(pico.conv_logits):
         assert rows[i] == logits.tolist(), (kernels, i)
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", [{"log_view": True}, {"clip": 95.0}], ids=["log", "clip"])
+def test_emulated_pico_view_from_raw_values_parity(pico, tmp_path, view):
+    """A view blob (docs/quantization.md "Input view") from the raw values on the Pico's
+    single-precision floats, the log view's `log` among them: `tinyattn flash` and `parity`
+    as on a real board, every xq and int8 logit equal to the host's (float64) on 24 windows
+    of heavy-tailed levels and unequal lengths; then Iris's blob back."""
+    from tinyattn import cli
+    from tinyattn.board.parity import parity
+    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.seqmodel import SeqAttnConfig
+    from tinyattn.learn.seqtrain import train_seq
+    from tinyattn.learn.train import TrainConfig, npz_model
+
+    rng = np.random.default_rng(4)
+    y = np.arange(24) % 3
+    X = np.exp(rng.normal(0.5 * y[:, None, None], 1.0, (24, 16, 2)))  # a power draw's shape
+    n = rng.integers(6, 17, 24)
+    X[np.arange(16)[None, :] >= n[:, None]] = 0.0
+    arch = SeqAttnConfig(patch=4, embed_dim=8, num_heads=2, blocks=1, ff_dim=16, **view)
+    res = train_seq(X, n, y, 3, arch, TrainConfig(epochs=8))
+    blob = tmp_path / "view.bin"
+    blob.write_bytes(blob_bytes(quantize(npz_model(res, ["a", "b", "c"]), X, n)))
+    assert cli.main(["flash", "--port", pico.tty, "--blob", str(blob), "--quiet"]) == 0
+    try:
+        s = parity(pico.tty, blob, X, y, lengths=n, bench_n=0, progress=False,
+                   timeout=60.0)["summary"]  # fmt: skip
+    finally:
+        cli.main(["flash", "--port", pico.tty, "--blob", str(GOLDEN / "iris.bin"), "--quiet"])
+    assert s["passed"], s
+    assert s["platform"]["platform"] == "rp2"
+    assert s["xq_match"] == s["int8_exact"] == s["answered"] == 24
 
 
 ATTN_CASE = """
