@@ -68,7 +68,7 @@ def measure(
     """Send X [N, F] or windows X [N, T, C] with `lengths` (as parity does, enc b64) over the
     board on `port`; figures of the run."""
     from tinyattn.board.link import BoardLink, as_sent
-    from tinyattn.board.parity import board_info, run_device
+    from tinyattn.board.parity import bench_path, board_info, run_device
 
     X = as_sent(X)
     with BoardLink(port, baud=baud or 115200, timeout=30.0) as link:
@@ -79,7 +79,8 @@ def measure(
             dev = run_device(link, X, path, 0, False, enc="b64", info=info, lengths=lengths)
             if dev.get("error"):
                 raise RuntimeError(f"{model_path} at {baud or 'unpaced'}: {dev['error']}")
-            bench = link.request("bench", n=50, path="int8", timeout=60)
+            per = dev["link_seconds"] / max(1, len(dev["rows"]))
+            bench = bench_path(link, "int8", 50, slowest=per)  # as parity's bench
         finally:
             link.stop_server()
     n, secs = len(dev["rows"]), dev["link_seconds"]
@@ -96,7 +97,7 @@ def measure(
         "reply_bytes_per_sample": count.rx / n,
         "ceiling_samples_per_s": ceiling,
         "of_ceiling": rate / ceiling if ceiling else None,
-        "server_us_int8": bench.get("us_per_inference") if bench.get("ok") else None,
+        "server_us_int8": bench["us_per_inference"],
         "split_batches": dev.get("split_batches", 0),
     }
 
