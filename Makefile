@@ -50,7 +50,7 @@ XDIST = $(if $(TINYATTN_PORT),,-n $(WORKERS) --dist worksteal)
 test: install  ## run the test suite in parallel (starts virtual boards itself)
 	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated"
 
-test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~3 min
+test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~4 min
 	$(BIN)/python -m pytest -m emulated
 
 test-boards-all: install  ## test-boards on every golden record with every kernel set (TINYATTN_EMULATED_ALL=1; pure JapaneseVowels alone ~70 min of wall time)
