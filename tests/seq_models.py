@@ -8,7 +8,8 @@ The float32 variant (`quantized=False`) has float weights and zero/one parameter
 
 The seq models the tests build, in one place: `train_seq` (a model trained on raw windows),
 `basicmotions_model()` (the BasicMotions one, trained once per test process),
-`random_seq_case` (random weights, random unequal-length windows), `model_file`.
+`random_seq_case` (random weights, random unequal-length windows), `model_file`,
+`view_windows` and `view_model` (a log- or clip-view model on heavy-tailed windows).
 """
 
 from __future__ import annotations
@@ -201,3 +202,32 @@ def random_seq_case(seed, T, C, K, config, n_windows, hot=1.0):
     npz = model_file(model, mean, std, [f"c{i}" for i in range(K)])
     Xt = rng.normal(1.0, 3.0, size=(n_windows, T, C)) * rng.uniform(0.5, 2.0, size=C)
     return npz, X, lengths, Xt, rng.integers(1, T + 1, size=n_windows)
+
+
+VIEWS = {"log": {"log_view": True}, "clip": {"clip": 95.0}}  # view_model's (SeqAttnConfig)
+
+
+def view_windows(seed: int = 4, N: int = 24, T: int = 16, C: int = 2):
+    """(X [N, T, C], lengths, y): heavy-tailed positive levels (a power draw's shape), 3
+    classes, unequal lengths, zeros past each length."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(N) % 3
+    X = np.exp(rng.normal(0.5 * y[:, None, None], 1.0, (N, T, C)))
+    lengths = rng.integers(6, T + 1, N)
+    X[np.arange(T)[None, :] >= lengths[:, None]] = 0.0
+    return X, lengths, y
+
+
+def view_model(view: str):
+    """(train result, blob bytes, (X, lengths, y)): a small seq-attn model with the input view
+    `view` ("log" or "clip", `VIEWS`), trained 8 epochs on `view_windows()`, quantized."""
+    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.seqmodel import SeqAttnConfig
+    from tinyattn.learn.seqtrain import train_seq as train_windows
+    from tinyattn.learn.train import TrainConfig, npz_model
+
+    X, n, y = view_windows()
+    arch = SeqAttnConfig(patch=4, embed_dim=8, num_heads=2, blocks=1, ff_dim=16, **VIEWS[view])
+    res = train_windows(X, n, y, 3, arch, TrainConfig(epochs=8))
+    return res, blob_bytes(quantize(npz_model(res, ["a", "b", "c"]), X, n)), (X, n, y)

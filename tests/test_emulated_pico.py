@@ -28,6 +28,7 @@ import json
 import numpy as np
 import pytest
 from emulated_support import KERNELS, TIMEOUT, check_logits, conv_case, golden_files, running_board
+from seq_models import view_model
 
 from tinyattn.board.flash import mpremote
 from tools.emulated_boards import parse_golden
@@ -131,29 +132,18 @@ def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("view", [{"log_view": True}, {"clip": 95.0}], ids=["log", "clip"])
+@pytest.mark.parametrize("view", ["log", "clip"])
 def test_emulated_pico_view_from_raw_values_parity(pico, tmp_path, view):
     """A view blob (docs/quantization.md "Input view") from the raw values on the Pico's
     single-precision floats, the log view's `log` among them: `tinyattn flash` and `parity`
     as on a real board, every xq and int8 logit equal to the host's (float64) on 24 windows
-    of heavy-tailed levels and unequal lengths; then Iris's blob back."""
+    of heavy-tailed levels and unequal lengths (seq_models.view_model); then Iris's blob back."""
     from tinyattn import cli
     from tinyattn.board.parity import parity
-    from tinyattn.intmodel.blob import blob_bytes
-    from tinyattn.intmodel.quantize import quantize
-    from tinyattn.learn.seqmodel import SeqAttnConfig
-    from tinyattn.learn.seqtrain import train_seq
-    from tinyattn.learn.train import TrainConfig, npz_model
 
-    rng = np.random.default_rng(4)
-    y = np.arange(24) % 3
-    X = np.exp(rng.normal(0.5 * y[:, None, None], 1.0, (24, 16, 2)))  # a power draw's shape
-    n = rng.integers(6, 17, 24)
-    X[np.arange(16)[None, :] >= n[:, None]] = 0.0
-    arch = SeqAttnConfig(patch=4, embed_dim=8, num_heads=2, blocks=1, ff_dim=16, **view)
-    res = train_seq(X, n, y, 3, arch, TrainConfig(epochs=8))
+    _, data, (X, n, y) = view_model(view)
     blob = tmp_path / "view.bin"
-    blob.write_bytes(blob_bytes(quantize(npz_model(res, ["a", "b", "c"]), X, n)))
+    blob.write_bytes(data)
     assert cli.main(["flash", "--port", pico.tty, "--blob", str(blob), "--quiet"]) == 0
     try:
         s = parity(pico.tty, blob, X, y, lengths=n, bench_n=0, progress=False,

@@ -18,6 +18,7 @@ import zlib
 import numpy as np
 import pytest
 from device_support import DEVICE_DIR, find, flash_and_parity, run_micropython
+from seq_models import VIEWS, view_model, view_windows
 
 from tinyattn import cli
 from tinyattn.data.timeseries import write_ts
@@ -31,37 +32,17 @@ from tinyattn.data.windows import (
 )
 from tinyattn.intmodel.blob import BlobError, blob_bytes, read_blob
 from tinyattn.intmodel.intref import quantize_input, run_int8
-from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.model import load_model, save_model
 from tinyattn.learn.search import Candidate, stage_candidates
 from tinyattn.learn.seqmodel import SeqAttnConfig
-from tinyattn.learn.seqtrain import train_seq
-from tinyattn.learn.train import TrainConfig, npz_model
+from tinyattn.learn.train import TrainConfig
 
-N, T, C = 24, 16, 2
-
-
-def _windows(seed: int = 4):
-    """Heavy-tailed positive levels (a power draw's shape), 3 classes, unequal lengths."""
-    rng = np.random.default_rng(seed)
-    y = np.arange(N) % 3
-    X = np.exp(rng.normal(0.5 * y[:, None, None], 1.0, (N, T, C)))  # (N, T, C)
-    lengths = rng.integers(6, T + 1, N)
-    X[np.arange(T)[None, :] >= lengths[:, None]] = 0.0
-    return X, lengths, y
-
-
-VIEWS = {"log": {"log_view": True}, "clip": {"clip": 95.0}}
+N, T, C = 24, 16, 2  # view_windows()'s
 
 
 @pytest.fixture(scope="module", params=sorted(VIEWS))
 def view_blob(request):
-    X, n, y = _windows()
-    arch = SeqAttnConfig(patch=4, embed_dim=8, num_heads=2, blocks=1, ff_dim=16,
-                         **VIEWS[request.param])  # fmt: skip
-    res = train_seq(X, n, y, 3, arch, TrainConfig(epochs=8))
-    spec = quantize(npz_model(res, ["a", "b", "c"]), X, n)
-    return res, blob_bytes(spec), (X, n, y)
+    return view_model(request.param)
 
 
 @pytest.mark.host
@@ -73,7 +54,7 @@ def test_log_view_is_libm_log_of_one_plus_the_excess_value_by_value():
             [-math.inf, math.log(3.0)]]  # fmt: skip
     assert np.array_equal(got, np.array(want), equal_nan=True)
     assert input_view(x, None) is x
-    X, n, _ = _windows()
+    X, n, _ = view_windows()
     view = fit_log_floor(X, n)
     (floor,) = view.params
     assert view.kind == VIEW_LOG and floor.dtype == np.float32 and floor.shape == (C,)
@@ -88,7 +69,7 @@ def test_clip_view_is_min_max_and_its_ceiling_a_train_percentile():
     got = input_view(x, InputView(VIEW_CLIP, (lo, hi)))
     want = [[-1.0, 1.0], [0.0, 2.5], [math.nan, 2.5], [-math.inf, 2.5]]  # non-finite: unchanged
     assert np.array_equal(got, np.array(want), equal_nan=True)
-    X, n, _ = _windows()
+    X, n, _ = view_windows()
     X[0, 0, 0] = np.nan  # a missing value is not a value
     view = fit_clip(X, n, 90.0)
     lo, hi = view.params
@@ -223,7 +204,7 @@ def test_view_micropython_bit_exact(view_blob, tmp_path):
 
 @pytest.mark.host
 def test_search_view_stage_tries_every_view_base_first():
-    X, n, y = _windows()
+    X, n, y = view_windows()
     from tinyattn.data.windows import Windows
 
     data = Windows("w", X, n, y, ["a", "b", "c"])
@@ -248,7 +229,7 @@ def test_train_view_exports_flashes_and_passes_parity(tmp_path, capsys, vboard_f
                                                       key, kind):  # fmt: skip
     if find("micropython") is None:
         pytest.skip("MicroPython unix port not installed ('make install')")
-    X, n, y = _windows()
+    X, n, y = view_windows()
     write_ts(tmp_path / "P_TRAIN.ts", X, n, y, ["a", "b", "c"], "P")
     write_ts(tmp_path / "P_TEST.ts", X[::-1] * 1.1 - 0.05, n[::-1], y[::-1], ["a", "b", "c"], "P")
     code = cli.main(["train", "--ts", "P_TRAIN.ts", "--test", "P_TEST.ts", *flags,
@@ -268,7 +249,7 @@ def test_train_view_exports_flashes_and_passes_parity(tmp_path, capsys, vboard_f
     (["--clip-view", "99", "--log-view"], "not with --log-view"),
 ])  # fmt: skip
 def test_train_clip_view_bad_percentile_refused_in_one_line(tmp_path, capsys, flags, message):
-    X, n, y = _windows()
+    X, n, y = view_windows()
     write_ts(tmp_path / "P_TRAIN.ts", X, n, y, ["a", "b", "c"], "P")
     code = cli.main(["train", "--ts", str(tmp_path / "P_TRAIN.ts"), *flags, "--epochs", "1",
                      "--out", str(tmp_path / "m.npz"), "--quiet"])  # fmt: skip

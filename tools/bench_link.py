@@ -79,8 +79,7 @@ def measure(
             dev = run_device(link, X, path, 0, False, enc="b64", info=info, lengths=lengths)
             if dev.get("error"):
                 raise RuntimeError(f"{model_path} at {baud or 'unpaced'}: {dev['error']}")
-            per = dev["link_seconds"] / max(1, len(dev["rows"]))
-            bench = bench_path(link, "int8", 50, slowest=per)  # as parity's bench
+            bench = bench_path(link, "int8", 50, dev["slowest_sample_s"])  # as parity's bench
         finally:
             link.stop_server()
     n, secs = len(dev["rows"]), dev["link_seconds"]

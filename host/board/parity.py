@@ -397,7 +397,9 @@ def run_device(
     info: dict | None = None,
     lengths: np.ndarray | None = None,
 ) -> dict:
-    """Send all samples; returns per-sample device results and timing. Partial on LinkError.
+    """Send all samples; returns per-sample device results and timing (`link_seconds`, and
+    `slowest_sample_s`, the longest a sample of a batch took: `bench_path` waits on it).
+    Partial on LinkError.
     With enc "b64" the features go as float32 bytes: pass X as sent (`link.as_sent`).
     Windows of a sequence model: X [N, T', C] with `lengths` [N] (the board runs the last T
     steps of a longer window)."""
@@ -469,6 +471,7 @@ def run_device(
                 dev.setdefault("unanswered", []).append(why)
             bar.update(len(group))
         dev["link_seconds"] = time.perf_counter() - t0
+        dev["slowest_sample_s"] = slowest
         dev["bench"] = {}
         if bench_n:
             for p in ("int8", "float") if path == "both" else (path,):
