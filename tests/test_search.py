@@ -278,7 +278,8 @@ def test_search_one_se_pick_prefers_the_steadier_within_one_se():
 def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget(tmp_path):
     """The stem stage: the base (patch) first, then conv stems whose attention sees at most 32
     tokens, and the conv stem alone (no attention block, stride 1, at most STEM_ALONE_TOKENS
-    patch tokens into the pool; with batch norm in training there and at most STEM_NORM_TOKENS);
+    patch tokens into the pool; with batch norm in training there, at most STEM_NORM_TOKENS,
+    and at width 16 at most STEM_WIDE_TOKENS);
     a search of that stage alone ends in a model whose costs fit the budget."""
     from tinyattn.learn.seqmodel import default_max_steps, token_steps
 
@@ -286,12 +287,14 @@ def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget
     cands = S.stage_candidates("stem", data, base)
     convs = [c for c in cands if c.arch.stem == "conv"]
     alone = [c for c in convs if c.arch.blocks == 0]
-    assert cands[0] == base and len(convs) >= 4 and len(alone) == 2  # 12 steps: P1 both
-    assert [c.arch.stem_norm for c in alone] == [False, True]
-    assert [" bn" in c.label() for c in alone] == [False, True]
+    assert cands[0] == base and len(convs) >= 4 and len(alone) == 3  # 12 steps: P1 all
+    assert [(c.arch.stem_norm, c.arch.stem_width) for c in alone] == [(False, 8), (True, 8),
+                                                                      (True, 16)]
+    assert [" bn" in c.label() for c in alone] == [False, True, True]
     long = Windows("l", np.zeros((3, 400, 1)), np.full(3, 400), np.arange(3), ["a", "b", "c"])
     grid = [a for a in S.stem_grid(long, base.arch) if a.blocks == 0]
-    assert [(a.patch, a.stem_norm) for a in grid] == [(7, False), (7, True), (3, True)]
+    assert [(a.patch, a.stem_norm, a.stem_width, a.embed_dim) for a in grid] == [
+        (7, False, 8, 8), (7, True, 8, 8), (3, True, 8, 8), (4, True, 16, 16)]
     for c in convs:
         T = default_max_steps(data.lengths, c.arch.patch)
         ops = S.build_seq_model(T, 2, 3, c.arch).ops

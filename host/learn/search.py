@@ -435,6 +435,13 @@ STEM_ALONE_TOKENS = 64
 # of this family to the outside experiment's stride-8 conv stem (docs/search.md, "What was
 # tried"); 81 KB of heap there: inside the rp2040 preset's, over the default budget.
 STEM_NORM_TOKENS = 192
+# The wider stem alone with batch norm (width 16 = E) at fewer tokens, where its heap fits a
+# board of ~96 KB for the model: on ACSF1's TRAIN folds the stem alone underfits its training
+# windows at width 8 (0.79-0.90), and width 16 at P12 (122 tokens; 90,764 B of heap, inside the
+# rp2040 preset) scores int8 0.635 +- 0.029 at the stem stage's start recipe against width 8
+# at P8's 0.570 +- 0.035, and 0.725 against 0.680 at the pick's recipe and clip view (paired
+# +4.5 +- 2.5 points; docs/search.md "Where ACSF1's last points are not").
+STEM_WIDE_TOKENS = 128
 
 
 def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
@@ -443,8 +450,9 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     attention (`P = ceil(longest / (tokens·s))`), width 8 with dilations 1, 2 or width 16
     with dilations 2, 4; the conv stem alone (no attention block, stride 1: width 8,
     dilations 2, 4 at the `STEM_ALONE_TOKENS` patch tokens, then the masked pool), the same
-    with batch norm in training (`stem_norm`) at those tokens and at `STEM_NORM_TOKENS`; and
-    the patch stem at the base's sizes when the base is a conv."""
+    with batch norm in training (`stem_norm`) at those tokens and at `STEM_NORM_TOKENS`, and
+    at width 16 (E 16) at `STEM_WIDE_TOKENS`; and the patch stem at the base's sizes when the
+    base is a conv."""
     longest = int(np.max(data.lengths))
     out = [base, replace(base, stem="patch")]
     for tokens in (16, 32):
@@ -460,7 +468,10 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     out.append(alone)
     if base.bias:  # with batch norm in training, at these tokens and the finer ones
         fine = max(1, -(-longest // STEM_NORM_TOKENS))
-        out += [replace(alone, stem_norm=True), replace(alone, patch=fine, stem_norm=True)]
+        wide = max(1, -(-longest // STEM_WIDE_TOKENS))
+        out += [replace(alone, stem_norm=True), replace(alone, patch=fine, stem_norm=True),
+                replace(alone, patch=wide, stem_width=16, embed_dim=16, ff_dim=32,
+                        stem_norm=True)]  # fmt: skip
     return list(dict.fromkeys(out))
 
 
