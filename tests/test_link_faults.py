@@ -87,18 +87,23 @@ def _bounded(fn: Callable[[], Any], limit: float = RUN_LIMIT) -> tuple[Any, floa
     return box.get("value"), elapsed
 
 
-def _after_batches(monkeypatch: pytest.MonkeyPatch, at: set[int], action: Callable) -> list:
-    """Call action(link, data) right after the host has written its n-th batch request, for
-    each n in `at` (1-based; resends count too). Returns the list of counts seen."""
+def _after_batches(monkeypatch: pytest.MonkeyPatch, at: set[int], action: Callable,
+                   before: bool = False) -> list:
+    """Call action(link, data) right after the host has written its n-th batch request (with
+    `before`: right before it writes it), for each n in `at` (1-based; resends count too).
+    Returns the list of counts seen."""
     seen: list[int] = []
     write = BoardLink._write
 
     def _write(link: BoardLink, data: bytes) -> None:
-        write(link, data)
+        hit = b'"op":"batch"' in data and len(seen) + 1 in at
         if b'"op":"batch"' in data:
             seen.append(len(seen) + 1)
-            if seen[-1] in at:
-                action(link, data)
+        if hit and before:
+            action(link, data)
+        write(link, data)
+        if hit and not before:
+            action(link, data)
 
     monkeypatch.setattr(BoardLink, "_write", _write)
     return seen
@@ -270,11 +275,13 @@ def test_link_faults_resets_beyond_limit_keep_partial_report(
 def test_link_faults_board_goes_silent_mid_run(
     vb, reference_model, iris, monkeypatch, capsys, tmp_path, enc
 ):
-    """The board stops answering after a batch request mid-run (the 4th of 10 JSON batches,
-    the 2nd of 3 base64 ones): the tool gives up after its resends, within (retries + 1) ×
-    timeout plus the stop sequence, says so in one line, and the report keeps the batches
-    answered before (48 or 64 samples; the one sent last was lost with the silence)."""
-    _after_batches(monkeypatch, {MID[enc]}, lambda link, data: vb.set_silent(True))
+    """The board stops answering mid-run, as a batch request goes out (the 4th of 10 JSON
+    batches, the 2nd of 3 base64 ones): the tool gives up after its resends, within (retries
+    + 1) × timeout plus the stop sequence, says so in one line, and the report keeps the
+    batches answered before (48 or 64 samples; the request sent into the silence is lost).
+    The silence starts before that request is written: set after it, it raced the board's
+    reply (a loaded machine once let a 16-sample JSON batch through: 64 kept, not 48)."""
+    _after_batches(monkeypatch, {MID[enc]}, lambda link, data: vb.set_silent(True), before=True)
     out = tmp_path / "parity.json"
     args = ["parity", "--port", vb.port, "--blob", str(reference_model["blob"]), "--report",
             str(out), "--timeout", str(TIMEOUT), "--bench", "0", "--quiet",
