@@ -37,7 +37,7 @@ from tinyattn.learn.search import Candidate, stage_candidates
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.train import TrainConfig
 
-N, T, C = 24, 16, 2  # view_windows()'s
+N, T, C = view_windows()[0].shape
 
 
 @pytest.fixture(scope="module", params=sorted(VIEWS))

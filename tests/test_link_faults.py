@@ -96,9 +96,10 @@ def _after_batches(monkeypatch: pytest.MonkeyPatch, at: set[int], action: Callab
     write = BoardLink._write
 
     def _write(link: BoardLink, data: bytes) -> None:
-        hit = b'"op":"batch"' in data and len(seen) + 1 in at
-        if b'"op":"batch"' in data:
+        batch = b'"op":"batch"' in data
+        if batch:
             seen.append(len(seen) + 1)
+        hit = batch and seen[-1] in at
         if hit and before:
             action(link, data)
         write(link, data)

@@ -466,7 +466,7 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
                     stem_dilations=(2, 4), blocks=0, embed_dim=8, num_heads=2, ff_dim=16,
                     stem_norm=False)  # fmt: skip
     out.append(alone)
-    if base.bias:  # with batch norm in training, at these tokens and the finer ones
+    if base.bias:  # with batch norm in training: at these tokens, the finer ones, and wider
         fine = max(1, -(-longest // STEM_NORM_TOKENS))
         wide = max(1, -(-longest // STEM_WIDE_TOKENS))
         out += [replace(alone, stem_norm=True), replace(alone, patch=fine, stem_norm=True),
