@@ -92,8 +92,9 @@ def check_arguments(args: argparse.Namespace, flow: str) -> None:
 
     bad = [s for s in args.search_stages.split(",") if s not in STAGES]
     if bad or not args.search_stages:
+        stages = ", ".join(dict.fromkeys(STAGES))
         raise CLIError(f"--search-stages: {', '.join(bad) or 'none given'}; choose from "
-                       f"{', '.join(dict.fromkeys(STAGES))} (a stage may run more than once)")  # fmt: skip
+                       f"{stages} (a stage may run more than once)")  # fmt: skip
 
 
 def _score_of(record: list[dict], key: str) -> dict | None:
