@@ -27,13 +27,7 @@ def start(cfg):
     # 99 KiB with the model loaded after them)
     model = Model(cfg.get("blob", "model.bin"), kernels=cfg.get("kernels", "auto"))
     gc.collect()
-    i2c = None
-    if cfg.get("i2c"):  # [id, scl, sda]
-        from machine import I2C, Pin
-
-        bus, scl, sda = cfg["i2c"]
-        i2c = I2C(bus, scl=Pin(scl), sda=Pin(sda))
-    source = open_source(cfg["source"], i2c)
+    source = open_source(cfg["source"], cfg.get("i2c"))  # i2c: [id, scl, sda] or None
     from attention_stream import Stream
 
     if source.C != model.n_features:

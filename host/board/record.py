@@ -272,11 +272,8 @@ def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list |
     then run(); a copied replay file is removed after."""
     src = (device_dir() / "attention_source.py").read_text()
     rec = (device_dir() / "attention_record.py").read_text()
-    bus = "None"
-    if i2c:
-        bus = f"__import__('machine').I2C({i2c[0]},scl=__import__('machine').Pin({i2c[1]}),"
-        bus += f"sda=__import__('machine').Pin({i2c[2]}))"
-    run = f"_g['run']({spec!r},{seconds!r},{rate!r},{bus},_g['open_source'])"
+    bus = list(i2c) if i2c else None  # [id, scl, sda]: open_source makes the bus
+    run = f"_g['run']({spec!r},{seconds!r},{rate!r},{bus!r},_g['open_source'])"
     code = f"_g={{}}\nexec({src!r},_g)\nexec({rec!r},_g)\n"
     if spec == f"replay:{BOARD_REPLAY}":  # removed however the run ends (Ctrl-C too)
         return code + f"try:\n {run}\nfinally:\n import os\n os.remove({BOARD_REPLAY!r})\n"
