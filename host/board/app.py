@@ -64,11 +64,17 @@ del _n, os
 
 def add_app_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("app (the board classifies its own sensor from reset)")
-    g.add_argument(
+    which = g.add_mutually_exclusive_group()
+    which.add_argument(
         "--app", action="store_true",
         help="also install the app: main.py + app.json; at reset the board prints one line "
         "per decision ('tinyattn monitor' shows them); without --app an installed app is "
         "removed",
+    )  # fmt: skip
+    which.add_argument(
+        "--no-app", action="store_true",
+        help="only remove an installed app (main.py, app.json, the replay file) and copy "
+        "nothing: the board's runtime and model stay",
     )  # fmt: skip
     g.add_argument(
         "--source", default=None,

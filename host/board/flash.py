@@ -170,8 +170,10 @@ print('COMMITTED')
 
 
 def mpremote(port: str, *args: str, timeout: float = 60.0) -> str:
-    """Run `mpremote connect PORT ARGS…` and return its stdout; CLIError on failure."""
-    cmd = [sys.executable, "-m", "mpremote", "connect", port, *args]
+    """Run `mpremote connect PORT ARGS…` and return its stdout; CLIError on failure. Through
+    mpremote_run: its interrupt also reaches a board that boots into its app as the port
+    opens."""
+    cmd = [sys.executable, "-m", "tinyattn.board.mpremote_run", "connect", port, *args]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -618,10 +620,27 @@ def print_summary(summary: dict, where: str) -> None:
         print(f"note: {note}")
 
 
+def remove_app_only(ports: list, args: argparse.Namespace) -> int:
+    """`flash --no-app`: remove an installed app from each board, copy nothing."""
+    from tinyattn.board.app import remove_app
+    from tinyattn.board.fleet import one_port
+
+    fleet = len(ports) > 1
+    for i, p in enumerate(ports):
+        fs_dir = BUILD_DIR / f"board{i}" if p is None and fleet else None
+        with one_port(p, fs_dir) as port:
+            notes = remove_app(port, mpremote)
+        where = p or f"virtual board ({fs_dir or BUILD_DIR / 'board'})"
+        print(f"{where}: " + (notes[0] if notes else "no app installed (nothing removed)"))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from tinyattn.board.fleet import failed_line, is_fleet, one_port, port_list, run_fleet
 
     ports = port_list(args)
+    if args.no_app:
+        return remove_app_only(ports, args)
     blob = None if args.train and not args.blob.is_file() else args.blob
 
     plan = None

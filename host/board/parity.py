@@ -273,11 +273,18 @@ FREE_HEAP_CODE = (
 
 def start_server(link: BoardLink, blob: Any, blob_path: Path, model_path: str = "model.bin"):
     """link.start_server; a board whose heap is too small for the blob: LinkError naming the
-    heap the blob needs (flash.heap_needed, an estimate) and the heap the board has free."""
+    heap the blob needs (flash.heap_needed, an estimate) and the heap the board has free. Says
+    so when the start stopped the board's app."""
     try:
         return link.start_server(model_path, values=sample_values(blob))
     except HeapTooSmall as exc:
         raise LinkError(heap_message(link, blob, blob_path, exc)) from None
+    finally:
+        if link.app_stopped:  # said once a link: the board serves us until it is reset
+            link.app_stopped = False
+            print(f"note: {link.port}: stopped the app (main.py) to start the server; reset "
+                  "the board (or 'tinyattn monitor --reset') to run the app again",
+                  file=sys.stderr)  # fmt: skip
 
 
 def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall) -> str:
@@ -293,6 +300,7 @@ def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall)
         free, as_mpy = int(words[at + 1]), words[at + 2] == "1"
     except (LinkError, ValueError, IndexError):
         pass  # the figure the board could not give is said to be unknown
+    link.leave_raw_repl()
     need = heap_needed(blob, as_mpy)
     has = "its free heap is unknown" if free is None else f"the board has {free // 1000} KB free"
     if not as_mpy and free is not None and heap_needed(blob, True) <= free:
