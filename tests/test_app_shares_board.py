@@ -99,3 +99,30 @@ def test_two_commands_on_one_virtual_board_folder_the_second_is_refused_in_one_l
     assert sorted(p.name for p in board.fs_dir.iterdir()) == before
     board.stop()  # released: the next command gets the board
     assert cli.main(["flash", "--blob", str(BM), "--quiet"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.serial
+def test_monitor_reset_without_an_app_says_none_started_and_a_silent_port_ends(
+    vboard_factory, capsys, monkeypatch
+):
+    """monitor --reset on a board without an app named itself as the fix; and monitor
+    --count on a port where nothing answers waited forever."""
+    import os
+
+    from tinyattn.board import monitor
+
+    monkeypatch.setattr(monitor, "NO_APP_AFTER", 0.5)
+    board = vboard_factory()
+    assert cli.main(["monitor", "--port", board.port, "--reset", "--seconds", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "no app started after the soft reset" in err and "flash --app" in err, err
+    assert "monitor --reset" not in err
+    master, slave = os.openpty()  # a port with nothing behind it
+    try:
+        code = cli.main(["monitor", "--port", os.ttyname(slave), "--count", "2",
+                         "--timeout", "1"])  # fmt: skip
+    finally:
+        os.close(master)
+        os.close(slave)
+    err = capsys.readouterr().err
+    assert code == 2 and "nothing received for 1s" in err, err

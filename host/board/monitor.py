@@ -76,7 +76,7 @@ def monitor(port: str, args: argparse.Namespace, out=print, say=None) -> Counter
     start = time.monotonic()
     first_ms = last_ms = None
     base = 0  # decisions before the first one the rate counts from (a reset starts it again)
-    app_seen = noted = False
+    app_seen = noted = rebooted = False
     buf = b""
     try:
         if args.reset:  # Ctrl-B first: a soft reset from the raw REPL would not run main.py
@@ -103,9 +103,15 @@ def monitor(port: str, args: argparse.Namespace, out=print, say=None) -> Counter
                     "('tinyattn devs'), then 'tinyattn monitor --reset' (or --timeout longer)"
                 )
             *lines, buf = buf.split(b"\n")
-            if not app_seen and not noted and time.monotonic() - start > NO_APP_AFTER:
+            for raw in lines:
+                if b"soft reboot" in raw:
+                    rebooted = True
+            idle = b">>>" in buf or any(b">>>" in raw for raw in lines)
+            # after --reset the board is booting and loading its app (seconds on a slow
+            # board): only its REPL prompt after the reboot says that no app started
+            if (not app_seen and not noted and time.monotonic() - start > NO_APP_AFTER
+                    and (not args.reset or (rebooted and idle))):  # fmt: skip
                 noted = True
-                idle = b">>>" in buf or any(b">>>" in raw for raw in lines)
                 state = "is at its REPL prompt, no app runs" if idle else "prints no app lines"
                 if args.reset:  # the app would have started: none is installed
                     fix = ("no app started after the soft reset: install one with 'tinyattn "

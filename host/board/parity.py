@@ -713,7 +713,9 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
     if board and board.get("crc32") is not None:
         lines.insert(0, f"{'board runs blob':28s} CRC {board['crc32']:08x} ({board['size']} B), "
                      f"runtime {board.get('runtime_version')} as .{board.get('runtime')}, "
-                     f"kernels {board.get('kernels')}")  # fmt: skip
+                     + (f"kernels {board['kernels']}" if board.get("kernels")
+                        else f"float kernels {board.get('float_kernels')} (a float32 blob: "
+                        "no int8 path)"))  # fmt: skip
     failed = s.get("failed_samples") or []
     if failed:
         shown = ", ".join(str(i) for i in failed[:SHOW_FAILED])

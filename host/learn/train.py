@@ -459,8 +459,11 @@ def config_from_args(
         raise CLIError(f"--batch-size {c.batch_size}: must be at least 1")
     if not c.lr > 0:
         raise CLIError(f"--lr {c.lr}: must be positive")
-    if not 0.0 < c.test_fraction < 1.0:
+    if not 0.0 <= c.test_fraction < 1.0:
         raise CLIError(f"--test-fraction {c.test_fraction}: must be between 0 and 1")
+    if c.test_fraction == 0 and getattr(args, "ts", None) is None:
+        raise CLIError("--test-fraction 0 (no test part) is for --ts windows; on rows, "
+                       "--cv 5 gives a figure from every row")  # fmt: skip
     if not 0.0 <= c.label_smoothing < 1.0:
         raise CLIError(f"--label-smoothing {c.label_smoothing}: must be in [0, 1), e.g. 0.1")
     if not c.weight_decay >= 0.0:
