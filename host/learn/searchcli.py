@@ -105,6 +105,35 @@ def _score_of(record: list[dict], key: str) -> dict | None:
     return None
 
 
+SCHEDULER_WAIT = 10  # seconds a Dask scheduler is given to answer before the search starts
+
+
+def check_scheduler(address: str, wait: float | None = None) -> None:
+    """CLIError in one line when no Dask scheduler answers at `address` within `wait` s
+    (default SCHEDULER_WAIT; a connection that would otherwise fail after 30 s with a
+    traceback of the client's internals)."""
+    import logging
+
+    wait = SCHEDULER_WAIT if wait is None else wait
+    from dask.distributed import Client
+
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # its own retry warnings: the error is one line
+    try:
+        with Client(address, timeout=f"{wait}s"):
+            return
+    except (OSError, TimeoutError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CLIError(
+            f"--scheduler {address}: no Dask scheduler answered within {wait:g} s ({why}); "
+            "start one there ('dask scheduler', then 'dask worker ADDRESS' on each machine), "
+            "or leave --scheduler out to run the folds on this machine"
+        ) from None
+    finally:
+        quiet.setLevel(level)
+
+
 def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, Any]:
     """Search on the TRAIN part, train the pick on it, evaluate the test part once, write the
     model file with `meta["search"]`; returns the `--json` summary (with `search`)."""
@@ -125,6 +154,7 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         except ImportError:
             raise CLIError("--scheduler needs dask.distributed: run 'make install-cluster' (or "
                            "pip install 'tinyattn[cluster]')") from None  # fmt: skip
+        check_scheduler(args.scheduler)
     start = S.Candidate(*recipe)
     print(f"search {data.name}: {len(train.y)} TRAIN {train.unit}, {args.search_repeats} x "
           f"{args.search_folds}-fold, budget {budget.max_bytes} B / {budget.max_macs} MACs / "
