@@ -25,6 +25,7 @@ def start(cfg):
     # the model before the source opens and the stream module is imported: they then fill
     # holes its load leaves (BasicMotions' app starts on every heap from 96 KiB up so, from
     # 99 KiB with the model loaded after them)
+    gc.collect()  # what the imports left: the load's large buffers need whole spans
     model = Model(cfg.get("blob", "model.bin"), kernels=cfg.get("kernels", "auto"))
     gc.collect()
     source = open_source(cfg["source"], cfg.get("i2c"))  # i2c: [id, scl, sda] or None

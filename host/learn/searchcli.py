@@ -172,9 +172,10 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         raise
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    if res.stages and res.stages[0]["stage"] != stages[0]:
-        print(f"search: no {stages[0]} candidate fits the budget (the start is over it), so the "
-              "arch stage ran first to find an architecture within it", file=log)  # fmt: skip
+    if res.arch_first:
+        print(f"search: no {res.arch_first} candidate fits the budget (the start is over it), "
+              "so the arch stage ran first to find an architecture within it",
+              file=log)  # fmt: skip
     pick = res.pick
     cv = _score_of(res.stages, pick.key())
     if cv is None:  # the time limit came before any candidate of the first stage was done
@@ -185,8 +186,26 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     record = {**res.record(), "budget": asdict(budget), "board": args.board,
               "folds": args.search_folds, "repeats": args.search_repeats, "cv": cv}  # fmt: skip
     how = "" if res.complete else " (time limit: stages left undone)"
+    for line in stage_lines(res.stages):  # what each stage chose (its bar is gone by now)
+        print(line, file=log)
     print(f"search picked {pick.label()}{how}: CV int8 {cv['int8']:.3f} ± {cv['int8_se']:.3f}, "
           f"float {cv['float']:.3f} ({cv['folds']} folds) in {res.seconds / 60:.1f} min",
           file=log)  # fmt: skip
+    if pick.family == "row-attn":  # the row model, trained as plain `tinyattn train` trains it
+        from tinyattn.learn import train as row_train
+
+        return row_train.run_one(args, data.train, pick.train, log, extra={"search": record})
     recipe = (pick.arch, pick.train, pick.augment, pick.average, pick.distill)
     return seqcli.run_one(args, data, recipe, log, extra={"search": record})
+
+
+def stage_lines(stages: list[dict]) -> list[str]:
+    """One line a stage: its name, the candidates scored, its pick and the pick's CV int8."""
+    out = []
+    for st in stages:
+        scored = [r for r in st["rows"] if r.get("score")]
+        chosen = next((r for r in scored if r["label"] == st["pick"]), None)
+        score = (f"int8 {chosen['score']['int8']:.3f} ± {chosen['score']['int8_se']:.3f}"
+                 if chosen else "")  # fmt: skip
+        out.append(f"  {st['stage']:8s} {len(scored):2d} scored -> {st['pick']}  {score}")
+    return out
