@@ -25,15 +25,10 @@ def start(cfg):
     # the model before the source opens and the stream module is imported: they then fill
     # holes its load leaves (BasicMotions' app starts on every heap from 96 KiB up so, from
     # 99 KiB with the model loaded after them)
+    gc.collect()  # what the imports left: the load's large buffers need whole spans
     model = Model(cfg.get("blob", "model.bin"), kernels=cfg.get("kernels", "auto"))
     gc.collect()
-    i2c = None
-    if cfg.get("i2c"):  # [id, scl, sda]
-        from machine import I2C, Pin
-
-        bus, scl, sda = cfg["i2c"]
-        i2c = I2C(bus, scl=Pin(scl), sda=Pin(sda))
-    source = open_source(cfg["source"], i2c)
+    source = open_source(cfg["source"], cfg.get("i2c"))  # i2c: [id, scl, sda] or None
     from attention_stream import Stream
 
     if source.C != model.n_features:

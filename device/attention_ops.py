@@ -137,10 +137,13 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                 raise fail("op %d (%s): %s = %d out of range 1..30" % (k, name, p, ip[p]))
         # tensors by sorted role, as the host: a MicroPython dict has no insertion order
         for p in list(multipliers) + sorted(role for role in op.t if role[0] == "m"):
-            for m in op.t[p] if p in op.t else (ip[p],):
-                if not 0 <= m < 32768:
+            a = op.t[p] if p in op.t else (ip[p],)  # a tensor's elements are named m[i]
+            for i in range(len(a)):
+                if not 0 <= a[i] < 32768:
+                    what = p if p not in op.t else "%s[%d]" % (p, i)
                     raise fail(
-                        "op %d (%s): multiplier %s = %d out of range 0..32767" % (k, name, p, m)
+                        "op %d (%s): multiplier %s = %d out of range 0..32767"
+                        % (k, name, what, a[i])
                     )
         if "lut" in op.t:  # EXP_HI, EXP_LO start at 2**14 and never increase
             lut = op.t["lut"]

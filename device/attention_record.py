@@ -91,10 +91,7 @@ def run(spec, seconds, rate=None, i2c=None, open_source=None):
                 cfg = json.load(f)
             spec = cfg["source"]
             if i2c is None and cfg.get("i2c"):
-                from machine import I2C, Pin
-
-                bus, scl, sda = cfg["i2c"]
-                i2c = I2C(bus, scl=Pin(scl), sda=Pin(sda))
+                i2c = cfg["i2c"]  # [id, scl, sda]: open_source makes the bus
         if rate is not None:
             spec = "%s@%s" % (spec.partition("@")[0], rate)
         source = open_source(spec, i2c, loop=False)

@@ -176,11 +176,26 @@ def parse_source(spec, i2c=None):
 
 
 def open_source(spec, i2c=None, loop=True):
-    """A source from "replay:FILE[@RATE]" or "imu:NAME[@RATE]" (RATE in Hz; imu default 50)."""
+    """A source from "replay:FILE[@RATE]" or "imu:NAME[@RATE]" (RATE in Hz; imu default 50);
+    i2c: a machine.I2C, or [id, scl, sda] to make one."""
     kind, where, rate = parse_source(spec, i2c)
     if kind == "replay":
         return Replay(where, rate, loop)
+    if isinstance(i2c, (list, tuple)):  # [id, scl, sda] (app.json, tinyattn record --i2c)
+        i2c = i2c_bus(*i2c)
     return IMU(open_imu(where, i2c), 50 if rate is None else rate)
+
+
+def i2c_bus(bus, scl, sda):
+    """machine.I2C(bus, scl=Pin(scl), sda=Pin(sda)); ValueError on a board without one."""
+    try:
+        from machine import I2C, Pin
+    except ImportError:  # the unix port (the virtual board): machine has no I2C
+        raise ValueError(
+            "this board has no I2C bus (machine.I2C), so no IMU can be read here: use "
+            "--source replay:FILE (a .ts file's windows played as a sensor)"
+        ) from None
+    return I2C(bus, scl=Pin(scl), sda=Pin(sda))
 
 
 def feed(stream, source, buf):

@@ -58,6 +58,7 @@ import json
 import os
 import platform
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -528,6 +529,23 @@ def check_blob(path: Path) -> None:
         raise CLIError(remedy.blob_error(exc, path, flash_too=False)) from None
 
 
+def failures(result: Any, where: str = "") -> list[tuple[str, str]]:
+    """Every case of `result` that failed: (its path in the result, its error). A case that
+    failed carries an "error" field (a table shows it as n/a); a skipped section (a peer or a
+    board not installed) carries "skipped" and is not a failure."""
+    found: list[tuple[str, str]] = []
+    if isinstance(result, dict):
+        if result.get("error") and "skipped" not in result:
+            found.append((where or "result", str(result["error"])))
+        for key, value in result.items():
+            if key != "error":
+                found += failures(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(result, list):
+        for i, value in enumerate(result):
+            found += failures(value, f"{where}[{i}]")
+    return found
+
+
 def main(args: argparse.Namespace) -> int:
     if (args.search_board is None) != (args.search_max_ms is None):
         raise CLIError("--search-board and --search-max-ms go together "
@@ -636,6 +654,13 @@ def main(args: argparse.Namespace) -> int:
         sections.append(("Link (compact batches, UART-paced virtual board)",
                          uart_table(result["link_uart"])))  # fmt: skip
         print(sections[-1][1], flush=True)
+    failed = failures(result)
+    if failed:  # never a table of errors in the docs, never exit 0
+        for where, why in failed:
+            print(f"FAILED {where}: {why}", file=sys.stderr)
+        kept = f"; {args.write} was left as it was" if args.write else ""
+        raise CLIError(f"{len(failed)} benchmark case{'s' * (len(failed) != 1)} failed "
+                       f"(listed above){kept}")  # fmt: skip
     rows = summary_rows(result)
     if rows:  # a search-only run has its table above and no summary row
         print("\n== summary\n" + format_table(rows))

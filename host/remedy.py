@@ -109,6 +109,18 @@ def is_model_file(path: Path | str) -> bool:
         return False
 
 
+def is_blob_file(path: Path | str) -> bool:
+    """True when `path` is a blob (.bin by name, or the blob's magic "TATN" by content)."""
+    path = Path(str(path))
+    if path.suffix == ".bin":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"TATN"
+    except OSError:
+        return False
+
+
 def blob_for(model: Path | str) -> Path:
     """The blob to export `model` to: its name with .bin, never the model file itself."""
     model = Path(str(model))

@@ -783,6 +783,8 @@ def _seq_attention_figures(
     if lengths is None:  # windows of one step (rows searched as windows): every step valid
         lengths = np.full(len(X), X.shape[1], np.int64)
     maps = seq_attention_maps(mf.model, mf.normalize(X[idx], lengths[idx]), lengths[idx])
+    if not maps:  # no attention block (a conv stem alone): no maps to draw
+        return []
     files = []
     for j, i in enumerate(samples):
         one = [AttentionMap(m.op_index, m.kind, m.weights[j : j + 1]) for m in maps]

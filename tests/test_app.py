@@ -193,3 +193,23 @@ def test_app_imu_adapters_against_fake_drivers(source_mod, monkeypatch, name, cl
     monkeypatch.setattr(sys, "path", [p for p in sys.path if "site-packages" not in p])
     with pytest.raises(ValueError, match=f"'mpremote mip install {name}'"):
         source_mod.open_imu(name, _FakeI2C(address))
+
+
+@pytest.mark.host
+def test_app_imu_source_on_a_board_without_i2c_says_so_and_points_to_replay(
+    source_mod, monkeypatch
+):
+    """The README's first live command on the virtual board (the unix port: no machine.I2C)
+    ended in "AttributeError: module 'machine' has no attribute 'I2C'"."""
+    monkeypatch.setitem(sys.modules, "machine", types.ModuleType("machine"))  # as the unix port
+    with pytest.raises(ValueError, match=r"no I2C bus .* --source replay:FILE"):
+        source_mod.open_source("imu:lsm6dsox@50", [0, 5, 4])
+
+
+@pytest.mark.serial
+def test_record_imu_source_on_the_virtual_board_is_one_line_naming_replay(tmp_cwd, capsys):
+    code = cli.main(["record", "--source", "imu:lsm6dsox", "--i2c", "0,5,4", "--rate", "10",
+                     "--label", "walk", "--seconds", "2", "--out", "mine.ts", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "has no I2C bus" in err and "--source replay:FILE" in err, err
+    assert "Traceback" not in err and not (tmp_cwd / "mine.ts").exists()

@@ -369,7 +369,7 @@ def test_blob_shift_and_multiplier_ranges(ref_bytes):
     data = bytearray(ref_bytes)
     m = next(t for t in layout["tensors"] if t["name"] == "0.m")
     struct.pack_into("<h", data, m["offset"], -1)
-    expect(recrc(data), "multiplier m = -1 out of range")
+    expect(recrc(data), "multiplier m[0] = -1 out of range")  # a tensor element: its index
     data = bytearray(ref_bytes)
     struct.pack_into("<ii", data, ip + 16, -129, 127)  # hidden act_min below int8
     expect(recrc(data), "activation range [-129, 127]")

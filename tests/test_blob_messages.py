@@ -154,3 +154,57 @@ if __name__ == "__main__":  # print the templates, to write the doc rows
     for t in sorted(_device_templates()):
         print("device", t.replace(HOLE, "<…>"))
     sys.exit(0)
+
+
+def _doc_sections() -> set[str]:
+    """The `<what>` of "at offset P needs N bytes" as check A's paragraph lists them."""
+    text = DOC.read_text()
+    part = text[text.index("names the section: `<what> at offset") : text.index("A. Header")]
+    listed = part[part.index("`<what>` one of") : part.index("and `padding after <section>`")]
+    names = {re.sub(r"\s+", " ", n) for n in re.findall(r"`([^`]*)`", listed)} - {"<what>"}
+    after = part[part.index("padding after `class names`") :]
+    names |= {"padding after " + re.sub(r"\s+", " ", n) for n in re.findall(r"`([^`]*)`", after)}
+    return names
+
+
+def _source_sections() -> tuple[set[str], set[str]]:
+    """(host, device): the section names the readers pass to take/unpack/padding, their
+    indices written as the docs do (`<k>` for ops, `<t>` for tensors)."""
+
+    def norm(text: str) -> str:
+        text = re.sub(r"op (\{k\}|%d)", "op <k>", text)
+        return re.sub(r"tensor (record )?(\{t\}|%d)", lambda m: f"tensor {m[1] or ''}<t>", text)
+
+    host_src = (ROOT / "host" / "intmodel" / "blob.py").read_text()
+    taken = r"r\.(?:take|unpack)\([^\n]*?, f?\"([^\"]+)\"\)"
+    host = {norm(m) for m in re.findall(taken, host_src)}
+    host |= {"padding after " + norm(m) for m in re.findall(r"r\.padding\(f?\"([^\"]+)\"\)",
+                                                              host_src)}  # fmt: skip
+    host |= {"log floor", "clip low", "clip high"}  # VIEW_SECTIONS, taken in a loop
+    dev_src = "".join((DEVICE / f).read_text()
+                      for f in ("attention_blob.py", "attention_tensors.py"))  # fmt: skip
+    dev = {norm(m) for m in re.findall(r"(?:take|unpack|skip)\([^\n]*?, \"([^\"]+)\"", dev_src)
+           if not m.endswith(" ")}  # not padding()'s own "padding after " + what
+    dev |= {"padding after " + norm(m) for m in re.findall(r"padding\(\"([^\"]+)\"", dev_src)}
+    dev |= {"log floor", "clip low", "clip high"}  # _VIEW_PARTS, taken in a loop
+    return host, dev
+
+
+def test_blob_messages_sections_of_needs_n_bytes_are_the_documented_ones():
+    """The section names of `<what> at offset P needs N bytes` were not listed in the docs."""
+    doc = _doc_sections()
+    host, dev = _source_sections()
+    assert host == doc, (sorted(host - doc), sorted(doc - host))
+    assert dev == doc, (sorted(dev - doc), sorted(doc - dev))
+
+
+def test_blob_messages_name_tensors_plainly_and_tensor_multipliers_with_their_index():
+    """A reader written from the docs gave other messages than the host on 10 of 97 edited
+    blobs: tensor names without repr quotes, a multiplier element with its index."""
+    host = _host_templates()
+    dev = _device_templates()
+    for templates in (host, dev):
+        assert not any("('" in t or "(%r)" in t for t in templates if t.startswith("tensor"))
+    src = (DEVICE / "attention_ops.py").read_text()
+    assert '"%s[%d]" % (p, i)' in src
+    assert 'f"{role}[{i}]"' in (ROOT / "host" / "intmodel" / "blob.py").read_text()

@@ -381,3 +381,17 @@ def test_cli_errors_tinyattn_port_without_a_board_skips_serial_tests(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "2 skipped" in proc.stdout and "no board answers there" in proc.stdout, proc.stdout
+
+
+@pytest.mark.host
+def test_train_out_naming_a_blob_is_refused_before_training(tmp_path, capsys):
+    """`train --out m.bin` wrote a model file over a blob without a word."""
+    blob = tmp_path / "m.bin"
+    blob.write_bytes(b"TATN" + bytes(60))
+    other = tmp_path / "m.dat"  # a blob by content, whatever its name
+    other.write_bytes(blob.read_bytes())
+    for out in (blob, other):
+        assert cli.main(["train", "--out", str(out), "--epochs", "1", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "names a blob" in err and "m.npz" in err and "nothing was written" in err, err
+        assert out.read_bytes() == b"TATN" + bytes(60)

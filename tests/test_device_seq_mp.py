@@ -230,11 +230,11 @@ def test_device_seq_mp_edited_masked_pool_table_refused_as_on_the_host(mpy, tmp_
 
 @pytest.mark.parametrize(("T", "P"), [(361, 6), (1460, 8)])  # PickupGestureWiimoteZ, ACSF1
 def test_device_seq_mp_conv_stem_alone_heap_within_the_search_estimate(mpy, tmp_path, T, P):
-    """The search's heap estimate of a conv stem alone (no attention block: no feed-forward
-    term) bounds the loaded model measured under MicroPython (.mpy, viper), at the stem-alone
+    """The heap estimate of a conv stem alone (no attention block) bounds the loaded model
+    measured under MicroPython (.mpy, viper), at the stem-alone
     candidates' sizes of the two long-window development problems (an untrained model: the
     blob's size and buffers do not depend on the weights' values)."""
-    from tinyattn.board.stream import stream_heap
+    from tinyattn.board.heap import features, model_heap
     from tinyattn.data.windows import Windows
     from tinyattn.intmodel.blob import blob_bytes
     from tinyattn.learn import search as S
@@ -245,9 +245,9 @@ def test_device_seq_mp_conv_stem_alone_heap_within_the_search_estimate(mpy, tmp_
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, T, 1))
     data = Windows("w", X, np.full(6, T), np.arange(6) % 3, ["a", "b", "c"])
-    est = S.cost(data, arch)["heap"] - stream_heap(T, 1, -(-T // P), 8)
     blob = tmp_path / "alone.bin"
     blob.write_bytes(blob_bytes(S.shape_spec(data, arch)))
+    est = model_heap(features(blob.read_bytes()), stream=False)
     used = int(run_micropython(HEAP, [mpy, str(blob), "viper", *KERNEL_MODULES["viper"]],
                                "512k")[0])  # fmt: skip
     assert 0 < used <= est, (used, est)

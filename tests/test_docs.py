@@ -257,3 +257,14 @@ def test_docs_bench_search_under_a_preset_is_a_section_beside_the_default_budget
 def test_docs_bench_search_budget_flags_refused_alone(argv, said, capsys):
     assert cli.main(["bench", *argv]) == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.host
+def test_docs_long_windows_are_said_to_keep_their_last_t_steps_everywhere():
+    """A window longer than T runs its last T steps (fit_to_model); the accuracy bench said
+    "cut to their first T steps"."""
+    wrong = re.compile(r"first T steps|first \{?T\}? steps", re.I)
+    found = [f"{p.relative_to(ROOT)}:{i}" for folder in ("host", "tools", "device", "docs")
+             for p in sorted((ROOT / folder).rglob("*")) if p.suffix in (".py", ".md")
+             for i, line in enumerate(p.read_text().splitlines(), 1) if wrong.search(line)]
+    assert not found, found

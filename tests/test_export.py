@@ -96,3 +96,19 @@ def test_export_budget_and_layers_reported(tmp_path):
     assert all(1 <= s <= 30 for s in shifts)
     assert all(0 <= row["M_min"] <= row["M_max"] < 2**15 for row in report["layers"])
     assert np.isfinite(report["int8_max_abs_logit_error"])
+
+
+def test_export_float32_without_out_keeps_the_int8_blob(tmp_path, capsys, monkeypatch):
+    """`export --float32` wrote build/model.bin over the int8 blob, after which `make export`
+    (model.bin newer than model.npz) had "Nothing to be done"."""
+    monkeypatch.chdir(tmp_path)
+    model, _, _ = iris_synthetic(seed=3)
+    (tmp_path / "build").mkdir()
+    npz = save_npz(tmp_path / "build" / "model.npz", model)
+    assert cli.main(["export", "--model", str(npz)]) == 0
+    int8 = (tmp_path / "build" / "model.bin").read_bytes()
+    assert cli.main(["export", "--model", str(npz), "--float32"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "build" / "model.bin").read_bytes() == int8
+    f32 = read_blob((tmp_path / "build" / "model-float32.bin").read_bytes())
+    assert read_blob(int8).quantized and not f32.quantized

@@ -476,7 +476,7 @@ def _same_message(device: str, host: str) -> bool:
     if "not UTF-8" in host:
         reason = host[host.index("not UTF-8") + len("not UTF-8") :].split(";")[0]
         return host.replace(reason, "") == device
-    multiplier = re.compile(r"multiplier \w+ = -?\d+")
+    multiplier = re.compile(r"multiplier [\w\[\]]+ = -?\d+")
     return "multiplier" in host and multiplier.sub("", device) == multiplier.sub("", host)
 
 

@@ -164,19 +164,10 @@ def test_flash_app_that_fails_flashes_nothing_and_the_old_app_still_runs(
 def test_flash_app_refuses_a_model_and_stream_the_heap_cannot_hold(
     vboard_factory, tmp_path, capsys
 ):
-    from tinyattn.board import flash as flash_mod
-    from tinyattn.board.app import plan_app
-    from tinyattn.board.parity import read_blob_file
-    from tinyattn.board.stream import stream_heap
+    from tinyattn.board.heap import heap_needed
 
-    blob = read_blob_file(BM_BLOB)
-    args = cli.build_parser().parse_args(
-        ["flash", "--blob", str(BM_BLOB), "--app", "--source", f"replay:{BM_TEST}"]
-    )
-    plan = plan_app(args, blob)
-    assert plan.stream_heap == stream_heap(100, 6, 20, 16) > 6 * 1020  # its threshold tables
-    need = flash_mod.app_heap_needed(blob, True, plan.stream_heap)
-    assert need == flash_mod.heap_needed(blob, True) - flash_mod.HEAP_APP_LESS + plan.stream_heap
+    need = heap_needed(BM_BLOB.read_bytes(), "app")
+    assert need > heap_needed(BM_BLOB.read_bytes(), "server") - 10_000  # its Stream, no server
     board = vboard_factory(heap="80k")
     before = _board_files(board)
     line = _fail(capsys, "flash", "--port", board.port, "--blob", str(BM_BLOB), "--quiet",
@@ -203,21 +194,28 @@ def test_readme_live_loop_runs_on_the_default_and_rp2040_heaps(vboard_factory, c
 
 
 @pytest.mark.host
-def test_search_heap_budget_counts_the_stream():
-    from tinyattn.board.stream import stream_heap
+def test_search_heap_budget_counts_the_stream_of_windows_only():
+    """The search's heap is the runtime's estimate of the model and, for windows, of the
+    Stream the app runs; a row model never streams, so its Stream's tables (about 1 KB a
+    channel) are not charged: a 30-column CSV failed every candidate at the default budget."""
+    from tinyattn.board.heap import features, model_heap
     from tinyattn.data.timeseries import load_ts_dataset
+    from tinyattn.data.windows import Windows
+    from tinyattn.intmodel.blob import blob_bytes
     from tinyattn.learn import search as S
     from tinyattn.learn.seqmodel import SeqAttnConfig
 
     data = load_ts_dataset("basicmotions", "TRAIN")
     arch = SeqAttnConfig()
-    c = S.cost(data, arch)
-    T = S.default_max_steps(data.lengths, arch.patch)
-    est = S.model_heap(c["bytes"], -(-T // arch.patch), arch.patch, 6, arch.embed_dim,
-                       arch.ff_dim)  # fmt: skip
-    assert c["heap"] == est + stream_heap(T, 6, -(-T // arch.patch), arch.embed_dim)
-
-
+    f = features(blob_bytes(S.shape_spec(data, arch)))
+    assert S.cost(data, arch)["heap"] == model_heap(f) > model_heap(f, stream=False)
+    rng = np.random.default_rng(0)
+    wide = Windows("wide", rng.normal(size=(60, 1, 30)), np.ones(60, np.int64),
+                   np.arange(60) % 2, ["a", "b"])  # a 30-column CSV's rows
+    one = SeqAttnConfig(patch=1, embed_dim=8, num_heads=2, blocks=1, ff_dim=16)
+    f = features(blob_bytes(S.shape_spec(wide, one)))
+    assert f["stream"] is None and S.cost(wide, one)["heap"] == model_heap(f, stream=False)
+    assert S.cost(wide, one)["heap"] <= S.Budget().max_heap
 # -- record and monitor: a reset, a board that goes away, a bogus port ---------------------------
 
 

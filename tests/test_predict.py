@@ -258,3 +258,23 @@ def test_predict_ts_on_a_board_asks_the_board_first(seq_model, reference_model, 
     host, _ = _run(capsys, "--ts", str(ts_test), "--blob", str(blob))
     board, _ = _run(capsys, "--ts", str(ts_test), "--blob", str(blob), "--port", vboard.port)
     assert board["predictions"] == host["predictions"] and board["accuracy"] == host["accuracy"]
+
+
+@pytest.mark.host
+def test_predict_csv_with_a_label_column_says_the_accuracy_as_ts_does(
+    reference_model, capsys, tmp_path
+):
+    """`predict --ts` said the accuracy over labelled windows; `predict --csv` with the label
+    column said nothing. By name (the model file), by position, and without a header."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text(f"{IRIS_FEATURES},species\n5.1,3.5,1.4,0.2,setosa\n6.3,3.3,6.0,2.5,setosa\n"
+                    "4.9,3.0,1.4,0.2,\n")  # fmt: skip
+    bare = tmp_path / "bare.csv"
+    bare.write_text("5.1,3.5,1.4,0.2,setosa\n6.3,3.3,6.0,2.5,setosa\n")
+    for argv in (["--csv", str(rows), "--model", str(reference_model["npz"])],
+                 ["--csv", str(rows)], ["--csv", str(bare)]):  # fmt: skip
+        assert cli.main(["predict", *argv, "--blob", str(reference_model["blob"])]) == 0
+        err = capsys.readouterr().err
+        assert "accuracy 0.500 (1/2 labelled rows" in err, (argv, err)
+    got = _predict(capsys, "--csv", str(rows), "--blob", str(reference_model["blob"]))
+    assert len(got) == 3

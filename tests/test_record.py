@@ -182,3 +182,72 @@ def test_record_uart_paced_with_damaged_bytes_keeps_intact_windows(
     flat = steps.astype(np.float64)
     for x in d.X:  # every kept window is 20 consecutive replayed steps
         assert any(np.array_equal(x, flat[s : s + 20]) for s in range(len(flat) - 19))
+
+
+@pytest.mark.host
+def test_record_few_windows_says_how_long_to_record_and_train_takes_all_with_fraction_0(
+    bm, tmp_path, capsys
+):
+    """10 s at 10 Hz with 100-step windows is one window a class: record says how long to
+    record, and train, which cannot hold out a test part, names --test-fraction 0, which then
+    trains on every window and says there is no test figure."""
+    note = rec.few_windows_note(["walk", "rest"], np.array([1, 12]), 100, 10.0)
+    assert note.startswith("few windows: walk 1 (windows of 100 steps, 10 s each at 10 Hz)")
+    assert "record about 100 s a class" in note and "--test-fraction 0" in note
+    assert rec.few_windows_note(["walk"], np.array([10]), 100, 10.0) is None
+    out = tmp_path / "two.ts"
+    rec.write_windows(out, bm[0:1], "walk", 10.0)
+    rec.write_windows(out, bm[10:11], "rest", 10.0)
+    model = tmp_path / "m.npz"
+    base = ["train", "--ts", str(out), "--out", str(model), "--epochs", "3", "--quiet"]
+    assert cli.main(base) == 2
+    err = capsys.readouterr().err
+    assert "cannot hold out a test part" in err and "--test-fraction 0" in err, err
+    assert not model.exists()
+    assert cli.main([*base, "--test-fraction", "0", "--json"]) == 0, capsys.readouterr().err
+    import json
+
+    s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert s["n_train"] == 2 and s["n_test"] == 0 and s["test_accuracy"] is None
+    assert model.is_file()
+    assert cli.main(["export", "--model", str(model), "--out", str(tmp_path / "m.bin")]) == 0
+    capsys.readouterr()
+    csv = tmp_path / "rows.csv"  # rows: --test-fraction 0 refused with the way to a figure
+    csv.write_text("a,b,label\n" + "".join(f"{i},{i % 3},{'xy'[i % 2]}\n" for i in range(20)))
+    assert cli.main(["train", "--csv", str(csv), "--test-fraction", "0", "--quiet"]) == 2
+    assert "--cv 5" in capsys.readouterr().err
+
+
+@pytest.mark.host
+def test_record_window_other_than_the_files_is_refused_before_recording(bm, tmp_path, capsys):
+    """`record --window 50` into a file of 100-step windows mixed lengths silently."""
+    out = tmp_path / "mine.ts"
+    rec.write_windows(out, bm[0:2], "walk", 10.0)
+    before = out.read_bytes()
+    argv = ["record", "--port", "/dev/ttyNOPE9", "--label", "rest", "--seconds", "1",
+            "--window", "50", "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "holds windows of 100 steps" in err and "nothing was recorded" in err, err
+    assert out.read_bytes() == before
+
+
+@pytest.mark.serial
+def test_record_failing_after_the_copy_removes_the_copied_replay(
+    vboard_factory, bm, tmp_path, capsys, monkeypatch
+):
+    """A recording that failed after its replay was copied left record.tasr (48 KB) on the
+    board's flash."""
+    board = vboard_factory()
+    replay = write_replay(tmp_path / "r.tasr", bm[0:2].reshape(-1, 6))
+
+    def fail(*args, **kwargs):
+        assert (board.fs_dir / rec.BOARD_REPLAY).exists()  # copied, then the run fails
+        raise rec.CLIError("the board stopped answering")
+
+    monkeypatch.setattr(rec, "stream_steps", fail)
+    argv = ["record", "--port", board.port, "--source", f"replay:{replay}", "--rate", "1000",
+            "--seconds", "0.2", "--label", "a", "--out", str(tmp_path / "o.ts"), "--quiet"]
+    assert cli.main(argv) == 2
+    assert "the board stopped answering" in capsys.readouterr().err
+    assert not (board.fs_dir / rec.BOARD_REPLAY).exists()

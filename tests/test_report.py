@@ -446,3 +446,21 @@ def test_report_attention_figures_keep_labels_inside_and_heading_apart(
         tops = [ax.title.get_window_extent(r).y1 for ax in fig.axes if ax.get_title()]
         gap = fig._suptitle.get_window_extent(r).y0 - max(tops)
         assert gap >= 4, (path.name, gap)  # pixels between the heading and the panel titles
+
+
+@pytest.mark.parametrize("shape", [
+    ["--stem", "conv", "--blocks", "0", "--stem-stride", "1"],  # the conv stem alone
+    ["--stem", "conv", "--blocks", "1"],  # a conv stem before attention
+])  # fmt: skip
+def test_report_every_seq_shape_the_search_can_pick(tmp_path, shape):
+    """`tinyattn report` on a conv stem alone (what the search picked for accelerometer data)
+    ended in "ValueError: Number of columns must be a positive integer, not 0"."""
+    npz = train(tmp_path / "m.npz", "--dataset", "basicmotions", "--epochs", "3", "--patch",
+                "10", "--embed", "8", "--heads", "2", *shape)  # fmt: skip
+    blob = tmp_path / "m.bin"
+    export_model(npz, blob)
+    result = write_report(npz, blob, tmp_path / "out", samples=[0])
+    names = sorted(Path(p).name for p in result["images"])
+    blocks = int(shape[shape.index("--blocks") + 1])
+    assert ("attention_0.png" in names) == (blocks > 0), names
+    assert {"curves.png", "confusion_float.png", "confusion_int8.png"} <= set(names)

@@ -175,17 +175,13 @@ def test_search_stage_candidates_start_from_the_base():
     data, base = _data(), _start()
     for stage in S.STAGES:
         cands = S.stage_candidates(stage, data, base)
+        if stage == "family":  # windows: no family but seq-attn takes them (yet)
+            assert cands == [base]
+            continue
         assert cands[0] == base and len(set(cands)) == len(cands) > 1, stage
     assert replace(base, average=Average(ema=0.97)) in S.stage_candidates("average", data, base)
     assert any(c.augment.shift > 0 for c in S.stage_candidates("augment", data, base))
     assert S.Candidate(base.arch, base.train, Augment()).key() == base.key()
-
-
-def test_search_heap_estimate_is_an_upper_bound_of_the_measured_fit():
-    """The estimate adds its margin to the fit of the measured heaps (docstring of HEAP_FIT):
-    BasicMotions' default model measured 29,184 B (blob 6,172 B, S 20, P 5, C 6, E 16, F 32)."""
-    est = S.model_heap(6172, 20, 5, 6, 16, 32)
-    assert 29_184 <= est <= 29_184 + 1300 + S.HEAP_MARGIN
 
 
 def test_search_trains_teachers_only_in_the_distill_stage_which_starts_from_the_start(
@@ -357,3 +353,50 @@ def test_search_runs_view_again_after_recipe_and_a_repeated_stage_reuses_its_fol
     S.search(_data(), start, S.Budget(), k=2, repeats=1, stages=("view",), cache_dir=tmp_path,
              progress=False)  # fmt: skip
     assert len(trained) == 2 * len(first["rows"]) and {c.train.lr for c in trained} == {3e-3}
+
+
+def test_search_rows_offer_the_row_model_first_and_score_it_on_the_same_folds(tmp_path):
+    """The rows search never offered the row model (what plain `train --csv` trains): its
+    1-step seq-attn pick scored 0.903 int8 held out against the row model's 0.965 on a
+    30-column CSV, within the folds' error of each other."""
+    rng = np.random.default_rng(0)
+    y = np.arange(60) % 2
+    X = rng.normal(size=(60, 1, 6)) + y[:, None, None]
+    rows = Windows("rows", X, np.ones(60, np.int64), y, ["a", "b"])
+    base = S.Candidate(SeqAttnConfig(patch=1, embed_dim=8, num_heads=2, blocks=1, ff_dim=16),
+                       TrainConfig(epochs=5))  # fmt: skip
+    cands = S.stage_candidates("family", rows, base)
+    assert [c.family for c in cands] == ["row-attn", "seq-attn"]
+    assert cands[0].train.model == "iris-attn" and cands[1] == base
+    assert S.stage_candidates("arch", rows, cands[0]) == [cands[0]]  # nothing to vary
+    assert S.Candidate.from_dict(cands[0].as_dict()) == cands[0]
+    assert cands[1].key() == base.key()  # seq-attn keys (and caches) unchanged
+    c = S.cost_of(rows, cands[0], {})
+    # dense, attention, pool, head
+    assert c["macs"] == 6 * 48 + 4 * 6 * 64 + 2 * 36 * 8 + 6 * 8 + 16
+    res = S.search(rows, base, k=3, repeats=1, stages=("family", "recipe"), cache_dir=tmp_path,
+                   progress=False)  # fmt: skip
+    fam = res.stages[0]
+    assert fam["stage"] == "family" and len([r for r in fam["rows"] if r.get("score")]) == 2
+    if res.pick.family == "row-attn":  # the recipe stage varies seq-attn only: skipped
+        assert [st["stage"] for st in res.stages] == ["family"]
+
+
+def test_search_a_perfect_stage_skips_the_stages_up_to_distill(tmp_path, monkeypatch):
+    """Folds all 1.000 after the first stage: the search ran every stage, then 4 teachers.
+    No later stage can score higher; distill still runs (the steadier pick)."""
+    perfect = {"int8": 1.0, "float": 1.0, "logloss": 0.01, "seconds": 0.0}
+    ran = []
+
+    def score(data, cand, tr, te, seed):
+        ran.append(cand.key())
+        return dict(perfect)
+
+    from tinyattn.learn import families
+
+    monkeypatch.setitem(families.FAMILIES, "seq-attn",
+                        replace(families.FAMILIES["seq-attn"], score=score))  # fmt: skip
+    res = S.search(_data(), _start(), k=3, repeats=1, stages=("average", "augment", "distill"),
+                   cache_dir=tmp_path, progress=False)  # fmt: skip
+    assert [st["stage"] for st in res.stages] == ["average", "distill"]
+    assert "skipped" in res.stages[0]["note"]

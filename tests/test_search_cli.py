@@ -233,3 +233,23 @@ def test_search_cli_calls_a_csv_s_samples_rows_and_a_ts_files_windows(ts_pair, c
     _, err = _train(capsys, "--ts", str(tr), "--epochs", "2", "--quiet", "--out", "w.npz")
     assert "TRAIN windows" in err and "windows of the held-out part" in err, err
     assert " rows" not in err, err
+
+
+@pytest.mark.host
+def test_search_cli_scheduler_nobody_answers_is_one_line(capsys, monkeypatch, tmp_path):
+    """--scheduler with no scheduler running printed a 19-frame traceback after 30 s."""
+    pytest.importorskip("dask.distributed", reason="the cluster extra (make install-cluster)")
+    import socket
+
+    from tinyattn.learn import searchcli
+
+    monkeypatch.setattr(searchcli, "SCHEDULER_WAIT", 1)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["train", "--dataset", "coffee", "--search", "--scheduler",
+                     f"tcp://127.0.0.1:{port}", "--out", "m.npz"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "no Dask scheduler answered within 1 s" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -257,3 +257,21 @@ def test_train_maps_a_test_file_listing_the_classes_in_another_order(capsys, tmp
                      "m.npz", "--json"]) == 0, capsys.readouterr().err  # fmt: skip
     capsys.readouterr()
     assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+
+
+@pytest.mark.host
+def test_csv_without_a_class_column_says_the_last_column_is_numeric(capsys, tmp_cwd):
+    """Iris without `species`: the last numeric column became the label ("class '0.5' has 1
+    row"). Class codes (0/1/2) stay labels."""
+    lines = (DATA_DIR / "iris.csv").read_text().splitlines()
+    (tmp_cwd / "noclass.csv").write_text("\n".join(",".join(r.split(",")[:4]) for r in lines))
+    assert cli.main(["train", "--csv", "noclass.csv", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "last column 'petal_width_cm' is numeric" in err and "--target COL" in err, err
+    assert cli.main(["train", "--csv", "noclass.csv", "--target", "petal_width_cm",
+                     "--epochs", "1", "--quiet"]) in (0, 2)  # asked for: taken as labels
+    assert "is numeric" not in capsys.readouterr().err
+    codes = [lines[0]] + [",".join(r.split(",")[:4] + [str(i % 3)])
+                          for i, r in enumerate(lines[1:])]  # fmt: skip
+    (tmp_cwd / "codes.csv").write_text("\n".join(codes))
+    assert load_csv(tmp_cwd / "codes.csv").class_names == ["0", "1", "2"]

@@ -45,6 +45,7 @@ def windows(m, k):
     out = []
     C = m.n_features
     n = m.steps * C
+    mean, std = m._norm[0], m._norm[1]  # the model's input normalization (attention.py)
     for _ in range(k):
         x = array.array("f", bytes(4 * n))
         for i in range(n):
@@ -52,6 +53,6 @@ def windows(m, k):
             for _ in range(4):
                 state = (state * 75 + 74) % 65537  # ZX81's LCG: small ints only
                 g += state / 65537.0
-            x[i] = m._mean[i % C] + m._std[i % C] * (g - 2.0) * 1.7320508
+            x[i] = mean[i % C] + std[i % C] * (g - 2.0) * 1.7320508
         out.append(x)
     return out

@@ -202,7 +202,7 @@ def format_table(result: dict[str, Any]) -> str:
                              f"{p['seconds']:9.2f}")  # fmt: skip
         if r0["truncated"]:
             lines.append(f"  (ours: {r0['truncated']} TEST window(s) longer than T={r0['T']} "
-                         "cut to their first T steps)")  # fmt: skip
+                         "cut to their last T steps)")  # fmt: skip
         lines.append("")
     return "\n".join(lines)
 

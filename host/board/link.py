@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import time
 import zlib
 from typing import Any
@@ -23,37 +24,34 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Lines that mean the board rebooted (soft or hard reset, ESP32 ROM boot, a REPL prompt).
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
-# The raw-REPL command that starts the server (docs/protocol.md, Getting there). With the
-# runtime precompiled (server.mpy: importing it needs no compile heap) every start first drops
-# what an earlier session left imported (server*, and the training modules) with the REPL's
-# `server` name, so the heap is as after a reset; then the server's line buffer (`line_words`
-# float32 words as an array('f'), allocated whole from a range) comes first, in one piece at the
-# bottom of the heap, then the model loads before server is imported, so the load (the heap's
-# peak) does not share the heap with the server's bytecode; `_m` hands both over in a list
-# server.run empties. With .py sources the import (compiling server.py, the bigger transient)
-# comes first and server.run loads the model; on a restart the server already imported (no
-# second compile) frees its old model before loading again.
+# What shows that the app ran (device/app_main.py, installed as main.py): a line it prints
+# ("TA …", "TA+ …"), or the traceback of main.py that an interrupt leaves.
+APP_OUTPUT = re.compile(rb'(?:^|\n)TA[ +.!]|File "main\.py"')
+# The raw-REPL command that starts the server (docs/protocol.md, Getting there), sent right
+# after a soft reset (start_server), so the heap is as after a reboot. With the runtime
+# precompiled (server.mpy: importing it needs no compile heap) the server's line buffer
+# (`line_words` float32 words as an array('f'), allocated whole from a range) comes first, in
+# one piece at the bottom of the heap, then the model loads before server is imported, so the
+# load (the heap's peak) does not share the heap with the server's bytecode; `_m` hands both
+# over in a list server.run empties. With .py sources the import (compiling server.py, the
+# bigger transient) comes first and server.run loads the model.
 START_CODE = (  # terse (a noisy link damages fewer bytes); the path once, so a damaged path
     # fails the load (the banner names it), and only the load's own errors go to the banner (a
     # line damaged elsewhere is a traceback: the start is tried again)
-    "import gc,sys,os,array\n_p={path!r};_m=[];server=server_train=None\n"
+    "import gc,os,array\n_p={path!r};_m=[]\n"
     "if 'server.mpy' in os.listdir():\n"
-    " for k in [k for k in sys.modules if k[:6]=='server' or 'train' in k]:del sys.modules[k]\n"
     " gc.collect();_m.append(array.array('f',range({words})))\n"
     " from attention import Model\n"
     " try:_m.append(Model(_p))\n"
     " except Exception as e:_m.append(e)\n"
     "gc.collect()\nimport server\nserver.run(_p,loaded=_m)\n"
 )
-# A training session's start (server_train.run, docs/protocol.md, Training): with .mpy, every
-# module of an earlier session goes (the inference runtime too, and the REPL's names that hold
-# it), so the training modules have the heap; the line buffer first, as above. The session
-# never imports server.py (its framing is server_link.py).
+# A training session's start (server_train.run, docs/protocol.md, Training), also after a soft
+# reset; the line buffer first, as above. The session never imports server.py (its framing is
+# server_link.py).
 TRAIN_START_CODE = (
-    "import gc,sys,os,array\n_m=[];server=server_train=None;Model=None\n"
+    "import gc,os,array\n_m=[]\n"
     "if 'server.mpy' in os.listdir():\n"
-    " for k in [k for k in sys.modules if k[:6]=='server' or k[:9]=='attention']:\n"
-    "  del sys.modules[k]\n"
     " gc.collect();_m.append(array.array('f',range(1024)))\n"
     "gc.collect()\nimport server_train\nserver_train.run(loaded=_m)\n"
 )
@@ -200,6 +198,7 @@ class BoardLink:
             "server_starts": 0,
         }
         self.banner: dict[str, Any] | None = None
+        self.app_stopped = False  # enter_raw_repl interrupted the app (main.py) to get here
 
     # -- port -------------------------------------------------------------------------------
     def open(self) -> BoardLink:
@@ -275,15 +274,21 @@ class BoardLink:
 
     # -- raw REPL ---------------------------------------------------------------------------
     def enter_raw_repl(self, timeout: float | None = None) -> None:
-        """Interrupt whatever runs and enter the raw REPL (mpremote's byte sequence)."""
+        """Interrupt whatever runs and enter the raw REPL (mpremote's byte sequence), again
+        and again until the prompt comes: a board that reboots when its port opens (an ESP32
+        behind a USB-UART) misses an interrupt sent while it boots, then runs its app. Sets
+        `app_stopped` when what it interrupted was the app (`tinyattn flash --app`)."""
         timeout = self.connect_timeout if timeout is None else timeout
         end = time.monotonic() + timeout
         while True:
             self._write(b"\r\x03\x03")
-            self.drain(quiet=0.1, limit=1.0)
+            if APP_OUTPUT.search(self.drain(quiet=0.1, limit=1.0)):
+                self.app_stopped = True
             self._write(b"\r\x01")
             try:
-                self.read_until(RAW_REPL_BANNER + b">", timeout=min(2.0, timeout))
+                seen = self.read_until(RAW_REPL_BANNER + b">", timeout=min(2.0, timeout))
+                if APP_OUTPUT.search(seen):
+                    self.app_stopped = True
                 return
             except LinkTimeout:
                 if time.monotonic() > end:
@@ -293,13 +298,16 @@ class BoardLink:
                         "longer: --timeout)"
                     ) from None
 
-    def soft_reset(self, timeout: float = 10.0) -> None:
+    def soft_reset(self, timeout: float | None = None, at_prompt: bool = False) -> None:
         """A soft reset from the raw REPL (Ctrl-D at its prompt, as mpremote does): the heap as
-        after a reboot, main.py not run; back at the raw REPL prompt."""
-        self.enter_raw_repl()
+        after a reboot, main.py not run (a board runs it only from the friendly REPL); back at
+        the raw REPL prompt. `at_prompt`: the link is at the raw REPL prompt already. The
+        prompt is asked for again until it comes intact (enter_raw_repl: a damaged "soft
+        reboot" or banner on a noisy link costs one retry, not the whole timeout)."""
+        if not at_prompt:
+            self.enter_raw_repl(timeout)
         self._write(b"\x04")
-        self.read_until(b"soft reboot", timeout=timeout)
-        self.read_until(RAW_REPL_BANNER + b">", timeout=timeout)
+        self.enter_raw_repl(timeout)
 
     def exec_raw(self, code: str, timeout: float = 10.0) -> str:
         """Run `code` at the raw REPL and return its output; LinkError with the traceback."""
@@ -332,17 +340,32 @@ class BoardLink:
             self.line_values = int(values)
         for attempt in range(attempts):
             self.enter_raw_repl()
+            # a soft reset from the raw REPL first: the heap as after a reboot, whatever ran
+            # (the app, an earlier session) released, and main.py not run again
+            self.soft_reset(at_prompt=True)
             self.stats["server_starts"] += 1
             try:
                 return self._start_once(model_path, timeout)
             except HeapTooSmall:
+                self.leave_raw_repl()
                 raise
             except _NoModel as exc:
+                self.leave_raw_repl()
                 raise LinkError(str(exc)) from None
             except LinkError:
                 if attempt == attempts - 1:
+                    self.leave_raw_repl()
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def leave_raw_repl(self) -> None:
+        """Back to the friendly REPL (Ctrl-B), where a reset runs main.py again: what a
+        failed start leaves for the next command and for the user. Best effort."""
+        try:
+            self._write(b"\r\x03\x02")
+            self.drain(quiet=0.1, limit=0.5)
+        except LinkError:
+            pass
 
     def _start_once(self, model_path: str, timeout: float) -> dict:
         words = line_words(self.line_values)

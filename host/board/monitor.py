@@ -3,10 +3,12 @@
 The app (`tinyattn flash --app`, device/app_main.py) prints one line per decision:
 `TA <ms> <class or uncertain> <score %> <µs>`, after a `TA+ hop=.. smooth=.. classes=..`
 line at its start, `TA! ...` when it could not start and `TA. ...` when its source ended.
-This command reads those lines from the serial port (it sends nothing unless `--reset`: then
-Ctrl-C, Ctrl-D — a soft reset, which runs main.py again) and shows each decision with the
-decision rate, the inference time and a running tally per class; `--json` prints one JSON
-object per decision instead. Ctrl-C (or `--count` / `--seconds`) ends it with the tally.
+This command reads those lines from the serial port (it sends nothing unless `--reset`:
+then Ctrl-C, Ctrl-B, Ctrl-D — to the friendly REPL, then a soft reset, which runs main.py
+again) and shows each decision with the decision rate, the inference time and a running
+tally per class; `--json` prints one JSON object per decision instead. Ctrl-C (or `--count`
+/ `--seconds`) ends it with the tally; with `--count`, a board silent for `--timeout` seconds
+ends it with one line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import time
 from collections import Counter
 
 from tinyattn.errors import CLIError
+
+NO_APP_AFTER = 5.0  # seconds without a line of the app before saying why nothing shows
+SILENT_AFTER = 30.0  # seconds without a byte before a monitor --count gives up (--timeout)
 
 
 def parse_line(line: str) -> dict | None:
@@ -40,15 +45,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baud", type=int, default=115200, help="UART baud (default 115200)")
     parser.add_argument("--json", action="store_true", help="one JSON object per decision")
     parser.add_argument("--reset", action="store_true",
-                        help="soft-reset the board first (Ctrl-C, Ctrl-D): the app restarts",
+                        help="soft-reset the board first (Ctrl-C, Ctrl-B, Ctrl-D): the app "
+                        "restarts",
                         )  # fmt: skip
     parser.add_argument("--count", type=int, default=None,
                         help="stop after this many decisions")  # fmt: skip
     parser.add_argument("--seconds", type=float, default=None,
                         help="stop after this many seconds")  # fmt: skip
+    parser.add_argument("--timeout", type=float, default=SILENT_AFTER,
+                        help="with --count: give up when the board has sent nothing at all "
+                        f"for this many seconds (default {SILENT_AFTER:g})")  # fmt: skip
 
 
-NO_APP_AFTER = 5.0  # seconds without a line of the app before saying why nothing shows
 
 
 def monitor(port: str, args: argparse.Namespace, out=print, say=None) -> Counter:
@@ -68,14 +76,15 @@ def monitor(port: str, args: argparse.Namespace, out=print, say=None) -> Counter
     start = time.monotonic()
     first_ms = last_ms = None
     base = 0  # decisions before the first one the rate counts from (a reset starts it again)
-    app_seen = noted = False
+    app_seen = noted = rebooted = False
     buf = b""
     try:
-        if args.reset:
-            s.write(b"\r\x03\x03\x04")
+        if args.reset:  # Ctrl-B first: a soft reset from the raw REPL would not run main.py
+            s.write(b"\r\x03\x03\x02\x04")
+        heard = start  # when the last byte came
         while args.seconds is None or time.monotonic() - start < args.seconds:
             try:
-                buf += s.read(4096)
+                got = s.read(4096)
             except OSError as exc:  # pyserial's SerialException (an OSError): unplugged
                 n = sum(tally.values())
                 raise CLIError(
@@ -83,17 +92,35 @@ def monitor(port: str, args: argparse.Namespace, out=print, say=None) -> Counter
                     + (": " + ", ".join(f"{k} {v}" for k, v in tally.most_common()) if n else "")
                     + "; plug it back in and run 'tinyattn monitor' again"
                 ) from None
-            *lines, buf = buf.split(b"\n")
-            if not app_seen and not noted and time.monotonic() - start > NO_APP_AFTER:
-                noted = True
-                idle = b">>>" in buf or any(b">>>" in raw for raw in lines)
-                say(
-                    f"no decisions yet: the board on {port} "
-                    + ("is at its REPL prompt, no app runs" if idle else "prints no app lines")
-                    + " (no app installed, or stopped by predict/parity/record); start it with "
-                    "'tinyattn monitor --reset', or install one with 'tinyattn flash --app "
-                    "--source …'"
+            buf += got
+            if got:
+                heard = time.monotonic()
+            elif args.count is not None and time.monotonic() - heard > args.timeout:
+                n = sum(tally.values())
+                raise CLIError(
+                    f"{port}: nothing received for {args.timeout:g}s ({n} of {args.count} "
+                    "decisions seen); is a board with the app on this port? Check the port "
+                    "('tinyattn devs'), then 'tinyattn monitor --reset' (or --timeout longer)"
                 )
+            *lines, buf = buf.split(b"\n")
+            for raw in lines:
+                if b"soft reboot" in raw:
+                    rebooted = True
+            idle = b">>>" in buf or any(b">>>" in raw for raw in lines)
+            # after --reset the board is booting and loading its app (seconds on a slow
+            # board): only its REPL prompt after the reboot says that no app started
+            if (not app_seen and not noted and time.monotonic() - start > NO_APP_AFTER
+                    and (not args.reset or (rebooted and idle))):  # fmt: skip
+                noted = True
+                state = "is at its REPL prompt, no app runs" if idle else "prints no app lines"
+                if args.reset:  # the app would have started: none is installed
+                    fix = ("no app started after the soft reset: install one with 'tinyattn "
+                           "flash --app --source …'")  # fmt: skip
+                else:
+                    fix = ("no app installed, or stopped by predict/parity/record; start it "
+                           "with 'tinyattn monitor --reset', or install one with 'tinyattn "
+                           "flash --app --source …'")  # fmt: skip
+                say(f"no decisions yet: the board on {port} {state} ({fix})")
             for raw in lines:
                 line = raw.decode("utf-8", "replace").strip().removeprefix(">>> ")
                 if line.startswith(("TA!", "TA.", "TA+")):

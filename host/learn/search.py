@@ -11,7 +11,7 @@ record in the model file:
   on its own training windows and predicts its held-out windows (int8 and float accuracy,
   float log-loss). TEST is read once, after the pick, by the caller.
 - **The budget.** A candidate whose blob bytes, MACs or heap (loaded model + buffers, the
-  estimate `model_heap`, plus the live stream's `stream_heap`) exceed it is never trained;
+  estimate `tinyattn.board.heap.model_heap`, with its Stream's) exceed it is never trained;
   its shapes are enough (`cost`).
 - **Staged.** Each stage varies one group around the previous stage's pick: `arch` (patch,
   embed, heads, blocks, ff), `stem` (the patch embedding, or conv stems: `stem_grid`), `view`
@@ -64,6 +64,7 @@ import numpy as np
 
 from tinyattn.atomic import atomic_open
 from tinyattn.data.windows import Windows, view_to_op
+from tinyattn.learn.families import FAMILIES
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
 from tinyattn.learn.seqtrain import Augment, Average, Distill, fit_input_view
 from tinyattn.learn.train import TrainConfig
@@ -137,27 +138,6 @@ def board_budget(board: str | None, max_ms: float | None, budget: Budget,
     return out
 
 
-# The loaded model's heap (bytes) on the MicroPython unix port (x64, runtime as .mpy, viper
-# kernels: both programs and their buffers), fitted on 10 random seq models from 2.9 to 27 KB
-# of blob (T 26…1460, C 1…12, P 1…73, E 8…32, L 1…2): max error 1.3 KB, plus a 1.5 KB margin.
-# A 32-bit board's objects are smaller: the estimate is an upper bound there.
-HEAP_FIT = (10_400, 1.75, 4.94, 3.58, 7.17)  # + per blob byte, S·P·C, S·E, S·F
-HEAP_MARGIN = 1536
-HEAP_STEM = 8.0  # a conv stem's widest activation: bytes per value (docs/search.md)
-
-
-def model_heap(blob_bytes: int, S: int, P: int, C: int, E: int, F: int, stem: int = 0,
-               S_in: int | None = None) -> int:
-    """The heap estimate (docs/search.md): `S` tokens at the attention blocks, `S_in` of the
-    patch embedding (default `S`; a conv stem strides from `S_in` to `S`), `stem` the values
-    of its widest activation (`S_in · stem_width`, `HEAP_STEM` bytes each)."""
-    a, per_byte, per_in, per_e, per_f = HEAP_FIT
-    S_in = S if S_in is None else S_in
-    est = (a + per_byte * blob_bytes + per_in * S_in * P * C + per_e * S * E
-           + HEAP_STEM * stem + per_f * S * F)  # fmt: skip
-    return int(est) + HEAP_MARGIN
-
-
 # -- candidates ------------------------------------------------------------------------------
 
 
@@ -168,23 +148,35 @@ class Candidate:
     augment: Augment = field(default_factory=Augment)
     average: Average = field(default_factory=Average)
     distill: Distill = field(default_factory=Distill)
+    family: str = "seq-attn"  # tinyattn.learn.families: what the other fields describe
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: asdict(getattr(self, k)) for k in ("arch", "train", "augment", "average",
-                                                      "distill")}  # fmt: skip
+        d: dict[str, Any] = {k: asdict(getattr(self, k)) for k in ("arch", "train", "augment",
+                                                                   "average", "distill")}
+        if self.family != "seq-attn":  # (so a seq-attn candidate keeps its cache key)
+            d["family"] = self.family
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Candidate:
         """The candidate `as_dict` wrote (the model file's `search.pick`)."""
         kinds = {"arch": SeqAttnConfig, "train": TrainConfig, "augment": Augment,
                  "average": Average, "distill": Distill}  # fmt: skip
-        return cls(**{k: kind(**d[k]) for k, kind in kinds.items()})
+        arch = {**d["arch"], "stem_dilations": tuple(d["arch"].get("stem_dilations", (1, 2)))}
+        fields = {k: kind(**(arch if k == "arch" else d[k])) for k, kind in kinds.items()}
+        return cls(**fields, family=d.get("family", "seq-attn"))
 
     def key(self) -> str:
         text = json.dumps(self.as_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def label(self) -> str:
+        from tinyattn.learn.families import FAMILIES
+
+        return FAMILIES[self.family].label(self)
+
+    def seq_label(self) -> str:
+        """A seq-attn candidate's line: architecture | recipe | augmentation | averaging."""
         a, t, g, w = self.arch, self.train, self.augment, self.average
         avg = f"swa{w.swa:g}" if w.swa else f"ema{w.ema:g}" if w.ema else "last"
         d = self.distill
@@ -229,24 +221,17 @@ def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
 
 
 def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
-    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`)."""
-    from tinyattn.board.stream import stream_heap
+    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`); heap:
+    the runtime's own estimate for the model and, for windows (which the app streams), its
+    Stream (tinyattn.board.heap.model_heap); a row model never streams."""
+    from tinyattn.board.heap import features, model_heap
     from tinyattn.intmodel.blob import blob_bytes
 
     C = data.X.shape[2]
     T = default_max_steps(data.lengths, arch.patch)
-    spec = shape_spec(data, arch)
-    nbytes = len(blob_bytes(spec))
-    S_in = -(-T // arch.patch)
-    S, stem = S_in, 0
-    if arch.stem == "conv":
-        S = -(-S_in // arch.stem_stride)
-        stem = S_in * arch.stem_width
-    F = arch.ff_dim if arch.blocks else 0  # no block: no feed-forward buffers (measured)
-    heap = model_heap(nbytes, S, arch.patch, C, arch.embed_dim, F, stem, S_in)
-    heap += stream_heap(T, C, S_in, arch.embed_dim)  # the pick streams (flash --app)
+    blob = blob_bytes(shape_spec(data, arch))
     ops = build_seq_model(T, C, data.n_classes, arch).ops
-    return {"macs": macs(ops), "bytes": nbytes, "heap": heap}
+    return {"macs": macs(ops), "bytes": len(blob), "heap": model_heap(features(blob))}
 
 
 # -- one task: a candidate on one fold -------------------------------------------------------
@@ -259,26 +244,24 @@ def fold_task(data: Windows, cand: Candidate, repeat: int, fold: int, k: int) ->
     from threadpoolctl import threadpool_limits
 
     from tinyattn.data.tabular import stratified_kfold
-    from tinyattn.learn.losses import softmax
-    from tinyattn.learn.seqtrain import evaluate_seq, train_seq
 
     t0 = time.perf_counter()
     with threadpool_limits(limits=1):
         tr, te = stratified_kfold(data.y, k, seed=repeat)[fold]
-        X, n, y = data.X, data.lengths, data.y
         try:
-            res = train_seq(X[tr], n[tr], y[tr], data.n_classes, cand.arch,
-                            replace(cand.train, seed=repeat), cand.augment, average=cand.average,
-                            distill=cand.distill)  # fmt: skip
-            ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
+            got = FAMILIES[cand.family].score(data, cand, tr, te, repeat)
         except Exception as exc:  # noqa: BLE001 — any failure scores the candidate as failed
             return {"failed": f"{type(exc).__name__}: {exc}",
                     "seconds": time.perf_counter() - t0, "n": int(len(te))}  # fmt: skip
-        xn, nn = res.normalize(X[te], n[te])
-        p = softmax(res.model.forward(xn, lengths=nn))  # (n_te, classes)
-        loss = float(-np.mean(np.log(p[np.arange(len(te)), y[te]] + 1e-12)))
-    return {"int8": ev["int8_accuracy"], "float": ev["float_accuracy"], "logloss": loss,
-            "seconds": res.seconds, "n": int(len(te))}  # fmt: skip
+    return {**got, "n": int(len(te))}
+
+
+def cost_of(data: Windows, cand: Candidate, memo: dict) -> dict[str, int]:
+    """`{macs, bytes, heap}` of a candidate (its family's `cost`), once per model shape."""
+    key = (cand.family, cand.arch, cand.train.model)
+    if key not in memo:
+        memo[key] = FAMILIES[cand.family].cost(data, cand)
+    return memo[key]
 
 
 # -- the cache -------------------------------------------------------------------------------
@@ -455,6 +438,8 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     base is a conv."""
     longest = int(np.max(data.lengths))
     out = [base, replace(base, stem="patch")]
+    if longest == 1:  # rows: a conv over one token is a dense layer, every stride the same
+        return list(dict.fromkeys(out))
     for tokens in (16, 32):
         for stride in (4, 8):
             P = max(1, -(-longest // (tokens * stride)))
@@ -481,8 +466,18 @@ TEACHERS = Distill(teachers=4, temperature=2.0, alpha=0.9)
 
 
 def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candidate]:
-    """The candidates of a stage around `base` (base first: the stage's starting point)."""
+    """The candidates of a stage around `base` (base first: the stage's starting point). The
+    `family` stage: one candidate of every family that takes the data, the one a plain
+    `tinyattn train` gives it first; the stages after it vary a seq-attn model (another
+    family's candidate is its own only one)."""
     t, g = base.train, base.augment
+    if stage == "family":
+        cands = [base] + [f.candidate(data, base) for f in FAMILIES.values()
+                          if f.name != base.family and f.applies(data)]  # fmt: skip
+        cands.sort(key=lambda c: not FAMILIES[c.family].first(data))  # stable: base next
+        return list(dict.fromkeys(cands))
+    if base.family != "seq-attn":
+        return [base]
     if stage == "arch":
         return [replace(base, arch=a) for a in arch_grid(data, base.arch)]
     if stage == "stem":
@@ -524,7 +519,7 @@ VIEW_CLIPS = (99.9, 99.0)
 # wins at the recipe `recipe` picks there (lr 1e-2, decay 0.01, no smoothing: 0.630 raw,
 # 0.680 clip 99; docs/search.md "Where ACSF1's last points are not"). When `recipe` keeps its
 # start, the second `view`'s candidates are the first's, every fold from the cache.
-STAGES = ("arch", "stem", "view", "recipe", "view", "augment", "average", "distill")
+STAGES = ("family", "arch", "stem", "view", "recipe", "view", "augment", "average", "distill")
 
 
 def steadier(row: dict) -> bool:
@@ -542,6 +537,7 @@ class SearchResult:
     stages: list[dict]  # per stage: its rows (label, cost, score or why not trained) and pick
     complete: bool  # False: time limit or an interrupt left stages unfinished
     seconds: float
+    arch_first: str | None = None  # the stage over the budget before which `arch` ran
 
     def record(self) -> dict[str, Any]:
         """What the model file keeps (`meta["search"]`) and `--json` prints."""
@@ -571,23 +567,30 @@ def search(
     cache = Cache(Path(cache_dir), data)
     deadline = None if time_limit is None else time.monotonic() + time_limit
     t0 = time.monotonic()
-    costs: dict[SeqAttnConfig, dict[str, int]] = {}
-    pick, record, complete = start, [], True
+    costs: dict[tuple, dict[str, int]] = {}
+    pick, record, complete, arch_first = start, [], True, None
     if "distill" in stages:  # the stages before it train without teachers (5 times cheaper)
         pick = replace(start, distill=Distill())
     stages = tuple(stages)
-    first = stage_candidates(stages[0], data, pick) if stages else []
-    if stages[:1] != ("arch",) and first and all(
-            budget.over(costs.setdefault(c.arch, cost(data, c.arch))) for c in first):
-        # the start is over the budget and the first stage cannot leave its size: the `arch`
-        # stage finds an architecture within the budget first
-        stages = ("arch", *stages)
+    lead = next((i for i, st in enumerate(stages) if st != "family"), None)
+    first = stage_candidates(stages[lead], data, pick) if lead is not None else []
+    if stages[lead:lead + 1] != ("arch",) and first and all(
+            budget.over(cost_of(data, c, costs)) for c in first):
+        # the start is over the budget and the first stage that varies it cannot leave its
+        # size: the `arch` stage finds an architecture within the budget first
+        arch_first = stages[lead]
+        stages = (*stages[:lead], "arch", *stages[lead:])
+    perfect = False  # a stage's pick scored 1.000 on every fold
     for stage in stages:
+        if perfect and stage != "distill":
+            continue
         cands = stage_candidates(stage, data, pick if stage != "distill" else
                                  replace(pick, distill=start.distill))  # fmt: skip
+        if [c.key() for c in cands] == [pick.key()]:
+            continue  # nothing to choose (the family stage on windows; another family's pick)
         rows = []
         for i, c in enumerate(cands):
-            cst = costs.setdefault(c.arch, cost(data, c.arch))
+            cst = cost_of(data, c, costs)
             rows.append({"label": c.label(), "key": c.key(), "cost": cst, "order": i,
                          "start": i == 0,
                          "over": budget.over(cst), "cand": c})  # fmt: skip
@@ -649,7 +652,12 @@ def search(
         record.append({"stage": stage, "pick": chosen["label"], "rows": kept})
         if not complete:
             break
-    return SearchResult(pick, record, complete, time.monotonic() - t0)
+        if chosen["score"]["int8"] == 1.0 and stage != "distill" and not perfect:
+            # every held-out window right on every fold: no later stage can score higher, so
+            # they are skipped; `distill` still runs (a steadier pick, "A steady pick")
+            perfect = True
+            record[-1]["note"] = "every fold 1.000: the stages up to distill are skipped"
+    return SearchResult(pick, record, complete, time.monotonic() - t0, arch_first)
 
 
 def default_jobs() -> int:

@@ -92,8 +92,9 @@ def check_arguments(args: argparse.Namespace, flow: str) -> None:
 
     bad = [s for s in args.search_stages.split(",") if s not in STAGES]
     if bad or not args.search_stages:
+        stages = ", ".join(dict.fromkeys(STAGES))
         raise CLIError(f"--search-stages: {', '.join(bad) or 'none given'}; choose from "
-                       f"{', '.join(dict.fromkeys(STAGES))} (a stage may run more than once)")  # fmt: skip
+                       f"{stages} (a stage may run more than once)")  # fmt: skip
 
 
 def _score_of(record: list[dict], key: str) -> dict | None:
@@ -102,6 +103,35 @@ def _score_of(record: list[dict], key: str) -> dict | None:
             if row["key"] == key and row.get("score"):
                 return row["score"]
     return None
+
+
+SCHEDULER_WAIT = 10  # seconds a Dask scheduler is given to answer before the search starts
+
+
+def check_scheduler(address: str, wait: float | None = None) -> None:
+    """CLIError in one line when no Dask scheduler answers at `address` within `wait` s
+    (default SCHEDULER_WAIT; a connection that would otherwise fail after 30 s with a
+    traceback of the client's internals)."""
+    import logging
+
+    wait = SCHEDULER_WAIT if wait is None else wait
+    from dask.distributed import Client
+
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # its own retry warnings: the error is one line
+    try:
+        with Client(address, timeout=f"{wait}s"):
+            return
+    except (OSError, TimeoutError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CLIError(
+            f"--scheduler {address}: no Dask scheduler answered within {wait:g} s ({why}); "
+            "start one there ('dask scheduler', then 'dask worker ADDRESS' on each machine), "
+            "or leave --scheduler out to run the folds on this machine"
+        ) from None
+    finally:
+        quiet.setLevel(level)
 
 
 def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, Any]:
@@ -124,6 +154,7 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         except ImportError:
             raise CLIError("--scheduler needs dask.distributed: run 'make install-cluster' (or "
                            "pip install 'tinyattn[cluster]')") from None  # fmt: skip
+        check_scheduler(args.scheduler)
     start = S.Candidate(*recipe)
     print(f"search {data.name}: {len(train.y)} TRAIN {train.unit}, {args.search_repeats} x "
           f"{args.search_folds}-fold, budget {budget.max_bytes} B / {budget.max_macs} MACs / "
@@ -141,9 +172,10 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         raise
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    if res.stages and res.stages[0]["stage"] != stages[0]:
-        print(f"search: no {stages[0]} candidate fits the budget (the start is over it), so the "
-              "arch stage ran first to find an architecture within it", file=log)  # fmt: skip
+    if res.arch_first:
+        print(f"search: no {res.arch_first} candidate fits the budget (the start is over it), "
+              "so the arch stage ran first to find an architecture within it",
+              file=log)  # fmt: skip
     pick = res.pick
     cv = _score_of(res.stages, pick.key())
     if cv is None:  # the time limit came before any candidate of the first stage was done
@@ -154,8 +186,26 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     record = {**res.record(), "budget": asdict(budget), "board": args.board,
               "folds": args.search_folds, "repeats": args.search_repeats, "cv": cv}  # fmt: skip
     how = "" if res.complete else " (time limit: stages left undone)"
+    for line in stage_lines(res.stages):  # what each stage chose (its bar is gone by now)
+        print(line, file=log)
     print(f"search picked {pick.label()}{how}: CV int8 {cv['int8']:.3f} ± {cv['int8_se']:.3f}, "
           f"float {cv['float']:.3f} ({cv['folds']} folds) in {res.seconds / 60:.1f} min",
           file=log)  # fmt: skip
+    if pick.family == "row-attn":  # the row model, trained as plain `tinyattn train` trains it
+        from tinyattn.learn import train as row_train
+
+        return row_train.run_one(args, data.train, pick.train, log, extra={"search": record})
     recipe = (pick.arch, pick.train, pick.augment, pick.average, pick.distill)
     return seqcli.run_one(args, data, recipe, log, extra={"search": record})
+
+
+def stage_lines(stages: list[dict]) -> list[str]:
+    """One line a stage: its name, the candidates scored, its pick and the pick's CV int8."""
+    out = []
+    for st in stages:
+        scored = [r for r in st["rows"] if r.get("score")]
+        chosen = next((r for r in scored if r["label"] == st["pick"]), None)
+        score = (f"int8 {chosen['score']['int8']:.3f} ± {chosen['score']['int8_se']:.3f}"
+                 if chosen else "")  # fmt: skip
+        out.append(f"  {st['stage']:8s} {len(scored):2d} scored -> {st['pick']}  {score}")
+    return out

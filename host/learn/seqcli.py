@@ -300,11 +300,19 @@ def _split(data: SeqData, config) -> tuple[TSDataset, TSDataset, dict[str, Any]]
 
     if data.test is not None:
         return data.train, data.test, {}
+    if config.test_fraction == 0:  # asked for: every window trains, none is held out
+        every = np.arange(len(data.train.y))
+        split = {"train_idx": [int(i) for i in every], "test_idx": []}
+        return data.train, _subset(data.train, every[:0]), split
     try:
         tr, te = stratified_split(data.train.y, config.test_fraction, config.seed,
                                   data.train.class_names, data.train.unit)
     except ValueError as exc:
-        raise CLIError(f"{data.train.source}: cannot hold out a test part ({exc})") from None
+        raise CLIError(
+            f"{data.train.source}: cannot hold out a test part ({exc}); record more windows "
+            "(a class needs 3 or more for a 20% test part), or train on all of them with "
+            "--test-fraction 0 (then no test figure)"
+        ) from None
     split = {"train_idx": [int(i) for i in tr], "test_idx": [int(i) for i in te]}
     return _subset(data.train, tr), _subset(data.train, te), split
 
@@ -317,7 +325,10 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
     from tinyattn.learn.train import _progress_bar, count
 
     train, test, split = _split(data, config)
-    if data.test is None:
+    if data.test is None and not len(test.y):
+        print(f"--test-fraction 0: all {len(train.y)} TRAIN {data.train.unit} train the model; "
+              "none is held out, so there is no test figure", file=log)  # fmt: skip
+    elif data.test is None:
         print(
             f"no --test: held out {len(test.y)} of {len(data.train.y)} TRAIN {data.train.unit} "
             f"(stratified {config.test_fraction:g}, seed {config.seed}) as the test part",
@@ -352,9 +363,13 @@ def run_one(args, data: SeqData, recipe: tuple, log, extra: dict | None = None) 
     what = "the TEST file" if data.test is not None else "the held-out part of TRAIN"
     cut = s["test_windows_truncated"]
     cut = f", {cut} longer than T = {result.max_steps}: their last T steps" if cut else ""
-    print(
+    tested = (
         f"test accuracy {s['test_accuracy']:.3f} ({round(s['test_accuracy'] * n_test)}/"
-        f"{n_test} {data.train.unit} of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}, train "
+        f"{n_test} {data.train.unit} of {what}{cut}), int8 {s['int8_test_accuracy']:.3f}"
+        if n_test else "no test part"
+    )
+    print(
+        f"{tested}, train "
         f"{s['train_accuracy']:.3f} ({n_train} {data.train.unit}), "
         f"{count(config.epochs, 'epoch')} in "
         f"{result.seconds:.2f} s, {s['params']} params, {s['macs']} MACs -> {s['out']}",
@@ -373,7 +388,11 @@ def finish_seq(out, data: SeqData, train, test, split: dict, result: TrainResult
     from tinyattn.learn.train import write_run
 
     arch, config, augment, average, distill = recipe
-    ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
+    if len(test.y):
+        ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)
+    else:  # --test-fraction 0: nothing held out, no test figure
+        ev = dict.fromkeys(("float_accuracy", "int8_accuracy", "int8_float_agreement"))
+        ev["truncated"] = 0
     metrics = {
         "train_accuracy": _accuracy(result, train),
         "test_accuracy": ev["float_accuracy"],

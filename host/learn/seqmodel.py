@@ -235,7 +235,9 @@ def macs(ops: list[dict[str, Any]]) -> int:
             total += 4 * S * E * E + 2 * S * S * E  # Q, K, V, out projections; scores, ctx
         elif kind == "ff":
             total += 2 * S * int(op["embed_dim"]) * int(op["hidden"])
-        elif kind == "masked_pool":
+        elif kind == "reshape":  # a row model: its features become S tokens of E
+            S, width = (int(v) for v in op["shape"])
+        elif kind in ("masked_pool", "avgpool"):
             total += S * width
         elif kind == "dense":
             total += int(op["in"]) * int(op["out"])

@@ -459,8 +459,11 @@ def config_from_args(
         raise CLIError(f"--batch-size {c.batch_size}: must be at least 1")
     if not c.lr > 0:
         raise CLIError(f"--lr {c.lr}: must be positive")
-    if not 0.0 < c.test_fraction < 1.0:
+    if not 0.0 <= c.test_fraction < 1.0:
         raise CLIError(f"--test-fraction {c.test_fraction}: must be between 0 and 1")
+    if c.test_fraction == 0 and getattr(args, "ts", None) is None:
+        raise CLIError("--test-fraction 0 (no test part) is for --ts windows; on rows, "
+                       "--cv 5 gives a figure from every row")  # fmt: skip
     if not 0.0 <= c.label_smoothing < 1.0:
         raise CLIError(f"--label-smoothing {c.label_smoothing}: must be in [0, 1), e.g. 0.1")
     if not c.weight_decay >= 0.0:
@@ -576,9 +579,11 @@ def run_cv(args: argparse.Namespace, data: Windows, config: TrainConfig, log) ->
     }  # fmt: skip
 
 
-def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -> dict:
-    """`tinyattn train` on rows, one split: train, write the model file, say the figures;
-    returns the `--json` summary."""
+def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log,
+            extra: dict | None = None) -> dict:  # fmt: skip
+    """`tinyattn train` on rows, one split: train, write the model file, say the figures (the
+    int8 path's too); returns the `--json` summary. `extra` joins the model file's meta and
+    the summary (`search`: the model search's record)."""
     from tinyattn.errors import CLIError
 
     try:
@@ -604,15 +609,18 @@ def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log) -
         meta["csv"] = str(args.csv.resolve())
     m = result.metrics
     n_test, n_train = len(test_idx), len(train_idx)
+    int8 = float(np.mean(int8_predict(data, result, test_idx) == data.y[test_idx]))
     s = write_run(args.out, result, meta, {
         "model": config.model, "dataset": data.name, "seed": config.seed,
         "epochs": config.epochs, "test_accuracy": m["test_accuracy"],
+        "int8_test_accuracy": int8,
         "train_accuracy": m["train_accuracy"], "n_test": n_test, "n_train": n_train,
         "seconds": result.seconds, "params": result.model.n_params,
-    })  # fmt: skip
+    }, extra=extra)  # fmt: skip
     print(
         f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/"
-        f"{n_test}), train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
+        f"{n_test}), int8 {int8:.3f}, train {m['train_accuracy']:.3f} "
+        f"({round(m['train_accuracy'] * n_train)}/"
         f"{n_train}), {count(config.epochs, 'epoch')} in {result.seconds:.2f} s, "
         f"{result.model.n_params} params -> {s['out']}",
         file=log,

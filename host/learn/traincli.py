@@ -190,10 +190,25 @@ def check_flow(args: argparse.Namespace) -> str:
     return "seq"
 
 
+def check_out(out) -> None:
+    """CLIError before anything is trained when --out names a blob (a .bin, or a file that is
+    one): the model file would overwrite it."""
+    from tinyattn.remedy import is_blob_file
+
+    if out is not None and is_blob_file(out):
+        fix = Path(str(out)).with_suffix(".npz")
+        raise CLIError(
+            f"--out {out} names a blob (.bin): the model file would overwrite it; write the "
+            f"model to a .npz, e.g. --out {fix}, and 'tinyattn export --model {fix}' makes its "
+            "blob (nothing was written)"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
     """`tinyattn train`: windows (`.ts` data) or rows of features (Iris, Wine, a CSV), each
     checked and read as its flow needs, then one path: on the board, --cv, or one split."""
     flow_name = check_flow(args)
+    check_out(args.out)
     searchcli.check_arguments(args, flow_name)
     if flow_name == "seq":
         if args.target is not None:

@@ -1,0 +1,130 @@
+"""Host (CPython): the model families the search chooses among, on the same folds.
+
+A search candidate (`search.Candidate`) names its family; everything the search does with a
+candidate that depends on the family goes through its `Family` here, as the device runtime's
+ops register with their builders (attention_build.KINDS):
+
+- `cost(data, cand)`: `{macs, bytes, heap}` from shapes only (an untrained model's blob: the
+  size, the buffers and the work do not depend on the weights' values);
+- `score(data, cand, tr, te, seed)`: trained on rows `tr` with `seed`, its held-out int8 and
+  float accuracy and float log-loss on rows `te` (the int8 path calibrated on `tr`, as export
+  does);
+- `applies(data)`: whether it takes this data; `first(data)`: whether the `family` stage
+  starts from it (the family a plain `tinyattn train` gives this data: the one-standard-error
+  pick keeps it unless another family is better on the folds);
+- `candidate(data, base)`: its candidate for the `family` stage;
+- `label(cand)`: one line for the tables.
+
+Families: `seq-attn` (patch or conv stem, attention blocks; the stages after `family` vary
+it), `row-attn` (the row model of `tinyattn train --csv`: features as tokens, for rows only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tinyattn.data.windows import Windows
+
+if TYPE_CHECKING:
+    from tinyattn.learn.search import Candidate
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    cost: Callable[[Windows, Candidate], dict[str, int]]
+    score: Callable[[Windows, Candidate, np.ndarray, np.ndarray, int], dict[str, Any]]
+    applies: Callable[[Windows], bool]
+    first: Callable[[Windows], bool]
+    candidate: Callable[[Windows, Candidate], Candidate]
+    label: Callable[[Candidate], str]
+
+
+def is_rows(data: Windows) -> bool:
+    """Rows of a CSV (or a tabular dataset) searched as windows of one step."""
+    return int(np.max(data.lengths)) == 1 and data.X.shape[1] == 1
+
+
+# -- seq-attn ----------------------------------------------------------------------------------
+
+
+def _seq_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, Any]:
+    from tinyattn.learn.losses import softmax
+    from tinyattn.learn.seqtrain import evaluate_seq, train_seq
+
+    X, n, y = data.X, data.lengths, data.y
+    res = train_seq(X[tr], n[tr], y[tr], data.n_classes, cand.arch,
+                    replace(cand.train, seed=seed), cand.augment, average=cand.average,
+                    distill=cand.distill)  # fmt: skip
+    ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
+    xn, nn = res.normalize(X[te], n[te])
+    p = softmax(res.model.forward(xn, lengths=nn))  # (n_te, classes)
+    loss = float(-np.mean(np.log(p[np.arange(len(te)), y[te]] + 1e-12)))
+    return {"int8": ev["int8_accuracy"], "float": ev["float_accuracy"], "logloss": loss,
+            "seconds": res.seconds}  # fmt: skip
+
+
+def _seq_cost(data: Windows, cand: Candidate) -> dict[str, int]:
+    from tinyattn.learn.search import cost
+
+    return cost(data, cand.arch)
+
+
+# -- row-attn ----------------------------------------------------------------------------------
+
+
+def _row_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, Any]:
+    from tinyattn.learn.losses import softmax
+    from tinyattn.learn.train import int8_predict, standardize, train_split
+
+    res = train_split(data, tr, te, replace(cand.train, seed=seed), history=False)
+    rows = standardize(data.rows[te], res.norm_mean, res.norm_std)
+    p = softmax(res.model.forward(rows))  # (n_te, classes)
+    y = data.y[te]
+    loss = float(-np.mean(np.log(p[np.arange(len(te)), y] + 1e-12)))
+    int8 = float(np.mean(int8_predict(data, res, te) == y))
+    return {"int8": int8, "float": float(np.mean(np.argmax(p, axis=1) == y)), "logloss": loss,
+            "seconds": res.seconds}  # fmt: skip
+
+
+def _row_cost(data: Windows, cand: Candidate) -> dict[str, int]:
+    from tinyattn.board.heap import features, model_heap
+    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.model import build_model
+    from tinyattn.learn.seqmodel import macs
+    from tinyattn.learn.train import TrainResult, npz_model
+
+    F = data.X.shape[2]
+    model = build_model(cand.train.model, F, data.n_classes, seed=0)
+    res = TrainResult(model, np.zeros(F), np.ones(F), 0.0)
+    blob = blob_bytes(quantize(npz_model(res, data.class_names), data.X[:4]))
+    return {"macs": macs(model.ops), "bytes": len(blob), "heap": model_heap(features(blob))}
+
+
+def _row_candidate(data: Windows, base: Candidate) -> Candidate:
+    from tinyattn.learn.train import TrainConfig
+
+    d = TrainConfig()  # plain `tinyattn train --csv`'s recipe, the model it trains
+    return replace(base, family="row-attn",
+                   train=replace(d, model="iris-attn", seed=base.train.seed,
+                                 test_fraction=base.train.test_fraction))  # fmt: skip
+
+
+def _row_label(cand: Candidate) -> str:
+    t = cand.train
+    return (f"row {t.model} | ep{t.epochs} lr{t.lr:g} wd{t.weight_decay:g} "
+            f"ls{t.label_smoothing:g} {t.scaling}")  # fmt: skip
+
+
+FAMILIES: dict[str, Family] = {
+    "seq-attn": Family("seq-attn", _seq_cost, _seq_score, lambda data: True,
+                       lambda data: not is_rows(data), lambda data, base: base,
+                       lambda cand: cand.seq_label()),  # fmt: skip
+    "row-attn": Family("row-attn", _row_cost, _row_score, is_rows, is_rows, _row_candidate,
+                       _row_label),  # fmt: skip
+}
