@@ -85,12 +85,14 @@ def _steps(model, features):
 
 
 def _xq_buffer(model, state=None):
-    """The int8 input buffer of quantize/run_int8 (the model's input_len), allocated once."""
+    """The input buffer of quantize/run_int8 (the model's input_len of its xq_typecode: int8,
+    or int32 for a wider input grid), allocated once."""
     state = _state if state is None else state
     n = getattr(model, "input_len", model.n_features)
+    tc = getattr(model, "xq_typecode", "b")
     xq = state["xq"]
-    if xq is None or len(xq) != n:
-        xq = state["xq"] = array.array("b", bytes(n))
+    if xq is None or len(xq) != n or xq.typecode != tc:
+        xq = state["xq"] = array.array(tc, bytes(n * (1 if tc == "b" else 4)))
     return xq
 
 
