@@ -18,7 +18,7 @@ import pytest
 
 from tinyattn.data.windows import Windows
 from tinyattn.learn import search as S
-from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
 from tinyattn.learn.seqtrain import Augment, Average
 from tinyattn.learn.train import TrainConfig
 from tinyattn.paths import REPO_DIR
@@ -293,7 +293,7 @@ def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget
         (7, False, 8, 8), (7, True, 8, 8), (3, True, 8, 8), (4, True, 16, 16)]
     for c in convs:
         T = default_max_steps(data.lengths, c.arch.patch)
-        ops = S.build_seq_model(T, 2, 3, c.arch).ops
+        ops = build_seq_model(T, 2, 3, c.arch).ops
         tokens = -(-T // token_steps(ops))
         if c in alone:
             assert "attention" not in {op["op"] for op in ops} and c.arch.stem_stride == 1

@@ -63,10 +63,10 @@ from typing import Any
 import numpy as np
 
 from tinyattn.atomic import atomic_open
-from tinyattn.data.windows import Windows, view_to_op
-from tinyattn.learn.families import FAMILIES
-from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
-from tinyattn.learn.seqtrain import Augment, Average, Distill, fit_input_view
+from tinyattn.data.windows import Windows
+from tinyattn.learn.families import FAMILIES, cost, shape_spec  # noqa: F401 (the search's)
+from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqtrain import Augment, Average, Distill
 from tinyattn.learn.train import TrainConfig
 
 # -- the budget ------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class Candidate:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        from tinyattn.learn.families import FAMILIES
+        from tinyattn.learn.families import FAMILIES  # noqa: F401 (the search's)
 
         return FAMILIES[self.family].label(self)
 
@@ -201,37 +201,6 @@ def data_key(data: Windows) -> str:
         h.update(np.ascontiguousarray(a).tobytes())
     h.update(json.dumps(list(data.class_names)).encode())
     return h.hexdigest()[:16]
-
-
-def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
-    """The quantized spec of an untrained `arch` on these windows (calibrated on four): its
-    blob has the trained model's size and buffers, which do not depend on the weights' values."""
-    from tinyattn.intmodel.quantize import quantize
-    from tinyattn.learn.train import TrainResult, npz_model
-
-    C = data.X.shape[2]
-    T = default_max_steps(data.lengths, arch.patch)
-    arch = replace(arch, stem_norm=False)  # the norms fold into the stem's convs
-    model = build_seq_model(T, C, data.n_classes, arch)
-    model.ops[0].update(view_to_op(fit_input_view(arch, data.X, data.lengths)))  # its bytes
-    res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
-    few = slice(0, min(4, len(data.X)))
-    X = data.X[few, :T]
-    return quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
-
-
-def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
-    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`); heap:
-    the runtime's own estimate for the model and, for windows (which the app streams), its
-    Stream (tinyattn.board.heap.model_heap); a row model never streams."""
-    from tinyattn.board.heap import features, model_heap
-    from tinyattn.intmodel.blob import blob_bytes
-
-    C = data.X.shape[2]
-    T = default_max_steps(data.lengths, arch.patch)
-    blob = blob_bytes(shape_spec(data, arch))
-    ops = build_seq_model(T, C, data.n_classes, arch).ops
-    return {"macs": macs(ops), "bytes": len(blob), "heap": model_heap(features(blob))}
 
 
 # -- one task: a candidate on one fold -------------------------------------------------------
