@@ -240,11 +240,21 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         if big:
             add("Pico int8 thumb µs/MAC (≥ 50k MACs)", max(big), ".3f", "≤ 0.1",
                 max(big) <= 0.1)  # fmt: skip
-        st = pico.get("stream") or {}
-        if st.get("us_per_decision"):
-            add("Pico stream µs/decision (thumb)", st["us_per_decision"], ".0f", "", None)
-            add("Pico stream decisions = host", "yes" if st["host_equal"] else "no", "",
-                "all", st["host_equal"])  # fmt: skip
+        for kind, st in (pico.get("stream") or {}).items():
+            if st.get("us_per_decision"):
+                add(f"Pico stream µs/decision ({kind}, thumb)", st["us_per_decision"], ".0f",
+                    "", None)  # fmt: skip
+                add(f"Pico stream decisions = host ({kind})",
+                    "yes" if st["host_equal"] else "no", "", "all", st["host_equal"])  # fmt: skip
+        measured = (pico.get("cost") or {}).get("measured", {})
+        if measured:
+            from tinyattn.board.cost import predict_from_terms
+
+            rates = pico["cost"]["rates"]
+            worst = max(abs(predict_from_terms(m["terms"], rates) / m["us"] - 1)
+                        for m in measured.values())  # fmt: skip
+            add("Pico time model, worst |predicted/measured - 1|", 100 * worst, ".1f",
+                "≤ 10 %", worst <= 0.10)  # fmt: skip
     if "blob_bytes" in r:
         add("blob bytes (reference)", r["blob_bytes"], "d", "≤ 2048",
             r["blob_bytes"] <= TARGETS["blob_bytes"])  # fmt: skip

@@ -24,6 +24,8 @@ One board per session (a module-scoped fixture); skipped with the reason when
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +35,8 @@ from seq_models import view_model
 from tinyattn.board.flash import mpremote
 from tools.emulated_boards import parse_golden
 from tools.make_trained_golden import GOLDEN, NAMES
+
+RP2040 = Path(__file__).resolve().parent.parent / "host" / "board" / "rp2040.json"
 
 pytestmark = pytest.mark.emulated
 
@@ -191,3 +195,25 @@ def test_emulated_pico_thumb_attn_equals_pure_past_dmax(pico):
     out = mpremote(pico.tty, "exec", script, timeout=300)
     rows = [line for line in out.splitlines() if line.startswith("C ")]
     assert len(rows) == len(cases) and all(r.startswith("C True") for r in rows), out[-2000:]
+
+
+@pytest.mark.slow
+def test_emulated_pico_time_model_predicts_every_grid_shape_within_10_percent(pico, tmp_path):
+    """`--board rp2040 --max-ms MS` is a promise: one model of each shape the search's grid
+    makes (tools/bench_pico_cost.SHAPES, and the golden models), timed on the Pico's own clock,
+    takes at most its predicted µs + 10 % (host/board/rp2040.json's time model). A kernel
+    made slower without the model fitted again fails here."""
+    from tinyattn.board.cost import predict_us
+    from tinyattn.intmodel.blob import read_blob
+    from tools.bench_pico_cost import measure, models
+
+    rates = json.loads(RP2040.read_text())["cost"]["rates"]
+    keep = None  # TINYATTN_EMULATED_ALL: every model; CI: one of each kind of kernel work
+    if not os.environ.get("TINYATTN_EMULATED_ALL"):
+        keep = ("iris", "bm-p5-l1", "bm-conv-s8-w16", "acsf1-alone-w16")
+    blobs = models(tmp_path, keep)
+    us = measure(pico.tty, blobs)
+    assert sorted(us) == sorted(blobs)
+    for name, blob in blobs.items():
+        predicted = predict_us(read_blob(blob.read_bytes()), rates)
+        assert us[name] <= 1.1 * predicted, (name, us[name], predicted)

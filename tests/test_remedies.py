@@ -187,14 +187,14 @@ def test_remedies_heap_too_small_names_heap_needed_and_free(
     capsys, vboard_factory, reference_model, heap
 ):
     """Flashing again does not help a board whose heap is too small: parity and predict name
-    the heap the blob needs (flash.heap_needed) and the heap the board has free."""
-    from tinyattn.board.flash import flash, heap_needed
-    from tinyattn.intmodel.blob import read_blob
+    the heap the blob needs (board.heap.heap_needed) and the heap the board has free."""
+    from tinyattn.board.flash import flash
+    from tinyattn.board.heap import heap_needed
 
     board = vboard_factory(heap=heap)
     blob = reference_model["blob"]
     flash(board.port, blob, progress=False)
-    need = heap_needed(read_blob(blob.read_bytes()), True) // 1000
+    need = heap_needed(blob.read_bytes(), "server") // 1000
     for argv in (
         ["parity", "--port", board.port, "--blob", str(blob), "--bench", "0", "--quiet"],
         ["predict", "--csv", str(IRIS_CSV), "--port", board.port, "--blob", str(blob)],

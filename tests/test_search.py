@@ -18,7 +18,7 @@ import pytest
 
 from tinyattn.data.windows import Windows
 from tinyattn.learn import search as S
-from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
 from tinyattn.learn.seqtrain import Augment, Average
 from tinyattn.learn.train import TrainConfig
 from tinyattn.paths import REPO_DIR
@@ -61,10 +61,13 @@ def test_search_one_se_pick_prefers_the_start_then_the_simplest():
     assert S.one_se_pick(rows)["order"] == 1  # no noise: the best
 
 
-def test_search_board_preset_turns_ms_into_macs_and_heap():
+def test_search_board_preset_turns_ms_into_predicted_us_and_heap():
+    """`--board rp2040 --max-ms MS`: a candidate's µs as the Pico's time model predicts them
+    from its op list (a conv MAC costs what the conv kernel costs there), in place of the
+    default MAC limit (a --max-macs given stays); the preset's heap."""
     preset = S.BOARDS["rp2040"]  # from the measured Pico table (host/board/rp2040.json)
     b = S.board_budget("rp2040", 5, S.Budget(), heap_given=False)
-    assert b.max_macs == int(5_000 / preset.us_per_mac) < S.Budget().max_macs
+    assert b.max_us == 5_000 and dict(b.rates) == dict(preset.rates) and b.max_macs == 150_000
     # half the heap free with the runtime and server imported (the Pico table) is the model's
     # and its Stream's, in place of the default --max-heap; a --max-heap given caps it
     free = json.loads(RP2040.read_text())["free_heap_runtime"]
@@ -72,15 +75,24 @@ def test_search_board_preset_turns_ms_into_macs_and_heap():
     assert b.max_bytes == 32 * 1024
     assert S.board_budget("rp2040", 5, S.Budget()).max_heap == S.Budget().max_heap
     assert S.board_budget("rp2040", 5, S.Budget(max_heap=10**6)).max_heap == preset.max_heap
-    # the milliseconds replace the default MAC limit; a --max-macs given caps them
-    big = S.board_budget("rp2040", 50, S.Budget(), macs_given=False).max_macs
-    assert big == int(50_000 / preset.us_per_mac) > S.Budget().max_macs
-    assert S.board_budget("rp2040", 50, S.Budget()).max_macs == S.Budget().max_macs
-    assert S.board_budget("rp2040", 50, S.Budget(max_macs=None)).max_macs == big
-    assert S.board_budget("rp2040", 5, S.Budget(), macs_given=False).max_macs == b.max_macs
+    assert S.board_budget("rp2040", 50, S.Budget(), macs_given=False).max_macs is None
     assert S.board_budget(None, None, S.Budget(max_macs=5)).max_macs == 5
     with pytest.raises(ValueError, match="--max-ms needs --board"):
         S.board_budget(None, 50, S.Budget())
+    # the same MACs cost what each kernel costs on the board: the budget sees their µs, not
+    # their MACs (whichever of the two the board runs slower is the one refused)
+    rates = dict(preset.rates)
+    sizes = {"bytes": 1000, "macs": 100_000, "heap": 1000}
+    dense = {**sizes, "terms": {"inference": 1, "op": 3, "dense": 100_000}}
+    conv = {**sizes, "terms": {"inference": 1, "op": 3, "conv": 100_000}}
+    assert rates["conv"] != rates["dense"] and rates["inference"] > 0
+    fast, slow = sorted((dense, conv), key=S.Budget(rates=preset.rates).us)
+    assert S.Budget(rates=preset.rates).us(fast) == pytest.approx(
+        rates["inference"] + 3 * rates.get("op", 0.0)
+        + 100_000 * min(rates["conv"], rates["dense"]))  # fmt: skip
+    budget = S.Budget(max_macs=None, max_us=S.Budget(rates=preset.rates).us(fast) + 1,
+                      rates=preset.rates)  # fmt: skip
+    assert not budget.over(fast) and "ms >" in budget.over(slow)[0]
 
 
 def test_search_never_trains_a_candidate_over_budget(tmp_path, monkeypatch):
@@ -293,7 +305,7 @@ def test_search_stem_stage_tries_conv_stems_of_few_tokens_and_picks_under_budget
         (7, False, 8, 8), (7, True, 8, 8), (3, True, 8, 8), (4, True, 16, 16)]
     for c in convs:
         T = default_max_steps(data.lengths, c.arch.patch)
-        ops = S.build_seq_model(T, 2, 3, c.arch).ops
+        ops = build_seq_model(T, 2, 3, c.arch).ops
         tokens = -(-T // token_steps(ops))
         if c in alone:
             assert "attention" not in {op["op"] for op in ops} and c.arch.stem_stride == 1

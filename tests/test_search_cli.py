@@ -100,9 +100,9 @@ def test_search_cli_refuses_in_one_line(ts_pair, capsys):
 @pytest.mark.usefixtures("tmp_cwd")
 def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tmp_path,
                                                              vboard_factory, mpy):  # fmt: skip
-    """`--board rp2040 --max-ms 5`: the pick's MACs × 0.7 µs ≤ 5 ms; its loaded heap, measured
-    under MicroPython (.mpy, viper), within the preset's heap; it exports, flashes and passes
-    parity on a virtual board with every int8 logit exact."""
+    """`--board rp2040 --max-ms 5`: the pick's µs as the Pico's time model predicts ≤ 5 ms; its
+    loaded heap, measured under MicroPython (.mpy, viper), within the preset's heap; it
+    exports, flashes and passes parity on a virtual board with every int8 logit exact."""
     from tinyattn.learn.search import BOARDS
 
     if find("micropython") is None:
@@ -111,9 +111,12 @@ def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tm
     s, _ = _train(capsys, "--ts", str(tr), "--test", str(te), "--search", *FAST, "--board",
                   "rp2040", "--max-ms", "5", "--out", "m.npz")  # fmt: skip
     preset = BOARDS["rp2040"]
-    assert s["macs"] * preset.us_per_mac <= 5_000
-    assert s["search"]["budget"]["max_macs"] == int(5_000 / preset.us_per_mac)
+    assert s["search"]["budget"]["max_us"] == 5_000
     assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    from tinyattn.board.cost import predict_us
+    from tinyattn.intmodel.blob import read_blob
+
+    assert predict_us(read_blob((tmp_path / "m.bin").read_bytes()), dict(preset.rates)) <= 5_000
     used = int(run_micropython(HEAP, [str(mpy), str(tmp_path / "m.bin"), "viper",
                                       *KERNEL_MODULES["viper"]], "256k")[0])  # fmt: skip
     assert 0 < used <= preset.max_heap

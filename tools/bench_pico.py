@@ -14,8 +14,9 @@ STREAM_RECORDINGS TEST recordings, hop 10, smoothing 3), `tinyattn monitor --res
 decisions: µs of inference per decision (the app's own field) and whether every decision's
 (class, score %) equals the host's Stream; a plain flash removes the app again.
 
-Writes RESULT (committed): host/board/rp2040.json, which the `rp2040` search preset reads
-(tinyattn.learn.search: µs per MAC and heap from this measured table).
+Then the time model (tools/bench_pico_cost.py: one model of each shape the search makes, timed
+here, and the µs rates fitted to them). Writes RESULT (committed): host/board/rp2040.json,
+which the `rp2040` search preset reads (tinyattn.learn.search: the time model and the heap).
 
     python -m tools.bench_pico [--port TTY] [--json]   # no --port: starts the emulated Pico
 """
@@ -163,17 +164,24 @@ def run(port: str) -> dict:
                 "us": us, "us_per_mac": us / macs, "heap": heap}  # fmt: skip
     for row in result["models"].values():
         row["thumb"]["vs_bare"] = row["thumb"]["us_per_mac"] / result["bare_asm_us_per_mac"]
-    # the search preset's figure: thumb's µs per MAC, the most of the models with >= 50k MACs
-    # (a smaller model pays more per MAC: the Python around the kernels)
-    big = max((r for r in result["models"].values() if r["macs"] >= 50_000),
-              key=lambda r: r["thumb"]["us_per_mac"])  # fmt: skip
-    result["preset"] = {"kernels": "thumb", "us_per_mac": round(big["thumb"]["us_per_mac"], 4),
-                        "from_macs": big["macs"]}  # fmt: skip
     return result
 
 
 def stream(port: str) -> dict:
-    """The app on the Pico over a replay, next to the host's Stream (module docstring)."""
+    """The app on the Pico over a replay, next to the host's Stream (module docstring): the
+    golden BasicMotions model (patch attention) and a conv stem alone (the search's pick for
+    accelerometer windows: tools/bench_pico_cost.SHAPES "bm-alone-w8")."""
+    from tools.bench_pico_cost import models
+
+    with tempfile.TemporaryDirectory() as tmp:
+        conv = models(Path(tmp), ("bm-alone-w8",))["bm-alone-w8"]
+        return {"patch": stream_one(port, GOLDEN / "basicmotions.bin"),
+                "conv": stream_one(port, conv)}
+
+
+def stream_one(port: str, blob: Path) -> dict:
+    """`flash --app` of `blob` over a replay of BasicMotions' first TEST recordings, `monitor
+    --reset` over its decisions: their µs, their rate on the Pico's clock, equal to the host's."""
     import contextlib
     import io
 
@@ -181,7 +189,6 @@ def stream(port: str) -> dict:
     from tinyattn.board.stream import host_decisions, write_replay
     from tinyattn.data.timeseries import load_ts_dataset
 
-    blob = GOLDEN / "basicmotions.bin"
     d = load_ts_dataset("basicmotions", "TEST")
     steps = d.X[:STREAM_RECORDINGS].astype(np.float32).reshape(-1, d.n_channels)
     host = host_decisions(blob, steps, 10, smooth=3)
@@ -193,15 +200,31 @@ def stream(port: str) -> dict:
                            "--source", f"replay:{replay}", "--rate", "1000", "--hop", "10",
                            "--smooth", "3"]) == 0  # fmt: skip
             ok = ok and cli.main(["monitor", "--port", port, "--reset", "--count",
-                                  str(len(host)), "--json"]) == 0  # fmt: skip
+                                  str(len(host)), "--json", "--timeout", "120"]) == 0  # fmt: skip
             cli.main(["flash", "--port", port, "--blob", str(blob), "--quiet"])  # the app goes
     rows = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
     names = list(d.class_names)
     equal = ok and [(r["label"], round(r["score"] * 100)) for r in rows] == [
         (names[h["smoothed"]], h["score"] * 100 // 16384) for h in host]  # fmt: skip
     us = [r["us"] for r in rows]
+    span = (rows[-1]["ms"] - rows[0]["ms"]) / 1000 if len(rows) > 1 else 0.0
     return {"decisions": len(rows), "host_equal": equal,
-            "us_per_decision": sum(us) / len(us) if us else None}  # fmt: skip
+            "us_per_decision": sum(us) / len(us) if us else None,
+            "decisions_per_s": (len(rows) - 1) / span if span else None}  # fmt: skip
+
+
+def time_model(port: str) -> dict:
+    """The Pico's time model: the models of tools/bench_pico_cost timed here and the rates
+    fitted to them (tinyattn.board.cost), as host/board/rp2040.json's "cost"."""
+    from tinyattn.board import cost
+    from tools.bench_pico_cost import measure, models
+
+    with tempfile.TemporaryDirectory() as tmp:
+        blobs = models(Path(tmp))
+        terms = {n: cost.terms(read_blob(b.read_bytes())) for n, b in blobs.items()}
+        us = measure(port, blobs)
+    rates = cost.fit(terms, us)
+    return {"rates": rates, "measured": {n: {"us": us[n], "terms": terms[n]} for n in us}}
 
 
 def table(r: dict) -> list[str]:
@@ -215,12 +238,22 @@ def table(r: dict) -> list[str]:
         lines.append(f"| {name} | {row['macs']:,} | {t['us']:,} | {t['us_per_mac']:.3f} | "
                      f"{t['vs_bare']:.2f} | {v['us']:,} | {v['us_per_mac']:.3f} | "
                      f"{p['us']:,} |")  # fmt: skip
-    st = r.get("stream")
-    if st:
-        lines += ["", f"Stream on the Pico (flash --app, replay of BasicMotions TEST, hop 10, "
-                  f"k = 3): {st['decisions']} decisions, {st['us_per_decision']:,.0f} µs of "
-                  f"inference per decision (thumb), every decision equal to the host's: "
+    for kind, st in (r.get("stream") or {}).items():
+        rate = f", {st['decisions_per_s']:.1f} decisions/s" if st.get("decisions_per_s") else ""
+        lines += ["", f"Stream on the Pico, {kind} model (flash --app, replay of BasicMotions "
+                  f"TEST at 1000 steps/s, hop 10, k = 3): {st['decisions']} decisions, "
+                  f"{st['us_per_decision']:,.0f} µs of inference per decision (thumb){rate}, "
+                  f"every decision equal to the host's: "
                   f"{'yes' if st['host_equal'] else 'NO'}"]  # fmt: skip
+    cm = r.get("cost")
+    if cm:
+        from tinyattn.board.cost import table as cost_table
+
+        lines += ["", "Pico time model (tinyattn.board.cost; µs rates "
+                  + ", ".join(f"{k} {v:g}" for k, v in cm["rates"].items() if v) + "):", ""]
+        lines += cost_table({n: m["terms"] for n, m in cm["measured"].items()},
+                            {n: m["us"] for n, m in cm["measured"].items()},
+                            cm["rates"]).splitlines()  # fmt: skip
     return lines
 
 
@@ -236,6 +269,7 @@ def bench_pico(port: str | None = None) -> dict:
     try:
         result = run(port or board.tty)
         result["stream"] = stream(port or board.tty)
+        result["cost"] = time_model(port or board.tty)
     finally:
         if board is not None:
             board.stop()

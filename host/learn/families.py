@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from tinyattn.data.windows import Windows
+from tinyattn.data.windows import Windows, view_to_op
+from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
+from tinyattn.learn.seqtrain import fit_input_view
 
-if TYPE_CHECKING:
-    from tinyattn.learn.search import Candidate
+Candidate = Any  # tinyattn.learn.search.Candidate (which imports this module)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,40 @@ def is_rows(data: Windows) -> bool:
 # -- seq-attn ----------------------------------------------------------------------------------
 
 
+def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
+    """The quantized spec of an untrained `arch` on these windows (calibrated on four): its
+    blob has the trained model's size and buffers, which do not depend on the weights' values."""
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.train import TrainResult, npz_model
+
+    C = data.X.shape[2]
+    T = default_max_steps(data.lengths, arch.patch)
+    arch = replace(arch, stem_norm=False)  # the norms fold into the stem's convs
+    model = build_seq_model(T, C, data.n_classes, arch)
+    model.ops[0].update(view_to_op(fit_input_view(arch, data.X, data.lengths)))  # its bytes
+    res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
+    few = slice(0, min(4, len(data.X)))
+    X = data.X[few, :T]
+    return quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
+
+
+def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
+    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`); heap:
+    the runtime's own estimate for the model and, for windows (which the app streams), its
+    Stream (tinyattn.board.heap.model_heap); a row model never streams."""
+    from tinyattn.board.cost import terms
+    from tinyattn.board.heap import features, model_heap
+    from tinyattn.intmodel.blob import blob_bytes, read_blob
+
+    C = data.X.shape[2]
+    T = default_max_steps(data.lengths, arch.patch)
+    blob = blob_bytes(shape_spec(data, arch))
+    ops = build_seq_model(T, C, data.n_classes, arch).ops
+    return {"macs": macs(ops), "bytes": len(blob), "heap": model_heap(features(blob)),
+            "terms": terms(read_blob(blob))}  # fmt: skip
+
+
+
 def _seq_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, Any]:
     from tinyattn.learn.losses import softmax
     from tinyattn.learn.seqtrain import evaluate_seq, train_seq
@@ -69,8 +104,6 @@ def _seq_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, A
 
 
 def _seq_cost(data: Windows, cand: Candidate) -> dict[str, int]:
-    from tinyattn.learn.search import cost
-
     return cost(data, cand.arch)
 
 
@@ -92,18 +125,19 @@ def _row_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, A
 
 
 def _row_cost(data: Windows, cand: Candidate) -> dict[str, int]:
+    from tinyattn.board.cost import terms
     from tinyattn.board.heap import features, model_heap
-    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.blob import blob_bytes, read_blob
     from tinyattn.intmodel.quantize import quantize
     from tinyattn.learn.model import build_model
-    from tinyattn.learn.seqmodel import macs
     from tinyattn.learn.train import TrainResult, npz_model
 
     F = data.X.shape[2]
     model = build_model(cand.train.model, F, data.n_classes, seed=0)
     res = TrainResult(model, np.zeros(F), np.ones(F), 0.0)
     blob = blob_bytes(quantize(npz_model(res, data.class_names), data.X[:4]))
-    return {"macs": macs(model.ops), "bytes": len(blob), "heap": model_heap(features(blob))}
+    return {"macs": macs(model.ops), "bytes": len(blob), "heap": model_heap(features(blob)),
+            "terms": terms(read_blob(blob))}  # fmt: skip
 
 
 def _row_candidate(data: Windows, base: Candidate) -> Candidate:

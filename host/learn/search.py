@@ -63,10 +63,11 @@ from typing import Any
 import numpy as np
 
 from tinyattn.atomic import atomic_open
-from tinyattn.data.windows import Windows, view_to_op
-from tinyattn.learn.families import FAMILIES
-from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
-from tinyattn.learn.seqtrain import Augment, Average, Distill, fit_input_view
+from tinyattn.board.cost import predict_from_terms
+from tinyattn.data.windows import Windows
+from tinyattn.learn.families import FAMILIES, cost, shape_spec  # noqa: F401 (the search's)
+from tinyattn.learn.seqmodel import SeqAttnConfig
+from tinyattn.learn.seqtrain import Augment, Average, Distill
 from tinyattn.learn.train import TrainConfig
 
 # -- the budget ------------------------------------------------------------------------------
@@ -79,40 +80,48 @@ class Budget:
     max_bytes: int | None = 32 * 1024  # the blob
     max_macs: int | None = 150_000  # multiply-accumulates of one full-length inference
     max_heap: int | None = 48 * 1024  # loaded model + buffers + its Stream (`cost`)
+    max_us: float | None = None  # µs of one inference on the board of `rates` (--max-ms)
+    rates: tuple[tuple[str, float], ...] = ()  # that board's time model (board/cost.py)
 
-    def over(self, c: dict[str, int]) -> list[str]:
+    def us(self, c: dict[str, Any]) -> float:
+        """The µs the board's time model predicts for a candidate's `cost` (its work terms)."""
+        return predict_from_terms(c["terms"], dict(self.rates))
+
+    def over(self, c: dict[str, Any]) -> list[str]:
         """What `c` (`cost`) exceeds, in words; empty when it fits."""
         out = []
         for key, limit, unit in (("bytes", self.max_bytes, "B blob"), ("macs", self.max_macs,
                                  "MACs"), ("heap", self.max_heap, "B heap")):  # fmt: skip
             if limit is not None and c[key] > limit:
                 out.append(f"{c[key]:,} {unit} > {limit:,}")
+        if self.max_us is not None and self.us(c) > self.max_us:
+            out.append(f"{self.us(c) / 1000:,.1f} ms > {self.max_us / 1000:,.1f} (predicted)")
         return out
 
 
 @dataclass(frozen=True)
 class BoardPreset:
-    """A board's measured costs (DESIGN §13): µs per MAC of the int8 kernels it runs and the
-    heap a model may take there."""
+    """A board's measured costs (DESIGN §13): its time model (µs rates per work term of
+    tinyattn.board.cost, fitted to the µs measured on the board) and the heap a model may take
+    there."""
 
     name: str
-    us_per_mac: float
+    rates: tuple[tuple[str, float], ...]
     max_heap: int
     source: str
 
 
 def _measured(name: str) -> BoardPreset:
-    """The preset from the board's table that `make bench` measures (tools/bench_pico.py
-    writes host/board/NAME.json): µs per MAC of the kernel set the board runs, the most on its
-    golden models of >= 50k MACs, and half the heap free with the runtime and server imported
-    for the model and its Stream (the other half: the server's line buffer and batches)."""
+    """The preset from the board's table that `make bench-pico` measures (host/board/NAME.json):
+    the time model tools/bench_pico_cost.py fits ("cost"), and half the heap free with the
+    runtime and server imported for the model and its Stream (the other half: the server's
+    line buffer and batches)."""
     t = json.loads((Path(__file__).resolve().parent.parent / "board" / f"{name}.json").read_text())
-    p = t["preset"]
+    rates = tuple(sorted(t["cost"]["rates"].items()))
     heap = t["free_heap_runtime"] // 2
-    return BoardPreset(name, p["us_per_mac"], heap, f"{t['board']}: int8 {p['kernels']} "
-                       f"kernels, {p['us_per_mac']} µs/MAC on a {p['from_macs']:,}-MAC model; "
-                       f"{t['free_heap_runtime']:,} B free with the runtime, {heap} B for the "
-                       "model")  # fmt: skip
+    return BoardPreset(name, rates, heap, f"{t['board']}: int8 time model fitted on "
+                       f"{len(t['cost']['measured'])} models; {t['free_heap_runtime']:,} B free "
+                       f"with the runtime, {heap} B for the model")  # fmt: skip
 
 
 BOARDS = {"rp2040": _measured("rp2040")}
@@ -120,21 +129,21 @@ BOARDS = {"rp2040": _measured("rp2040")}
 
 def board_budget(board: str | None, max_ms: float | None, budget: Budget,
                  macs_given: bool = True, heap_given: bool = True) -> Budget:
-    """`budget` with a board preset applied: `--max-ms` becomes MACs (ms / µs per MAC) and the
-    preset's heap the heap limit. Each replaces budget's limit when that is the default
-    (`macs_given`/`heap_given` False: no `--max-macs`/`--max-heap` on the command line), else
-    the tighter of the two is kept."""
+    """`budget` with a board preset applied: `--max-ms` becomes the predicted µs limit (the
+    board's time model of each candidate's op list, in place of the default MAC limit: a MAC
+    costs what its kernel costs on that board), the preset's heap the heap limit. The heap
+    replaces budget's when that is the default (`heap_given` False), else the tighter of the
+    two is kept; a `--max-macs` given (`macs_given`) stays a limit of its own."""
     if board is None:
         if max_ms is not None:
-            raise ValueError("--max-ms needs --board (the µs per MAC of a board)")
+            raise ValueError("--max-ms needs --board (a board's time model)")
         return budget
     preset = BOARDS[board]
     heap = budget.max_heap if heap_given and budget.max_heap is not None else preset.max_heap
     out = replace(budget, max_heap=min(heap, preset.max_heap))
     if max_ms is not None:
-        ms_macs = int(max_ms * 1000 / preset.us_per_mac)
-        given = out.max_macs if macs_given and out.max_macs is not None else ms_macs
-        out = replace(out, max_macs=min(given, ms_macs))
+        out = replace(out, max_us=max_ms * 1000.0, rates=preset.rates,
+                      max_macs=out.max_macs if macs_given else None)  # fmt: skip
     return out
 
 
@@ -171,7 +180,7 @@ class Candidate:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        from tinyattn.learn.families import FAMILIES
+        from tinyattn.learn.families import FAMILIES  # noqa: F401 (the search's)
 
         return FAMILIES[self.family].label(self)
 
@@ -201,37 +210,6 @@ def data_key(data: Windows) -> str:
         h.update(np.ascontiguousarray(a).tobytes())
     h.update(json.dumps(list(data.class_names)).encode())
     return h.hexdigest()[:16]
-
-
-def shape_spec(data: Windows, arch: SeqAttnConfig) -> dict[str, Any]:
-    """The quantized spec of an untrained `arch` on these windows (calibrated on four): its
-    blob has the trained model's size and buffers, which do not depend on the weights' values."""
-    from tinyattn.intmodel.quantize import quantize
-    from tinyattn.learn.train import TrainResult, npz_model
-
-    C = data.X.shape[2]
-    T = default_max_steps(data.lengths, arch.patch)
-    arch = replace(arch, stem_norm=False)  # the norms fold into the stem's convs
-    model = build_seq_model(T, C, data.n_classes, arch)
-    model.ops[0].update(view_to_op(fit_input_view(arch, data.X, data.lengths)))  # its bytes
-    res = TrainResult(model, np.zeros(C), np.ones(C), 0.0)
-    few = slice(0, min(4, len(data.X)))
-    X = data.X[few, :T]
-    return quantize(npz_model(res, data.class_names), X, np.minimum(data.lengths[few], T))
-
-
-def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
-    """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`); heap:
-    the runtime's own estimate for the model and, for windows (which the app streams), its
-    Stream (tinyattn.board.heap.model_heap); a row model never streams."""
-    from tinyattn.board.heap import features, model_heap
-    from tinyattn.intmodel.blob import blob_bytes
-
-    C = data.X.shape[2]
-    T = default_max_steps(data.lengths, arch.patch)
-    blob = blob_bytes(shape_spec(data, arch))
-    ops = build_seq_model(T, C, data.n_classes, arch).ops
-    return {"macs": macs(ops), "bytes": len(blob), "heap": model_heap(features(blob))}
 
 
 # -- one task: a candidate on one fold -------------------------------------------------------

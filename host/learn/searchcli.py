@@ -37,18 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--max-bytes", dict(type=int, default=d.max_bytes, metavar="B",
          help=f"largest blob (default: {d.max_bytes})")),
         ("--max-macs", dict(type=int, metavar="N", help="most multiply-accumulates an "
-         f"inference (default: {d.max_macs}; with --board and --max-ms: the milliseconds' "
-         "MACs, or the tighter of the two when given)")),
+         f"inference (default: {d.max_macs}; with --board and --max-ms: no MAC limit but the "
+         "milliseconds, unless given)")),
         ("--max-heap", dict(type=int, metavar="B", help="most heap of the loaded model, its "
          f"buffers and its Stream (default: {d.max_heap}; with --board: the board's, or the "
          "tighter of the two when given)")),
-        ("--board", dict(choices=sorted(S.BOARDS), help="a board's measured costs (µs per "
-         f"MAC, heap): rp2040 = {S.BOARDS['rp2040'].us_per_mac} µs/MAC of the thumb int8 "
-         f"kernels on a 125 MHz Cortex-M0+ (make bench), {S.BOARDS['rp2040'].max_heap} B for "
-         "the model and its Stream")),
+        ("--board", dict(choices=sorted(S.BOARDS), help="a board's measured costs: its time "
+         "model (µs of an inference from the op list, fitted to the board's measured µs: "
+         "make bench-pico) and heap: rp2040 = a 125 MHz Cortex-M0+ with the thumb int8 "
+         f"kernels, {S.BOARDS['rp2040'].max_heap} B for the model and its Stream")),
         ("--max-ms", dict(type=float, metavar="MS", help="with --board: most milliseconds an "
-         "inference: MS · 1000 / µs per MAC MACs, in place of the default --max-macs (at most "
-         "--max-macs when given)")),
+         "inference, as the board's time model predicts them for each candidate's op list "
+         "(in place of the default --max-macs)")),
         ("--jobs", dict(type=int, default=S.default_jobs(), metavar="N", help="worker "
          f"processes (joblib/loky; default: this machine's cores, {S.default_jobs()})")),
         ("--scheduler", dict(metavar="ADDRESS", help="run the folds on a Dask cluster "
@@ -87,7 +87,7 @@ def check_arguments(args: argparse.Namespace, flow: str) -> None:
     if args.search_folds < 2 or args.search_repeats < 1 or args.jobs < 1:
         raise CLIError("--search-folds needs >= 2, --search-repeats and --jobs >= 1")
     if args.max_ms is not None and args.board is None:
-        raise CLIError("--max-ms needs --board (the board's µs per MAC)")
+        raise CLIError("--max-ms needs --board (the board whose time model predicts the ms)")
     from tinyattn.learn.search import STAGES
 
     bad = [s for s in args.search_stages.split(",") if s not in STAGES]
@@ -158,7 +158,9 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     start = S.Candidate(*recipe)
     print(f"search {data.name}: {len(train.y)} TRAIN {train.unit}, {args.search_repeats} x "
           f"{args.search_folds}-fold, budget {budget.max_bytes} B / {budget.max_macs} MACs / "
-          f"{budget.max_heap} B heap, {args.jobs if args.scheduler is None else 'dask'} "
+          f"{budget.max_heap} B heap"
+          + (f" / {budget.max_us / 1000:g} ms on {args.board}" if budget.max_us else "")
+          + f", {args.jobs if args.scheduler is None else 'dask'} "
           f"worker(s); cache {CACHE}/", file=log)  # fmt: skip
     stages = tuple(args.search_stages.split(","))
     try:

@@ -1,0 +1,155 @@
+# Host (CPython): the Pico's cost model — µs of an int8 inference from the blob's op list.
+"""Times the int8 inference (`kernels="auto"`: thumb on the Pico) of a set of models on the
+emulated Raspberry Pi Pico (../shared/boards/pico; µs on the board's own clock), and fits
+host/board/cost.py's rates to them: one µs rate per term of `cost.terms` (the fixed cost of an
+inference, a step, the MACs each kernel does, the window's values), least squares on the
+models' µs, so the budget predicts a model's µs from its op list (`--board rp2040 --max-ms`).
+
+The models: the trained golden ones (Iris, Wine, BasicMotions, JapaneseVowels) and one of each
+shape the search's grid makes (patch attention of one and two blocks, conv stems of strides 4
+and 8 at widths 8 and 16, the conv stem alone at widths 8 and 16, long windows), trained for
+one epoch here: a model's time does not depend on its weights' values.
+
+    python -m tools.bench_pico_cost [--port TTY] [--write host/board/rp2040.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "trained"
+REPEAT = 3
+ARCH = ["--embed", "8", "--heads", "2"]
+SHAPES = {  # name: train flags (the search's grid shapes)
+    "bm-p5-l1": ["--dataset", "basicmotions", "--patch", "5", *ARCH, "--blocks", "1"],
+    "bm-p4-e16-l2": ["--dataset", "basicmotions", "--patch", "4", "--embed", "16", "--heads",
+                     "4", "--blocks", "2"],
+    "bm-conv-s4-w8": ["--dataset", "basicmotions", "--stem", "conv", "--patch", "1",
+                      "--stem-stride", "4", "--stem-width", "8", *ARCH, "--blocks", "1"],
+    "bm-conv-s8-w16": ["--dataset", "basicmotions", "--stem", "conv", "--patch", "1",
+                       "--stem-stride", "8", "--stem-width", "16", "--stem-dilations", "2,4",
+                       "--embed", "16", "--heads", "4", "--blocks", "1"],
+    "bm-alone-w8": ["--dataset", "basicmotions", "--stem", "conv", "--blocks", "0",
+                    "--stem-stride", "1", "--patch", "2", *ARCH, "--stem-dilations", "2,4"],
+    "acsf1-alone-w16": ["--dataset", "acsf1", "--stem", "conv", "--blocks", "0",
+                        "--stem-stride", "1", "--patch", "12", "--stem-width", "16",
+                        "--embed", "16", "--heads", "4", "--stem-dilations", "2,4"],
+    "acsf1-p46-l1": ["--dataset", "acsf1", "--patch", "46", "--embed", "16", "--heads", "4",
+                     "--blocks", "1"],
+    "coffee-p8-l2": ["--dataset", "coffee", "--patch", "8", *ARCH, "--blocks", "2"],
+    "trace-conv-s4-w16": ["--dataset", "trace", "--stem", "conv", "--patch", "2",
+                          "--stem-stride", "4", "--stem-width", "16", "--stem-dilations",
+                          "2,4", "--embed", "16", "--heads", "4", "--blocks", "1"],
+}  # fmt: skip
+
+DEVICE = """
+import gc, time
+from attention import Model
+
+def bench(names):
+    for name in names:
+        gc.collect()
+        m = Model(name + ".bin")
+        out = m.new_logits()
+        xq = m.quantize([0.0] * m.n_features)
+        for i in range(len(xq)):
+            xq[i] = (i * 37) % 255 - 127
+        best = -1
+        for _ in range(@REPEAT@ + 1):
+            t = time.ticks_us()
+            m.run_int8(xq, out)
+            dt = time.ticks_diff(time.ticks_us(), t)
+            if best < 0 or dt < best:
+                best = dt
+        print("RUN", name, m.kernels, best)
+        m = None
+"""
+
+
+def models(tmp: Path, names: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """name -> blob of the golden models and the SHAPES (`names`: only those)."""
+    from tinyattn import cli
+    from tinyattn.intmodel.export import export_model
+
+    out = {n: GOLDEN / f"{n}.bin" for n in ("iris", "wine", "basicmotions", "japanesevowels")
+           if names is None or n in names}  # fmt: skip
+    for name, flags in SHAPES.items():
+        if names is not None and name not in names:
+            continue
+        npz, blob = tmp / f"{name}.npz", tmp / f"{name}.bin"
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main(["train", *flags, "--epochs", "1", "--out", str(npz), "--quiet"]) == 0
+            export_model(npz, blob)
+        out[name] = blob
+    return out
+
+
+def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:
+    """µs of one int8 inference of each blob on the board at `port` (the fastest of REPEAT)."""
+    from tinyattn.board.flash import flash, mpremote
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name, blob in blobs.items():
+            (folder / f"{name}.bin").write_bytes(blob.read_bytes())
+        (folder / "bench_cost_dev.py").write_text(DEVICE.replace("@REPEAT@", str(REPEAT)))
+        flash(port, GOLDEN / "iris.bin", use_mpy=True, progress=False)
+        chain = []
+        for path in sorted(folder.iterdir()):
+            chain += ["cp", str(path), ":", "+"]
+        mpremote(port, *chain[:-1], timeout=600)
+    out = mpremote(port, "exec", "import bench_cost_dev as b; "
+                   f"b.bench({list(blobs)!r})", timeout=3600)  # fmt: skip
+    us = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:1] == ["RUN"]:
+            us[parts[1]] = int(parts[3])
+    return us
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", help="a running Pico's tty (default: start the emulated one)")
+    p.add_argument("--write", type=Path, help="save the rates into this board table (JSON)")
+    args = p.parse_args(argv)
+    from tinyattn.board import cost
+    from tinyattn.intmodel.blob import read_blob
+    from tools.emulated_boards import EmulatedBoard, skip_reason
+
+    with tempfile.TemporaryDirectory() as tmp:
+        blobs = models(Path(tmp))
+        terms = {n: cost.terms(read_blob(b.read_bytes())) for n, b in blobs.items()}
+        if args.port:
+            us = measure(args.port, blobs)
+        else:
+            why = skip_reason("pico")
+            if why:
+                print(f"no emulated Pico: {why}", file=sys.stderr)
+                return 2
+            board = EmulatedBoard("pico").start()
+            try:
+                us = measure(board.tty, blobs)
+            finally:
+                board.stop()
+    rates = cost.fit(terms, us)
+    print(json.dumps(rates, indent=1))
+    print(cost.table(terms, us, rates))
+    if args.write:
+        table = json.loads(args.write.read_text()) if args.write.exists() else {}
+        table["cost"] = {"rates": rates, "measured": {n: {"us": us[n], "terms": terms[n]}
+                                                      for n in us}}  # fmt: skip
+        args.write.write_text(json.dumps(table, indent=1) + "\n")
+        print(f"written: {args.write}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
