@@ -95,7 +95,7 @@ def build(blob, kernels, float_kernels, bufs):
             out.append(None)
             continue
         p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
-                              -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl])  # fmt: skip
+                              -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
         i_in, i_roc = (8, 9) if fl else (10, 11)
         s = array.array("f", [blob.input_scale]) if fl else None
         steps = ((ks[i_in], b[0], xp, s, None, None, p), (ks[i_roc], xp, prog[1], tab, ft, A, p))

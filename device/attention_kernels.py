@@ -49,12 +49,13 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
          normalized float window, each value first put on the grid, docs/quantization.md
          input equation, floor(u) + 1 if u - floor(u) >= 1/2, u = x / s_in, clamped to
          [lo, hi])
-  rocket (xp, y, tab, ft, A, p)  p = n', S, C, P, M0, G, K, shift, e, lo, hi, float flag;
-         tab: per group d, pad, i0, i1, i2, nch, nf, eb, then its nch channels; ft: per
+  rocket (xp, y, tab, ft, A, p)  p = n', S, C, P, M0, G, K, shift, e, lo, hi, float flag,
+         N; tab: per group d, pad, i0, i1, i2, nch, nf, eb, then its nch channels; ft: per
          feature b, z, M; A [S·C + max nf] scratch: per dilation the shared sum
-         A[t·C + c] = -sum_{j<9} xp[(M0 + t + (j-4)d)·C + c] (t < n'), after it the
-         group's thresholds thr = b << (eb - e) (saturated at +-(2**30 - 1)) or b >> (e - eb);
-         per group and position t (all t < n' for pad 1, 4d <= t < n' - 4d for pad 0)
+         A[t·C + c] = -sum_{j<9} xp[(M0 + t + (j-4)d)·C + c] (t < n', t % s = 0), after it
+         the group's thresholds thr = b << (eb - e) (saturated at +-(2**30 - 1)) or
+         b >> (e - eb); the step s = ceil(n'/N) (1 when N = 0 or n' = 0); per group and
+         position t, t % s = 0 (t < n' for pad 1, 4d <= t < n' - 4d for pad 0)
          conv = sum_{c in combo} 3·(xp[i + (i0-4)dC] + xp[i + (i1-4)dC] + xp[i + (i2-4)dC])
          + A[t·C + c], i = (M0 + t)·C + c, and y[f] counts conv > thr[f]; then, npos the
          positions counted, q = (count << 15) // npos (0 when npos = 0) and
@@ -502,6 +503,7 @@ def rocket(xp, y, tab, ft, A, p):
     shift = p[7]
     e = p[8]
     fl = p[11]
+    s = (n + p[12] - 1) // p[12] if p[12] and n else 1  # the positions' step (at most N)
     rnd = 1 << (shift - 1)
     sat = 1073741823  # 2**30 - 1: past every convolution
     th = p[1] * C  # the group's thresholds, after the shared sums
@@ -518,7 +520,8 @@ def rocket(xp, y, tab, ft, A, p):
         o2 = (tab[ti + 4] - 4) * dC
         if d != dn:  # a new dilation: the shared sum of every channel
             dn = d
-            for t in range(n):
+            t = 0
+            while t < n:  # (a while: a range with a variable step is an object)
                 for c in range(C):
                     i = (M0 + t - 4 * d) * C + c
                     v = 0
@@ -526,6 +529,7 @@ def rocket(xp, y, tab, ft, A, p):
                         v -= xp[i]
                         i += dC
                     A[t * C + c] = v
+                t += s
         sh = tab[ti + 7] - e  # the biases' exponent in this window's units
         for j in range(nf):
             b = ft[3 * (f0 + j)]
@@ -538,8 +542,10 @@ def rocket(xp, y, tab, ft, A, p):
             A[th + j] = b
             y[f0 + j] = 0
         lo = 0 if tab[ti + 1] else 4 * d
+        t0 = (lo + s - 1) // s * s  # the first counted position
         ch = ti + 8
-        for t in range(lo, n - lo):
+        t = t0
+        while t < n - lo:
             base = (M0 + t) * C
             v = 0
             for q in range(ch, ch + nch):
@@ -549,7 +555,8 @@ def rocket(xp, y, tab, ft, A, p):
             for j in range(nf):
                 if v > A[th + j]:
                     y[f0 + j] += 1
-        npos = n - lo - lo
+            t += s
+        npos = (n - lo - t0 + s - 1) // s if n - lo > t0 else 0
         for f in range(f0, f0 + nf):
             z = ft[3 * f + 1]
             M = ft[3 * f + 2]

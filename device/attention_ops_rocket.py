@@ -7,14 +7,16 @@ blob_rocket`) in its order. A module of its own, loaded only for a blob that has
 and dropped with the reader by attention.read_blob.
 """
 
-OPS = {12: ("rocket", ("T", "C", "P", "bits", "K", "G", "L", "shift"), (), ("shift",), ())}
+OPS = {12: ("rocket", ("T", "C", "P", "N", "bits", "K", "G", "L", "shift"), (), ("shift",), ())}
 _Q15 = 32768  # the PPV's fixed point
 
 
 def slots(op, quantized, k, fail):
-    """The grid's width and an int8 blob, then the slots: grp u16 [G, 8], ch u16 [L], b i32
-    [K], z i32 [K], m i16 [K]."""
+    """The positions cap, the grid's width and an int8 blob, then the slots: grp u16 [G, 8],
+    ch u16 [L], b i32 [K], z i32 [K], m i16 [K]."""
     ip = op.ip
+    if not 0 <= ip["N"] <= ip["T"]:
+        raise fail("op %d (rocket): N = %d out of range 0..T (%d)" % (k, ip["N"], ip["T"]))
     if not 8 <= ip["bits"] <= 30:
         raise fail("op %d (rocket): bits = %d out of range 8..30" % (k, ip["bits"]))
     if not quantized:

@@ -3,7 +3,7 @@
 `seq-rocket` models fitted on TRAIN windows and quantized on them, with windows that exercise
 the integer path: full and cut at random lengths, one channel and several, pooling with
 T % P != 0, levels over many decades (several block exponents a batch), and a real problem
-(JapaneseVowels: 12 channels, 7-29 steps). `unchecked_blob(spec)`: a spec's bytes without the
+(JapaneseVowels: 12 channels, 7-29 steps), a positions cap (N = 7: steps of 1..10). `unchecked_blob(spec)`: a spec's bytes without the
 writer's self-check (for blobs the readers must refuse).
 """
 
@@ -60,6 +60,10 @@ def rocket_cases() -> dict[str, tuple[bytes, np.ndarray, np.ndarray]]:
     Xt, nt, _ = synthetic(5, 30, 47, 2, 3, 1, decades=3.0)
     out["pooled"] = _case(X, n, y, 3, RocketConfig(num_features=420, keep=30, pool=3, seed=3),
                           Xt, nt)  # fmt: skip
+    X, n, y = synthetic(6, 60, 64, 2, 3, 8)  # at most 7 positions a window, 8..64 steps
+    Xt, nt, _ = synthetic(7, 30, 64, 2, 3, 1)
+    out["capped"] = _case(X, n, y, 3, RocketConfig(num_features=420, keep=30, positions=7,
+                                                   seed=4), Xt, nt)  # fmt: skip
     tr, te = load_ts_dataset("japanesevowels", "train"), load_ts_dataset("japanesevowels", "test")
     out["jv"] = _case(tr.X, tr.lengths, tr.y, tr.n_classes,
                       RocketConfig(num_features=840, keep=60), te.X[:40], te.lengths[:40],

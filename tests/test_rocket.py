@@ -34,8 +34,9 @@ def _windows(seed: int, N=7, T=40, C=3, top=2**29 - 1):
     return x.astype(np.int64), n.astype(np.int64)
 
 
-def _naive(params: rocket.RocketParams, xq, n, P):
-    """The transform of one window at a time, as its docstring defines it."""
+def _naive(params: rocket.RocketParams, xq, n, P, cap=0):
+    """The transform of one window at a time, as its docstring defines it (`cap`: at most
+    that many positions, those that are multiples of ceil(n'/cap))."""
     N = len(xq)
     counts = np.zeros((N, params.size), np.int64)
     n_pos = np.zeros((N, params.size), np.int64)
@@ -60,31 +61,36 @@ def _naive(params: rocket.RocketParams, xq, n, P):
             combo = params.channels[ch : ch + params.n_channels[g]]
             ch += params.n_channels[g]
             lo = 0 if pad else 4 * d
+            step = max(-(-S_n // cap), 1) if cap else 1
             for _ in range(params.n_features[g]):
                 b, s = int(params.bias[f]), int(params.bias_exp[g]) - e
                 for t in range(lo, S_n - lo):
+                    if t % step:
+                        continue
+                    n_pos[w, f] += 1
                     conv = 0
                     for c in combo:
                         for j in range(9):
                             wgt = 2 if j in params.taps[g] else -1
                             conv += wgt * at(t + (j - 4) * d, int(c))
                     counts[w, f] += conv * 2**e > b * 2 ** (int(params.bias_exp[g]))
-                n_pos[w, f] = max(S_n - 2 * lo, 0)
                 f += 1
             assert s == int(params.bias_exp[g]) - e
     return counts, n_pos
 
 
-@pytest.mark.parametrize(("seed", "C", "P"), [(0, 1, 1), (1, 3, 1), (2, 3, 2), (3, 2, 3)])
-def test_transform_equals_the_definition(seed: int, C: int, P: int):
+@pytest.mark.parametrize(("seed", "C", "P", "cap"),
+                         [(0, 1, 1, 0), (1, 3, 1, 0), (2, 3, 2, 0), (3, 2, 3, 0), (4, 1, 1, 5),
+                          (5, 2, 2, 3)])  # fmt: skip
+def test_transform_equals_the_definition(seed: int, C: int, P: int, cap: int):
     xq, n = _windows(seed, C=C)
     prepared = rocket.prepare(xq, n, P)
     params = rocket.fit(*prepared, P, num_features=84 * 3, max_dilations=3, seed=seed)
     params = params.subset(np.arange(0, params.size, 7))  # a pruned model: groups of 1..3
     assert params.pad.min() == 0 and params.pad.max() == 1
     assert len(set(params.bias_exp.tolist())) > 1  # biases of several exponents
-    got = rocket.transform(params, *prepared, P)
-    want = _naive(params, xq, n, P)
+    got = rocket.transform(params, *prepared, P, None, cap)
+    want = _naive(params, xq, n, P, cap)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 

@@ -36,16 +36,16 @@ pytestmark = pytest.mark.host
 # -- the worked example ---------------------------------------------------------------------
 
 
-def example_spec() -> QuantModelSpec:
+def example_spec(N: int = 0) -> QuantModelSpec:
     """T = 20 steps of 1 channel, no pooling, mean 0, std 1, s_in 1 (xq = the raw value).
     Group A: dilation 1, pad 1 (every position), taps 0, 1, 2 of weight 2: for an impulse of
     10 at step 10, conv[t] = 10·w[14 - t]: 0 at t = 0..5, -10 at 6..11, +20 at 12..14, 0 at
     15..19; biases -11, -1, 15 at exponent 0. Group B: dilation 2, pad 0 (positions 8..11),
     taps 6, 7, 8: conv = -10, 0, -10, 0 at t = 8, 9, 10, 11; bias -5 at exponent 1 (-10 in
     exponent 0's units). z = 16384 each, m = 1, 1, 1, 2, shift 8. The head: class 0 reads
-    feature 0, class 1 features 2 and 3, (acc + 1) >> 1."""
+    feature 0, class 1 features 2 and 3, (acc + 1) >> 1. `N`: the positions cap."""
     grp = np.array([[1, 1, 0, 1, 2, 1, 3, 0], [2, 0, 6, 7, 8, 1, 1, 1]], np.uint16)
-    rocket = Op("rocket", {"T": 20, "C": 1, "P": 1, "bits": 30, "K": 4, "G": 2, "L": 2,
+    rocket = Op("rocket", {"T": 20, "C": 1, "P": 1, "N": N, "bits": 30, "K": 4, "G": 2, "L": 2,
                            "shift": 8}, {},
                 {"grp": grp, "ch": np.zeros(2, np.uint16),
                  "b": np.array([-11, -1, 15, -5], np.int32),
@@ -84,12 +84,24 @@ EXAMPLE = [
 ]  # fmt: skip
 
 
-def test_rocket_example_by_hand_on_intref_and_the_device(attention, tmp_path):
-    data = unchecked_blob(example_spec())
+# N = 5 (at most 5 positions a window): 20 steps, s = 4: group A counts t = 0, 4, 8, 12, 16
+# (conv 0, 0, -10, 20, 0): 5, 4, 1 of 5; group B t = 8 only (conv -10, not > -10): 0 of 1;
+# q = 32768, 26214, 6553, 0: f = 64, (9830 + 128) >> 8 = 38, (-9831 + 128) >> 8 = -38, -128;
+# logits 32, (-38 - 128 + 1) >> 1 = -83. 11 steps: s = 3: group A t = 0, 3, 6, 9 (0, 0, -10,
+# -10): 4, 2, 0 of 4: q = 32768, 16384, 0: f = 64, 0, -64; group B none: -128; logits 32, -96
+EXAMPLE_CAP = [
+    ((10.0, 20), ([64, 38, -38, -128], [32, -83])),
+    ((10.0, 11), ([64, 0, -64, -128], [32, -96])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("N, cases", [(0, EXAMPLE), (5, EXAMPLE_CAP)], ids=["all", "cap5"])
+def test_rocket_example_by_hand_on_intref_and_the_device(attention, tmp_path, N, cases):
+    data = unchecked_blob(example_spec(N))
     blob = read_blob(data)
     m = attention.Model(data, kernels="pure")
     assert m.xq_typecode == "i" and m.steps == 20 and m.input_len == 20
-    for (value, n), (features, logits) in EXAMPLE:
+    for (value, n), (features, logits) in cases:
         x = _impulse(value, n)
         xq = intref.quantize_input(blob, x[None], np.array([n]))
         assert xq.dtype == np.int32 and xq[0, 10] == (value if n > 10 else 0)
@@ -139,6 +151,7 @@ def _grp(row: int, col: int, v: int):
 
 
 CHECKS = [
+    ("cap", lambda ip, t, s: ip.update(N=21), "op 0 (rocket): N = 21 out of range 0..T (20)"),
     ("bits", lambda ip, t, s: ip.update(bits=31), "op 0 (rocket): bits = 31 out of range 8..30"),
     ("float32", lambda ip, t, s: _float32(s),
      "op 0 (rocket) needs an int8 blob: its features are counts on the input grid"),

@@ -282,7 +282,7 @@ OP_LAYOUTS: dict[int, OpLayout] = {
     ),
     12: OpLayout(  # MiniRocket's transform of the window (blob_rocket.py)
         "rocket",
-        ("T", "C", "P", "bits", "K", "G", "L", "shift"),
+        ("T", "C", "P", "N", "bits", "K", "G", "L", "shift"),
         (),
         blob_rocket.tensors,
         shifts=("shift",),

@@ -37,7 +37,9 @@ def tensors(ip: dict[str, int], quantized: bool) -> list[tuple[str, np.dtype, tu
 
 
 def check_params(k: int, ip: dict[str, int], quantized: bool, fail) -> None:
-    """Before the tensors: the input grid's width, and an int8 blob."""
+    """Before the tensors: the positions cap, the input grid's width, and an int8 blob."""
+    if not 0 <= ip["N"] <= ip["T"]:
+        raise fail(f"op {k} (rocket): N = {ip['N']} out of range 0..T ({ip['T']})")
     if not BITS_MIN <= ip["bits"] <= BITS_MAX:
         raise fail(f"op {k} (rocket): bits = {ip['bits']} out of range {BITS_MIN}..{BITS_MAX}")
     if not quantized:
@@ -120,4 +122,4 @@ def counts(op, xq: np.ndarray, lengths: np.ndarray, record: dict | None = None):
     ip = op.iparams
     P, C = ip["P"], ip["C"]
     x = np.asarray(xq, np.int64).reshape(len(xq), -1, C)  # (B, S·P, C)
-    return rocket.transform(params(op), *rocket.prepare(x, lengths, P), P, record)
+    return rocket.transform(params(op), *rocket.prepare(x, lengths, P), P, record, ip["N"])

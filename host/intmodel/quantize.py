@@ -598,8 +598,8 @@ def quantize_rocket(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantM
     rocket_op = Op(
         "rocket",
         {"T": int(op["steps"]), "C": int(op["channels"]), "P": int(op["pool"]),
-         "bits": int(op["bits"]), "K": p.size, "G": p.n_groups, "L": len(p.channels),
-         "shift": shift},
+         "N": int(op.get("positions", 0)), "bits": int(op["bits"]), "K": p.size,
+         "G": p.n_groups, "L": len(p.channels), "shift": shift},
         {},
         {"grp": grp.astype(np.uint16), "ch": p.channels.astype(np.uint16),
          "b": p.bias.astype(np.int32), "z": z, "m": M.astype(np.int16)},

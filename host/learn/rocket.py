@@ -13,6 +13,9 @@
          (exactly conv·2**e > b_f·2**e_g: the comparison in the input grid's units)
          positions: 0 <= t < n' (pad 1), or 4d <= t < n' - 4d (pad 0: every tap inside)
       -> PPV_f = count_f / #positions (0 when there are none)
+         at most N positions a window (`N` > 0): only the positions t with t % s = 0,
+         s = ceil(n'/N), count (a PPV is a proportion: the even sample estimates it, and an
+         inference's work no longer grows with the window's length); N = 0: every position
 
 The block exponent keeps a 16-bit relative precision in every window whatever its level
 (appliance currents span six decades), with every sum a small integer; the biases carry the
@@ -203,14 +206,23 @@ def _conv(xp: np.ndarray, A: np.ndarray, d: int, taps, combo: np.ndarray) -> np.
     return (3 * taps[:, :, combo] + A[:, :, combo]).sum(axis=2)
 
 
-def positions(pad: int, d: int, lengths: np.ndarray, S: int) -> tuple[np.ndarray, np.ndarray]:
+def stride(lengths: np.ndarray, N: int) -> np.ndarray:
+    """Each window's position step: `ceil(n'/N)` (at least 1) for a cap of N positions, 1
+    without one (N = 0)."""
+    n = np.asarray(lengths, np.int64)
+    return np.maximum(-(-n // N), 1) if N > 0 else np.ones_like(n)
+
+
+def positions(pad: int, d: int, lengths: np.ndarray, S: int,
+              cap: int = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """`(mask [N, S], count [N])`: the positions a group of `pad`, dilation `d` counts in
-    windows of `lengths` (pooled) steps: all n' (pad 1), or those 4d <= t < n' - 4d (pad 0)."""
+    windows of `lengths` (pooled) steps: all n' (pad 1), or those 4d <= t < n' - 4d (pad 0);
+    with a cap of `cap` positions a window, only the multiples of its `stride`."""
     t = np.arange(S)[None, :]
     n = np.asarray(lengths, np.int64)[:, None]
     lo = 0 if pad else (TAPS // 2) * d
-    mask = (t >= lo) & (t < n - lo)
-    return mask, np.maximum(n[:, 0] - 2 * lo, 0)
+    mask = (t >= lo) & (t < n - lo) & (t % stride(n, cap) == 0)
+    return mask, mask.sum(axis=1)
 
 
 def conv_bound(max_combo: int, P: int) -> int:
@@ -224,11 +236,12 @@ def _dtype(max_combo: int, P: int) -> type:
 
 
 def transform(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e: np.ndarray,
-              P: int = 1, record: dict | None = None):  # fmt: skip
+              P: int = 1, record: dict | None = None, cap: int = 0):  # fmt: skip
     """`(counts [N, K], n_pos [N, K])` of prepared windows (`prepare`: `x [N, S, C]` of P
     pooled steps, `lengths` n' valid, exponents `e`): feature f counts the positions of its
-    group where conv > its threshold, out of n_pos such positions. PPV = counts / n_pos
-    (`ppv`). `record`: gets the largest |conv| and |A| seen (`"conv"`)."""
+    group (at most `cap` a window when cap > 0: `positions`) where conv > its threshold, out of
+    n_pos such positions. PPV = counts / n_pos (`ppv`). `record`: gets the largest |conv| and
+    |A| seen (`"conv"`)."""
     N, S, C = x.shape
     K = params.size
     counts = np.zeros((N, K), np.int64)
@@ -249,7 +262,7 @@ def transform(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e: np.nd
             A = _alpha(xp, d, S)
             top = max(top, int(np.abs(A).max(initial=0)))
         conv = _conv(xp, A, d, params.taps[g], combos[g])  # (N, S)
-        mask, count = positions(int(params.pad[g]), d, lengths, S)
+        mask, count = positions(int(params.pad[g]), d, lengths, S, cap)
         f1 = f0 + int(params.n_features[g])
         thr = thresholds(params.bias[None, f0:f1], params.bias_exp[g] - e[:, None])  # (N, m)
         counts[:, f0:f1] = ((conv[:, :, None] > thr[:, None, :]) & mask[:, :, None]).sum(axis=1)

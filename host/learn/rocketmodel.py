@@ -53,6 +53,7 @@ class RocketConfig:
     num_features: int = 10_000  # MiniRocket's default: 84 kernels x 119 biases
     max_dilations: int = 32  # the paper's (dilations per kernel)
     pool: int = 1  # P steps summed into one before the transform (long windows, small boards)
+    positions: int = 0  # N: at most N positions a window count (evenly spaced; 0: all)
     keep: int | None = None  # prune to the k most important features (None: keep them all)
     max_ops: int | None = None  # prune further until an inference takes at most this (`ops`)
     drop: float = 0.5  # the share of the features a pruning round drops (Detach-ROCKET: 0.05)
@@ -61,6 +62,8 @@ class RocketConfig:
     def __post_init__(self) -> None:
         if self.num_features < 1 or self.max_dilations < 1 or self.pool < 1:
             raise ValueError("num_features, max_dilations and pool must be >= 1")
+        if self.positions < 0:
+            raise ValueError(f"positions {self.positions}: 0 (every position) or a cap >= 1")
         if self.keep is not None and self.keep < 1:
             raise ValueError(f"keep {self.keep}: at least 1 feature")
         if not 0.0 < self.drop < 1.0:
@@ -139,8 +142,9 @@ class RocketLayer(Layer):
         n = valid_lengths(x, lengths, x.shape[1])
         x, n, _ = fit_to_model(x, n, T)
         xq = to_grid(x, n, float(self.op["input_scale"]))
-        P = int(self.op["pool"])
-        return rocket.ppv(*rocket.transform(self.rocket_params(), *rocket.prepare(xq, n, P), P))
+        P, N = int(self.op["pool"]), int(self.op.get("positions", 0))
+        return rocket.ppv(*rocket.transform(self.rocket_params(), *rocket.prepare(xq, n, P), P,
+                                            None, N))  # fmt: skip
 
     def forward(self, x: np.ndarray, training: bool = False, lengths=None) -> np.ndarray:
         return (self.ppv(x, lengths) - self.params["mean"]) / self.params["std"]
@@ -162,10 +166,10 @@ class RocketModel(Sequential):
 
 
 def rocket_ops(T: int, C: int, P: int, s_in: float, p: rocket.RocketParams,
-               n_classes: int) -> list[dict[str, Any]]:  # fmt: skip
+               n_classes: int, N: int = 0) -> list[dict[str, Any]]:  # fmt: skip
     """The op list of a `seq-rocket` model (docs/model-format.md)."""
     return [
-        {"op": "rocket", "steps": T, "channels": C, "pool": P, "bits": GRID_BITS,
+        {"op": "rocket", "steps": T, "channels": C, "pool": P, "positions": N, "bits": GRID_BITS,
          "input_scale": s_in, "groups": p.n_groups, "combos": len(p.channels),
          "features": p.size},
         {"op": "dense", "in": p.size, "out": n_classes, "bias": True},
@@ -186,18 +190,23 @@ def build_rocket_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> RocketMod
 # -- cost ------------------------------------------------------------------------------------
 
 
-def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int) -> dict[str, int]:
+def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
+        N: int = 0) -> dict[str, int]:  # fmt: skip
     """Operations of one inference on a full window, by kind (each may get its own rate on a
     board): `adds` (3 a value: the block's max, shift and the pooling; the shared sum, 9 a
-    pooled step for each channel a dilation's groups use; 4 a channel and position per
+    counted step for each channel a dilation's groups use; 4 a channel and position per
     group: three taps and the sum, and 1 for the kernel's factor 3), `compares` (one a
-    feature and position), `macs` (the head), and `ops`, their total."""
+    feature and position), `macs` (the head), and `ops`, their total. `N`: the positions
+    cap (rocket.positions)."""
     S = -(-T // P)
+    s = int(rocket.stride(np.array([S]), N)[0])
     lo = np.where(p.pad == 1, 0, (rocket.TAPS // 2) * p.dilation)
-    npos = np.maximum(S - 2 * lo, 0)  # (G,)
+    first = -(-lo // s) * s  # the first counted position of each group
+    npos = np.maximum(-(-(S - lo - first) // s), 0)  # (G,)
     g_of = np.repeat(np.arange(p.n_groups), p.n_channels)  # the group of each channel entry
     used = len(set(zip(p.dilation[g_of].tolist(), p.channels.tolist(), strict=True)))
-    adds = 3 * T * C + rocket.TAPS * S * used + int(np.sum(npos * (4 * p.n_channels + 1)))
+    adds = 3 * T * C + rocket.TAPS * (-(-S // s)) * used
+    adds += int(np.sum(npos * (4 * p.n_channels + 1)))
     compares = int(np.sum(npos * p.n_features))
     macs = p.size * n_classes
     return {"adds": adds, "compares": compares, "macs": macs, "ops": adds + compares + macs}
@@ -282,15 +291,15 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
     if X.shape[1] < T:
         X = np.concatenate([X, np.zeros((len(X), T - X.shape[1], X.shape[2]))], axis=1)
     std, s_in = fit_grid(X, n)
-    P = config.pool
+    P, N = config.pool, config.positions
     prepared = rocket.prepare(to_grid(X / std, n, s_in), n, P)
     params = rocket.fit(*prepared, P, config.num_features, config.max_dilations, config.seed)
-    F = rocket.ppv(*rocket.transform(params, *prepared, P))
+    F = rocket.ppv(*rocket.transform(params, *prepared, P, None, N))
     mean, fstd = standardize(F)
     C = X.shape[2]
 
     def fits(idx: np.ndarray) -> bool:
-        return ops(params.subset(idx), T, C, P, n_classes)["ops"] <= config.max_ops
+        return ops(params.subset(idx), T, C, P, n_classes, N)["ops"] <= config.max_ops
 
     rounds: list[dict[str, Any]] = []
 
@@ -301,10 +310,10 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
                        None if config.max_ops is None else fits, config.drop,
                        on_round)  # fmt: skip
     kept = params.subset(keep)
-    model = build_rocket_from_ops(rocket_ops(T, C, P, s_in, kept, n_classes))
+    model = build_rocket_from_ops(rocket_ops(T, C, P, s_in, kept, n_classes, N))
     model.rocket.set_params(kept, mean[keep], fstd[keep])
     model.layers[1].params["W"][...] = head.W
     model.layers[1].params["b"][...] = head.b
     history = {"rounds": rounds, "alpha": head.alpha, "features": int(len(keep)),
-               "fitted_features": params.size, **ops(kept, T, C, P, n_classes)}  # fmt: skip
+               "fitted_features": params.size, **ops(kept, T, C, P, n_classes, N)}  # fmt: skip
     return RocketFit(model, std, T, time.perf_counter() - t0, history)
