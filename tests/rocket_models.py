@@ -3,8 +3,9 @@
 `seq-rocket` models fitted on TRAIN windows and quantized on them, with windows that exercise
 the integer path: full and cut at random lengths, one channel and several, pooling with
 T % P != 0, levels over many decades (several block exponents a batch), and a real problem
-(JapaneseVowels: 12 channels, 7-29 steps), a positions cap (N = 7: steps of 1..10). `unchecked_blob(spec)`: a spec's bytes without the
-writer's self-check (for blobs the readers must refuse).
+(JapaneseVowels: 12 channels, 7-29 steps), a positions cap (N = 7: steps of 1..10).
+`unchecked_blob(spec)`: a spec's bytes without the writer's self-check (for blobs the readers
+must refuse).
 """
 
 from __future__ import annotations
