@@ -91,8 +91,9 @@ def _xq_buffer(model, state=None):
     n = getattr(model, "input_len", model.n_features)
     tc = getattr(model, "xq_typecode", "b")
     xq = state["xq"]
-    if xq is None or len(xq) != n or xq.typecode != tc:
-        xq = state["xq"] = array.array(tc, bytes(n * (1 if tc == "b" else 4)))
+    if xq is None or len(xq) != n or state.get("xq_tc") != tc:  # (MicroPython's arrays
+        xq = state["xq"] = array.array(tc, bytes(n * (1 if tc == "b" else 4)))  # keep no
+        state["xq_tc"] = tc  # typecode attribute)
     return xq
 
 

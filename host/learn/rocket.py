@@ -190,19 +190,23 @@ def _padded(x: np.ndarray, lengths: np.ndarray, margin: int) -> np.ndarray:
     return out
 
 
-def _alpha(xp: np.ndarray, d: int, S: int) -> np.ndarray:
-    """`A [N, S, C] = -sum_{j<9} x[t + (j-4)d]` over a window padded by 4d (`_padded`)."""
-    A = np.zeros((xp.shape[0], S, xp.shape[2]), xp.dtype)
+def _alpha(xp: np.ndarray, d: int, S: int, s: int = 1) -> np.ndarray:
+    """`A [N, ceil(S/s), C] = -sum_{j<9} x[t + (j-4)d]` at t = 0, s, 2s, … < S over a window
+    padded by 4d (`_padded`)."""
+    A = np.zeros((xp.shape[0], -(-S // s), xp.shape[2]), xp.dtype)
     for j in range(TAPS):
-        A -= xp[:, j * d : j * d + S]
+        A -= xp[:, j * d : j * d + S : s]
     return A
 
 
-def _conv(xp: np.ndarray, A: np.ndarray, d: int, taps, combo: np.ndarray) -> np.ndarray:
-    """`conv [N, S]` of one group: `sum_{c in combo} 3·(three taps) + A`."""
-    S = A.shape[1]
+def _conv(xp: np.ndarray, A: np.ndarray, d: int, taps, combo: np.ndarray,
+          S: int | None = None, s: int = 1) -> np.ndarray:  # fmt: skip
+    """`conv [N, ceil(S/s)]` of one group at the positions of `A` (`_alpha`'s, step `s`):
+    `sum_{c in combo} 3·(three taps) + A`."""
+    S = A.shape[1] if S is None else S
     i0, i1, i2 = (int(i) for i in taps)
-    taps = xp[:, i0 * d : i0 * d + S] + xp[:, i1 * d : i1 * d + S] + xp[:, i2 * d : i2 * d + S]
+    taps = (xp[:, i0 * d : i0 * d + S : s] + xp[:, i1 * d : i1 * d + S : s]
+            + xp[:, i2 * d : i2 * d + S : s])  # fmt: skip
     return (3 * taps[:, :, combo] + A[:, :, combo]).sum(axis=2)
 
 
@@ -211,18 +215,6 @@ def stride(lengths: np.ndarray, N: int) -> np.ndarray:
     without one (N = 0)."""
     n = np.asarray(lengths, np.int64)
     return np.maximum(-(-n // N), 1) if N > 0 else np.ones_like(n)
-
-
-def positions(pad: int, d: int, lengths: np.ndarray, S: int,
-              cap: int = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """`(mask [N, S], count [N])`: the positions a group of `pad`, dilation `d` counts in
-    windows of `lengths` (pooled) steps: all n' (pad 1), or those 4d <= t < n' - 4d (pad 0);
-    with a cap of `cap` positions a window, only the multiples of its `stride`."""
-    t = np.arange(S)[None, :]
-    n = np.asarray(lengths, np.int64)[:, None]
-    lo = 0 if pad else (TAPS // 2) * d
-    mask = (t >= lo) & (t < n - lo) & (t % stride(n, cap) == 0)
-    return mask, mask.sum(axis=1)
 
 
 def conv_bound(max_combo: int, P: int) -> int:
@@ -250,7 +242,28 @@ def transform(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e: np.nd
         return counts, n_pos
     x = x.astype(_dtype(int(params.n_channels.max()), P))
     e = np.asarray(e, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    steps = stride(lengths, cap)
+    top = 0
+    for s in np.unique(steps).tolist():  # the windows of one step at once, at their positions
+        rows = np.flatnonzero(steps == s)
+        c, p, t = _transform_step(params, x[rows], lengths[rows], e[rows], int(s))
+        counts[rows], n_pos[rows], top = c, p, max(top, t)
+    if record is not None:
+        record["conv"] = max(record.get("conv", 0), top)
+    return counts, n_pos
+
+
+def _transform_step(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e: np.ndarray,
+                    s: int) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    """`transform` of windows whose positions come every `s` steps: `(counts, n_pos, the
+    largest |conv| and |A|)`."""
+    N, S, C = x.shape
+    counts = np.zeros((N, params.size), np.int64)
+    n_pos = np.zeros((N, params.size), np.int64)
     combos = params.combos()
+    t = np.arange(0, S, s)[None, :]  # the positions that may count
+    n = lengths[:, None]
     f0 = 0
     d_now, xp, A = None, None, None
     top = 0
@@ -259,19 +272,18 @@ def transform(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e: np.nd
         if d != d_now:  # groups come in dilation order: the shared sum once per dilation
             d_now = d
             xp = _padded(x, lengths, (TAPS // 2) * d)
-            A = _alpha(xp, d, S)
+            A = _alpha(xp, d, S, s)
             top = max(top, int(np.abs(A).max(initial=0)))
-        conv = _conv(xp, A, d, params.taps[g], combos[g])  # (N, S)
-        mask, count = positions(int(params.pad[g]), d, lengths, S, cap)
+        conv = _conv(xp, A, d, params.taps[g], combos[g], S, s)  # (N, ceil(S/s))
+        lo = 0 if params.pad[g] else (TAPS // 2) * d
+        mask = (t >= lo) & (t < n - lo)
         f1 = f0 + int(params.n_features[g])
         thr = thresholds(params.bias[None, f0:f1], params.bias_exp[g] - e[:, None])  # (N, m)
         counts[:, f0:f1] = ((conv[:, :, None] > thr[:, None, :]) & mask[:, :, None]).sum(axis=1)
-        n_pos[:, f0:f1] = count[:, None]
+        n_pos[:, f0:f1] = mask.sum(axis=1)[:, None]
         top = max(top, int(np.abs(np.where(mask, conv, 0)).max(initial=0)))
         f0 = f1
-    if record is not None:
-        record["conv"] = max(record.get("conv", 0), top)
-    return counts, n_pos
+    return counts, n_pos, top
 
 
 def ppv(counts: np.ndarray, n_pos: np.ndarray) -> np.ndarray:

@@ -18,9 +18,10 @@ import numpy as np
 
 from tinyattn.learn.rocketmodel import RocketConfig, RocketFit, fit_rocket
 
-# The default budget an inference may take (DESIGN §16: ≤ 150k integer operations, as the
-# search's default MAC limit), and the features MiniRocket draws before pruning to it.
-DEFAULT = RocketConfig(num_features=10_000, max_ops=150_000)
+# The default budget (DESIGN §16: ≤ 150k integer operations an inference, as the search's
+# default MAC limit, and its 32 KiB blob), the features MiniRocket draws before pruning to it,
+# and at most 64 positions a window (a longer window's PPVs on 64 evenly spaced positions).
+DEFAULT = RocketConfig(num_features=10_000, max_ops=150_000, max_bytes=32 * 1024, positions=64)
 FLAGS = ("--rocket-features", "--rocket-keep", "--rocket-pool", "--rocket-max-ops")
 
 

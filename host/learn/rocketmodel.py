@@ -56,6 +56,7 @@ class RocketConfig:
     positions: int = 0  # N: at most N positions a window count (evenly spaced; 0: all)
     keep: int | None = None  # prune to the k most important features (None: keep them all)
     max_ops: int | None = None  # prune further until an inference takes at most this (`ops`)
+    max_bytes: int | None = None  # and until its blob takes at most this (`blob_size`)
     drop: float = 0.5  # the share of the features a pruning round drops (Detach-ROCKET: 0.05)
     seed: int = 0  # the channel combinations and the windows the biases come from
 
@@ -212,6 +213,18 @@ def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
     return {"adds": adds, "compares": compares, "macs": macs, "ops": adds + compares + macs}
 
 
+BLOB_OVERHEAD = 1024  # a blob's header, op records, tensor table, names, CRC: at most this
+
+
+def blob_size(p: rocket.RocketParams, n_classes: int) -> int:
+    """An upper bound of the int8 blob's bytes (docs/blob-format.md): the rocket op's tables
+    (grp 16 a group, ch 2 a channel entry, b, z, m 10 a feature), the head (W a byte a
+    feature and class, b, s and m 10 a class), each padded to 4, and BLOB_OVERHEAD."""
+    pad = 3 * 8  # each tensor padded to 4 bytes
+    return (16 * p.n_groups + 2 * len(p.channels) + 10 * p.size + p.size * n_classes
+            + 10 * n_classes + pad + BLOB_OVERHEAD)  # fmt: skip
+
+
 # -- fitting ---------------------------------------------------------------------------------
 
 
@@ -292,6 +305,7 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
         X = np.concatenate([X, np.zeros((len(X), T - X.shape[1], X.shape[2]))], axis=1)
     std, s_in = fit_grid(X, n)
     P, N = config.pool, config.positions
+    N = N if N < -(-T // P) else 0  # a cap at or past the pooled window counts every position
     prepared = rocket.prepare(to_grid(X / std, n, s_in), n, P)
     params = rocket.fit(*prepared, P, config.num_features, config.max_dilations, config.seed)
     F = rocket.ppv(*rocket.transform(params, *prepared, P, None, N))
@@ -299,7 +313,9 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
     C = X.shape[2]
 
     def fits(idx: np.ndarray) -> bool:
-        return ops(params.subset(idx), T, C, P, n_classes, N)["ops"] <= config.max_ops
+        sub = params.subset(idx)
+        ok = config.max_ops is None or ops(sub, T, C, P, n_classes, N)["ops"] <= config.max_ops
+        return ok and (config.max_bytes is None or blob_size(sub, n_classes) <= config.max_bytes)
 
     rounds: list[dict[str, Any]] = []
 
@@ -307,7 +323,8 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
         rounds.append({"features": int(len(idx)), "alpha": head.alpha})
 
     keep, head = prune((F - mean) / fstd, y, n_classes, config.keep,
-                       None if config.max_ops is None else fits, config.drop,
+                       None if config.max_ops is None and config.max_bytes is None else fits,
+                       config.drop,
                        on_round)  # fmt: skip
     kept = params.subset(keep)
     model = build_rocket_from_ops(rocket_ops(T, C, P, s_in, kept, n_classes, N))

@@ -65,7 +65,14 @@ import numpy as np
 from tinyattn.atomic import atomic_open
 from tinyattn.board.cost import predict_from_terms
 from tinyattn.data.windows import Windows
-from tinyattn.learn.families import FAMILIES, cost, shape_spec  # noqa: F401 (the search's)
+from tinyattn.learn.families import (  # noqa: F401 (the search's)
+    FAMILIES,
+    cost,
+    rocket_grid,
+    rocket_within,
+    shape_spec,
+)
+from tinyattn.learn.rocketmodel import RocketConfig
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import Augment, Average, Distill
 from tinyattn.learn.train import TrainConfig
@@ -87,9 +94,16 @@ class Budget:
         """The µs the board's time model predicts for a candidate's `cost` (its work terms)."""
         return predict_from_terms(c["terms"], dict(self.rates))
 
+    def unmeasured(self, c: dict[str, Any]) -> list[str]:
+        """The work terms of `c` the board's time model has no rate for (not measured there)."""
+        rates = dict(self.rates)
+        return [k for k, v in c["terms"].items() if v and k not in rates]
+
     def over(self, c: dict[str, Any]) -> list[str]:
         """What `c` (`cost`) exceeds, in words; empty when it fits."""
         out = []
+        if self.max_us is not None and self.unmeasured(c):
+            return [f"its {', '.join(self.unmeasured(c))} work is not timed on this board yet"]
         for key, limit, unit in (("bytes", self.max_bytes, "B blob"), ("macs", self.max_macs,
                                  "MACs"), ("heap", self.max_heap, "B heap")):  # fmt: skip
             if limit is not None and c[key] > limit:
@@ -158,12 +172,15 @@ class Candidate:
     average: Average = field(default_factory=Average)
     distill: Distill = field(default_factory=Distill)
     family: str = "seq-attn"  # tinyattn.learn.families: what the other fields describe
+    rocket: RocketConfig | None = None  # the seq-rocket family's configuration
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: asdict(getattr(self, k)) for k in ("arch", "train", "augment",
                                                                    "average", "distill")}
         if self.family != "seq-attn":  # (so a seq-attn candidate keeps its cache key)
             d["family"] = self.family
+        if self.rocket is not None:
+            d["rocket"] = asdict(self.rocket)
         return d
 
     @classmethod
@@ -173,7 +190,8 @@ class Candidate:
                  "average": Average, "distill": Distill}  # fmt: skip
         arch = {**d["arch"], "stem_dilations": tuple(d["arch"].get("stem_dilations", (1, 2)))}
         fields = {k: kind(**(arch if k == "arch" else d[k])) for k, kind in kinds.items()}
-        return cls(**fields, family=d.get("family", "seq-attn"))
+        rocket = RocketConfig(**d["rocket"]) if d.get("rocket") else None
+        return cls(**fields, family=d.get("family", "seq-attn"), rocket=rocket)
 
     def key(self) -> str:
         text = json.dumps(self.as_dict(), sort_keys=True)
@@ -236,7 +254,7 @@ def fold_task(data: Windows, cand: Candidate, repeat: int, fold: int, k: int) ->
 
 def cost_of(data: Windows, cand: Candidate, memo: dict) -> dict[str, int]:
     """`{macs, bytes, heap}` of a candidate (its family's `cost`), once per model shape."""
-    key = (cand.family, cand.arch, cand.train.model)
+    key = (cand.family, cand.arch, cand.train.model, cand.rocket)
     if key not in memo:
         memo[key] = FAMILIES[cand.family].cost(data, cand)
     return memo[key]
@@ -454,6 +472,8 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
                           if f.name != base.family and f.applies(data)]  # fmt: skip
         cands.sort(key=lambda c: not FAMILIES[c.family].first(data))  # stable: base next
         return list(dict.fromkeys(cands))
+    if base.family == "seq-rocket" and stage == "arch":
+        return rocket_grid(data, base)
     if base.family != "seq-attn":
         return [base]
     if stage == "arch":
@@ -509,6 +529,13 @@ def steadier(row: dict) -> bool:
     return row["cand"].distill.active
 
 
+def no_lottery(row: dict) -> bool:
+    """The `family` stage's preference within one standard error: a family whose model is a
+    function of TRAIN (seq-rocket: fixed kernels, a ridge in closed form) over one trained by
+    gradient descent from a seed (DESIGN §16)."""
+    return row["cand"].family == "seq-rocket"
+
+
 @dataclass
 class SearchResult:
     pick: Candidate
@@ -552,7 +579,7 @@ def search(
     stages = tuple(stages)
     lead = next((i for i, st in enumerate(stages) if st != "family"), None)
     first = stage_candidates(stages[lead], data, pick) if lead is not None else []
-    if stages[lead:lead + 1] != ("arch",) and first and all(
+    if lead is not None and stages[lead:lead + 1] != ("arch",) and first and all(
             budget.over(cost_of(data, c, costs)) for c in first):
         # the start is over the budget and the first stage that varies it cannot leave its
         # size: the `arch` stage finds an architecture within the budget first
@@ -564,6 +591,7 @@ def search(
             continue
         cands = stage_candidates(stage, data, pick if stage != "distill" else
                                  replace(pick, distill=start.distill))  # fmt: skip
+        cands = [rocket_within(c, budget) if c.family == "seq-rocket" else c for c in cands]
         if [c.key() for c in cands] == [pick.key()]:
             continue  # nothing to choose (the family stage on windows; another family's pick)
         rows = []
@@ -624,7 +652,8 @@ def search(
                 )
             complete = False
             break
-        chosen = one_se_pick(todo, steadier if stage == "distill" else None)
+        chosen = one_se_pick(todo, steadier if stage == "distill" else
+                             no_lottery if stage == "family" else None)  # fmt: skip
         pick = chosen["cand"]
         kept = [{key: v for key, v in r.items() if key != "cand"} for r in rows]
         record.append({"stage": stage, "pick": chosen["label"], "rows": kept})
