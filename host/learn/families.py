@@ -77,15 +77,22 @@ def cost(data: Windows, arch: SeqAttnConfig) -> dict[str, int]:
     """`{macs, bytes, heap}` of `arch` on these windows, from shapes only (`shape_spec`); heap:
     the runtime's own estimate for the model and, for windows (which the app streams), its
     Stream (tinyattn.board.heap.model_heap); a row model never streams."""
-    from tinyattn.board.cost import terms
-    from tinyattn.board.heap import features, model_heap
-    from tinyattn.intmodel.blob import blob_bytes, read_blob
+    from tinyattn.intmodel.blob import blob_bytes
 
     C = data.X.shape[2]
     T = default_max_steps(data.lengths, arch.patch)
-    blob = blob_bytes(shape_spec(data, arch))
     ops = build_seq_model(T, C, data.n_classes, arch).ops
-    return {"macs": macs(ops), "bytes": len(blob), "heap": model_heap(features(blob)),
+    return blob_cost(blob_bytes(shape_spec(data, arch)), macs(ops))
+
+
+def blob_cost(blob: bytes, n_macs: int) -> dict[str, Any]:
+    """A candidate's cost from its (untrained) blob: `{macs, bytes, heap, terms}` (the heap
+    estimate of tinyattn.board.heap, the work terms of the boards' time models)."""
+    from tinyattn.board.cost import terms
+    from tinyattn.board.heap import features, model_heap
+    from tinyattn.intmodel.blob import read_blob
+
+    return {"macs": n_macs, "bytes": len(blob), "heap": model_heap(features(blob)),
             "terms": terms(read_blob(blob))}  # fmt: skip
 
 
@@ -128,9 +135,7 @@ def _row_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, A
 
 
 def _row_cost(data: Windows, cand: Candidate) -> dict[str, int]:
-    from tinyattn.board.cost import terms
-    from tinyattn.board.heap import features, model_heap
-    from tinyattn.intmodel.blob import blob_bytes, read_blob
+    from tinyattn.intmodel.blob import blob_bytes
     from tinyattn.intmodel.quantize import quantize
     from tinyattn.learn.model import build_model
     from tinyattn.learn.train import TrainResult, npz_model
@@ -138,9 +143,8 @@ def _row_cost(data: Windows, cand: Candidate) -> dict[str, int]:
     F = data.X.shape[2]
     model = build_model(cand.train.model, F, data.n_classes, seed=0)
     res = TrainResult(model, np.zeros(F), np.ones(F), 0.0)
-    blob = blob_bytes(quantize(npz_model(res, data.class_names), data.X[:4]))
-    return {"macs": macs(model.ops), "bytes": len(blob), "heap": model_heap(features(blob)),
-            "terms": terms(read_blob(blob))}  # fmt: skip
+    return blob_cost(blob_bytes(quantize(npz_model(res, data.class_names), data.X[:4])),
+                     macs(model.ops))  # fmt: skip
 
 
 def _row_candidate(data: Windows, base: Candidate) -> Candidate:
