@@ -62,9 +62,6 @@ REMEDY = "re-run 'make export' and 'make flash'"
 _READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_ops_seq",
            "attention_ops_conv", "attention_ops_rocket", "attention_build", "attention_build_seq",
            "attention_build_conv", "attention_build_rocket")  # fmt: skip
-# a model whose op 0 reads a window: op 0's opcode -> the module that builds it (it registers
-# in attention_build.KINDS when imported)
-_BUILDERS = {7: "attention_build_seq", 12: "attention_build_rocket"}
 # kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
 # of _ORDER that imports
 _MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper",
@@ -154,8 +151,8 @@ def read_blob(src, source="blob", lean=False, buffers=None):
     attention_blob (header, CRC, sections, op records), attention_tensors (tensor table and
     data), attention_ops (each op's tensors and parameters, shapes from F to C, the small-int
     budget). Each op's `t` maps a role to a Tensor; `lean` (what Model loads): straight to the
-    tensor's data array, with `op.shape` (W role -> its shape), and no Tensor objects
-    or names left in the heap. `buffers` (what Model passes): (int8, float, shared), the
+    tensor's data array, with `op.shape` (W role -> its shape), and no Tensor objects or
+    names left in the heap. `buffers` (what Model passes): (int8, float, shared), the
     programs to allocate buffers for right after the op records (attention_build.buffers;
     MicroPython only), before the tensors and the later phases' bytecode split the heap; as
     `blob.bufs`."""
@@ -209,9 +206,9 @@ def _buffers(ops, n_features, which):
     if not _MICROPYTHON:
         return None
     try:
-        if ops[0].code in _BUILDERS:  # a window model: its builders register in attention_build
+        if ops[0].code in (7, 12):  # a window model: its builders register in attention_build
             _load("attention_build")  # first, as ever (the heap's layout is the point)
-            _load(_BUILDERS[ops[0].code])
+            _load("attention_build_seq" if ops[0].code == 7 else "attention_build_rocket")
         return _call("attention_build", "buffers", (ops, n_features) + tuple(which))
     except MemoryError:
         _gc.collect()
@@ -330,13 +327,13 @@ class Model:
         self.logit_scale = blob.logit_scale
         self.op_names = [op.name for op in blob.ops]
         # op 0 embed or rocket: input windows of n <= T steps
-        self.seq = blob.ops[0].code in _BUILDERS
+        self.seq = blob.ops[0].code in (7, 12)
         bits = blob.ops[0].ip.get("bits", 8)  # the input grid (docs/quantization.md)
         self.xq_typecode = "b" if bits <= 8 else "i"
-        self._grid = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         self.kernels = kernels if blob.quantized else None
         self.float_kernels = float_set
-        self._norm = (blob.mean, blob.std, blob.view)  # view None: the raw values
+        # view None: the raw values; the grid's bounds -1 - hi .. hi
+        self._norm = (blob.mean, blob.std, blob.view, (1 << (bits - 1)) - 1)
         self._prog8 = None
         self._loadp = None  # the int8 path's load sizes (None: float32 weights only)
         loaded = [name for name in _READER if name in sys.modules]
@@ -349,7 +346,7 @@ class Model:
             if _MICROPYTHON:
                 _gc.collect()
             if self.seq:  # its builder module registers in attention_build
-                _load(_BUILDERS[blob.ops[0].code])
+                _load("attention_build_seq" if blob.ops[0].code == 7 else "attention_build_rocket")
             # both programs now, over the buffers read_blob allocated (blob.bufs; None: build
             # allocates them): a float program built on run_float's first call found no span
             # for its 2.4 KB window in a 100 KiB heap after the reader and the server
@@ -367,8 +364,8 @@ class Model:
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
-                # a wider grid's window (int32): loadw (INT8[12]), a load of 32-bit values
-                self._loadx = self.int8_kernels[12 if bits > 8 else 8]
+                if bits > 8:  # a wider grid's window (int32, a rocket model): its load
+                    self._load = __import__("attention_kernels_rocket").load
                 self.embed = self._prog8[0]  # the Stream's run_tokens starts after it
                 self._tail8 = self._prog8[1:]
             if kernels == "thumb":  # whole programs in one call (attention_thumb.setup)
@@ -425,9 +422,9 @@ class Model:
             xq = _zeros(self.xq_typecode, self.input_len)
         elif len(xq) < nf:
             raise ValueError("quantize: xq holds %d int8, the window needs %d" % (len(xq), nf))
-        mean, std, view = self._norm
+        mean, std, view, hi = self._norm
         s_in = self.input_scale
-        lo, hi = self._grid
+        lo = -1 - hi
         C = self.n_features
         c = 0
         for i in range(nf):
@@ -492,7 +489,7 @@ class Model:
         if run is not None and type(xq) is _ARRAY and type(out) is _ARRAY:
             return run[0](run[1], xq, out, p)  # thumb: load, steps, logits, argmax in one call
         if self.seq:  # the window, zeros to the end of its last patch
-            self._loadx(xq, self._x8, None, None, None, p)
+            self._load(xq, self._x8, None, None, None, p)
         else:  # the n_features values
             x = self._x8
             for i in range(nf):
@@ -521,7 +518,7 @@ class Model:
             kernel(x, y, c, d, e, p)
         y = self._y8
         if self._words:  # raw int32 words in a float32-typed array: copied as bytes
-            self._load(y, out, None, None, None, self._outp)
+            self.int8_kernels[8](y, out, None, None, None, self._outp)  # load: bytes
         else:
             for c in range(nc):
                 out[c] = y[c]
@@ -542,7 +539,7 @@ class Model:
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
         x = self._xf
-        mean, std, view = self._norm
+        mean, std, view, _ = self._norm
         C = self.n_features
         c = 0
         for i in range(nf):

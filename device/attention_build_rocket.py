@@ -5,9 +5,10 @@ module registers its `buffers` and `build` in attention_build.KINDS for opcode 1
 imported; attention.Model imports it for a rocket blob): the rocket op's two steps, then the
 ops after it (a row model on its K features: the dense head) built by attention_build itself.
 
-- rocket_in (INT8[10]; FLOAT[8] with s = [s_in]): the window onto the pooled grid xp (block
-  exponent, P steps summed), with margins of M0 = 4·(the largest dilation) zero steps;
-- rocket (INT8[11]; FLOAT[9], float flag p[11]): the groups' convolutions, counts and
+- rocket_in (attention_kernels_rocket, whatever the kernel set; float with s = [s_in]): the
+  window onto the pooled grid xp (block exponent, P steps summed), with margins of
+  M0 = 4·(the largest dilation) zero steps;
+- rocket (attention_kernels_rocket; float flag p[11]): the groups' convolutions, counts and
   features into the K features buffer the head reads.
 Both steps share their parameter array p (rocket_in writes the exponent p[8]; p[0] = n', the
 window's pooled steps, is set before each run through `rows`). xp and the scratch A (the shared
@@ -21,6 +22,7 @@ Load-time only, dropped with attention_build.
 import array
 
 import attention_build
+import attention_kernels_rocket as _kr
 from attention_build import _zeros
 
 
@@ -96,9 +98,11 @@ def build(blob, kernels, float_kernels, bufs):
             continue
         p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
                               -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
-        i_in, i_roc = (8, 9) if fl else (10, 11)
         s = array.array("f", [blob.input_scale]) if fl else None
-        steps = ((ks[i_in], b[0], xp, s, None, None, p), (ks[i_roc], xp, prog[1], tab, ft, A, p))
+        steps = (
+            (_kr.rocket_in, b[0], xp, s, None, None, p),
+            (_kr.rocket, xp, prog[1], tab, ft, A, p),
+        )
         out.append((steps + prog[0], b[0], prog[2], ((p, 0, 1, 1),), ()))
     return out[0], out[1]
 

@@ -101,10 +101,8 @@ def _slots(op, quantized, k, fail):
         groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
     elif op.code == 7 or op.code == 10:  # embed, masked_pool
         return _seq().slots(op, quantized)
-    elif op.code == 11:  # conv (attention_ops_conv: loaded for a blob that has one)
-        return __import__("attention_ops_conv").slots(op, quantized, k, fail)
-    elif op.code == 12:  # rocket (attention_ops_rocket: loaded for a blob that has one)
-        return __import__("attention_ops_rocket").slots(op, quantized, k, fail)
+    elif op.code >= 11:  # conv, rocket: attention_ops_<name>, loaded for a blob that has one
+        return __import__("attention_ops_" + op.name).slots(op, quantized, k, fail)
     else:
         return []
     slots = []
@@ -228,10 +226,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
         return (ip["out"],)
     if op.code == 7 or op.code == 9:  # embed, res_ff
         return _seq().shape(k, op, shape, mismatch, fail)
-    if op.code == 11:  # conv
-        return __import__("attention_ops_conv").shape(op, shape, mismatch)
-    if op.code == 12:  # rocket
-        return __import__("attention_ops_rocket").shape(k, op, shape, mismatch, fail)
+    if op.code >= 11:  # conv, rocket
+        return __import__("attention_ops_" + name).shape(k, op, shape, mismatch, fail)
     # attention, avgpool, res_attention, masked_pool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))

@@ -272,7 +272,7 @@ class Stream:
         xq = array.array("b", bytes(C))  # exactly C: quantize pads nothing
         hi = [_zeros("h", _K) for _ in range(C)]
         lo = [_zeros("H", _K) for _ in range(C)]
-        mean, std, view = getattr(model, "_norm", (None, None, None))
+        mean, std, view, _ = getattr(model, "_norm", (None, None, None, None))
         floor = view[1] if view and view[0] == 1 else None  # the log view's floor
 
         def q(c, key):

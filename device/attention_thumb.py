@@ -45,8 +45,7 @@ _A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state
   output, the group's channels times the taps inside the window (one unsigned compare a tap),
   then dense's requant.
 - myquery, myattn (MyAttn models), load (the window copy, when the program is not whole): the
-  viper kernels, each a step of its own between the fused runs of assembler steps; rocket_in,
-  rocket and loadw (a rocket model): the pure ones, through attention_viper, the same way.
+  viper kernels, each a step of its own between the fused runs of assembler steps.
 
 Imported by attention.py for kernels="thumb" (and first by "auto") on a Thumb port only
 (sys.implementation._mpy arch: armv6m, armv7m, armv7em*); elsewhere, or without the emitter,
@@ -57,7 +56,7 @@ attention.py falls back to viper. Precompile with `mpy-cross -march=armv6m`
 import array
 
 import micropython
-from attention_viper import load, loadw, myattn, myquery, rocket, rocket_in
+from attention_viper import load, myattn, myquery
 from micropython import const
 
 # the running kernel's buffers 4..6 ([0..2]) and loop state (byte offsets in the comments below)
@@ -1790,5 +1789,4 @@ def whole(prog, x, y, nc, x_words):
     return (_run, words)
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv, rocket_in, rocket,
-        loadw)  # fmt: skip
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)

@@ -25,14 +25,9 @@ address compared for equality: no signed/unsigned question on a 32-bit port).
 Imported by attention.py when asked for (or by "auto"); on CPython, or a port without the
 viper emitter, the import fails and attention.py falls back. Precompile with
 `mpy-cross -march=<arch>` (x64 unix port, armv6m RP2040, xtensawin ESP32).
-
-The rocket op's kernels (rocket_in, rocket) and loadw have no viper copy yet: this set runs
-the pure ones (attention_kernels.py), the reference, so they agree by definition.
 """
 
 import micropython
-from attention_kernels import load as loadw
-from attention_kernels import rocket, rocket_in
 
 
 # dense and embed: for each output, acc = b[o] + x_row . W[o] with x and w walked by typed
@@ -447,5 +442,4 @@ def conv(x: ptr32, y: ptr32, w: ptr8, b: ptr32, m: ptr16, p: ptr32):
         yo += F
 
 
-INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv, rocket_in, rocket,
-        loadw)  # fmt: skip
+INT8 = (dense, relu, attn, pool, myquery, myattn, add, embed, load, conv)
