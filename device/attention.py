@@ -7,13 +7,16 @@
     out = m.new_logits()              # caller-owned array('i') of n_classes
     m.run_int8(xq, out)               # -> argmax; allocates nothing
 
-Sequence models (op 0 embed, seq-attn): the input is a window of n steps of C channels,
+Sequence models (op 0 embed, seq-attn; op 0 rocket, MiniRocket's transform): the input is a
+window of n steps of C channels,
 `features[t*C + c]` for t < n, 1 <= n <= T (`m.steps`; `m.n_features` is C); a longer
 window is classified on its last T steps (the long window rule). quantize takes the n*C
 values and fills xq (of m.input_len = S*P*C int8, zero after the window), and the caller
 passes the step count on: `m.run_int8(xq, out, m.window_steps(features))` (n=None: the full
 window of T steps). Every op then runs on the S_n = ceil(n/P) valid tokens
 only, so padding never changes a logit. A non-seq model is a window of one step (T = P = 1).
+A rocket model's input grid is wider than int8 (op 0's `bits`, up to 30): its xq is an
+array('i') (`m.xq_typecode`), the rest is the same.
 
 The op list of the blob is compiled at load into steps `(kernel, a, b, c, d, e, p)` over
 array buffers allocated once; `run_int8` / `run_float` only walk the steps. int8: docs/
@@ -57,8 +60,8 @@ except ImportError:  # a port built without binascii.crc32
 REMEDY = "re-run 'make export' and 'make flash'"
 # load-time modules: imported by read_blob / Model to load a blob, then dropped again
 _READER = ("attention_blob", "attention_tensors", "attention_ops", "attention_ops_seq",
-           "attention_ops_conv", "attention_build", "attention_build_seq",
-           "attention_build_conv")  # fmt: skip
+           "attention_ops_conv", "attention_ops_rocket", "attention_build", "attention_build_seq",
+           "attention_build_conv", "attention_build_rocket")  # fmt: skip
 # kernel set -> module holding its INT8 (and FLOAT) kernel tuples; "auto" takes the first
 # of _ORDER that imports
 _MODULES = {"pure": "attention_kernels", "native": "attention_native", "viper": "attention_viper",
@@ -148,8 +151,8 @@ def read_blob(src, source="blob", lean=False, buffers=None):
     attention_blob (header, CRC, sections, op records), attention_tensors (tensor table and
     data), attention_ops (each op's tensors and parameters, shapes from F to C, the small-int
     budget). Each op's `t` maps a role to a Tensor; `lean` (what Model loads): straight to the
-    tensor's data array, with `op.shape` (W role -> its shape), and no Tensor objects
-    or names left in the heap. `buffers` (what Model passes): (int8, float, shared), the
+    tensor's data array, with `op.shape` (W role -> its shape), and no Tensor objects or
+    names left in the heap. `buffers` (what Model passes): (int8, float, shared), the
     programs to allocate buffers for right after the op records (attention_build.buffers;
     MicroPython only), before the tensors and the later phases' bytecode split the heap; as
     `blob.bufs`."""
@@ -203,9 +206,9 @@ def _buffers(ops, n_features, which):
     if not _MICROPYTHON:
         return None
     try:
-        if ops[0].code == 7:  # a seq model: its builders register in attention_build
+        if ops[0].code in (7, 12):  # a window model: its builders register in attention_build
             _load("attention_build")  # first, as ever (the heap's layout is the point)
-            _load("attention_build_seq")
+            _load("attention_build_seq" if ops[0].code == 7 else "attention_build_rocket")
         return _call("attention_build", "buffers", (ops, n_features) + tuple(which))
     except MemoryError:
         _gc.collect()
@@ -280,10 +283,11 @@ class Model:
 
     `kernels`: "auto", "pure", "native", "viper" or "thumb". Attributes: n_features, n_classes,
     class_names, quantized, op_names, format_version, input_scale, logit_scale, kernels (the
-    int8 set chosen), float_kernels; seq (op 0 embed), steps (T) and patch (P) of the input
-    window (1 and 1 for a non-seq model), input_len (the int8 input buffer: n_features, or
-    S*P*C); a seq model with int8 weights also int8_kernels (the INT8 tuple of the set) and
-    embed (its embed step, for the Stream's run_tokens, attention_stream.py).
+    int8 set chosen), float_kernels; seq (op 0 reads a window: embed or rocket), steps (T) and
+    patch (P) of the input window (1 and 1 for a non-seq model), input_len (the int8 input
+    buffer: n_features, or S*P*C), xq_typecode (its array type: 'b', or 'i' for an input
+    grid wider than 8 bits); a seq model with int8 weights also int8_kernels (the INT8 tuple
+    of the set) and embed (its embed step, for the Stream's run_tokens, attention_stream.py).
     """
 
     # thumb's whole programs as one call (attention_thumb.setup); class attributes, so other
@@ -322,10 +326,14 @@ class Model:
         self.input_scale = blob.input_scale
         self.logit_scale = blob.logit_scale
         self.op_names = [op.name for op in blob.ops]
-        self.seq = blob.ops[0].code == 7  # op 0 embed: input windows of n <= T steps
+        # op 0 embed or rocket: input windows of n <= T steps
+        self.seq = blob.ops[0].code in (7, 12)
+        bits = blob.ops[0].ip.get("bits", 8)  # the input grid (docs/quantization.md)
+        self.xq_typecode = "b" if bits <= 8 else "i"
         self.kernels = kernels if blob.quantized else None
         self.float_kernels = float_set
-        self._norm = (blob.mean, blob.std, blob.view)  # view None: the raw values
+        # view None: the raw values; the grid's bounds -1 - hi .. hi
+        self._norm = (blob.mean, blob.std, blob.view, (1 << (bits - 1)) - 1)
         self._prog8 = None
         self._loadp = None  # the int8 path's load sizes (None: float32 weights only)
         loaded = [name for name in _READER if name in sys.modules]
@@ -337,8 +345,8 @@ class Model:
             mod = None
             if _MICROPYTHON:
                 _gc.collect()
-            if self.seq:  # attention_build_seq registers its builders in attention_build
-                _load("attention_build_seq")
+            if self.seq:  # its builder module registers in attention_build
+                _load("attention_build_seq" if blob.ops[0].code == 7 else "attention_build_rocket")
             # both programs now, over the buffers read_blob allocated (blob.bufs; None: build
             # allocates them): a float program built on run_float's first call found no span
             # for its 2.4 KB window in a 100 KiB heap after the reader and the server
@@ -356,6 +364,8 @@ class Model:
             if self.seq:  # its window goes into its int8 buffer with the load kernel
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
+                if bits > 8:  # a wider grid's window (int32, a rocket model): its load
+                    self._load = __import__("attention_kernels_rocket").load
                 self.embed = self._prog8[0]  # the Stream's run_tokens starts after it
                 self._tail8 = self._prog8[1:]
             if kernels == "thumb":  # whole programs in one call (attention_thumb.setup)
@@ -363,7 +373,7 @@ class Model:
             # int8 logits in float32-typed words (shared buffers): copied out as bytes
             self._words = shared and self.seq and words
             self._outp = array.array("i", [4 * self.n_classes] * 2)
-            self._xq = _zeros("b", self.input_len)
+            self._xq = _zeros(self.xq_typecode, self.input_len)
             self._out = _zeros("i", self.n_classes)
         finally:
             build = None
@@ -394,23 +404,27 @@ class Model:
         return n // C if n // C <= self.steps else self.steps
 
     def quantize(self, features, xq=None):
-        """Raw features -> int8 model input, `clamp(floor((x - mean)/std/s_in + 0.5))`.
+        """Raw features -> int8 model input, `clamp(floor((x - mean)/std/s_in + 0.5))`, the
+        rounding computed as `floor(u)`, plus 1 when `u - floor(u) >= 0.5` (u = (x - mean)/
+        std/s_in): the same value, and exact in single precision too for the wide grid of a
+        rocket model, whose scales are powers of two (docs/quantization.md).
 
-        Returns `xq` filled in, or a new one if None: an array('b') of input_len (n_features,
-        or for a seq model the S*P*C values of a full window, whose entries after the n*C
-        of `features` are set to 0). A NaN or infinite feature raises ValueError `features
-        must be finite numbers, not NaN or inf (feature i is nan)`, as the host reference
-        (docs/quantization.md); a finite one saturates. A seq model normalizes feature i by
-        channel i % C.
+        Returns `xq` filled in, or a new one if None: an array (`xq_typecode`) of input_len
+        (n_features, or for a seq model the S*P*C values of a full window, whose entries
+        after the n*C of `features` are set to 0). A NaN or infinite feature raises
+        ValueError `features must be finite numbers, not NaN or inf (feature i is nan)`, as
+        the host reference (docs/quantization.md); a finite one saturates. A seq model
+        normalizes feature i by channel i % C.
         """
         nf = self.window_steps(features) * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
         if xq is None:
-            xq = _zeros("b", self.input_len)
+            xq = _zeros(self.xq_typecode, self.input_len)
         elif len(xq) < nf:
             raise ValueError("quantize: xq holds %d int8, the window needs %d" % (len(xq), nf))
-        mean, std, view = self._norm
+        mean, std, view, hi = self._norm
         s_in = self.input_scale
+        lo = -1 - hi
         C = self.n_features
         c = 0
         for i in range(nf):
@@ -422,12 +436,13 @@ class Model:
                 )
             if view:
                 f = _viewed(view, c, f)
-            t = (f - mean[c]) / std[c] / s_in + 0.5
+            u = (f - mean[c]) / std[c] / s_in
             c += 1
             if c == C:
                 c = 0
-            if -128.0 <= t < 127.0:  # False for NaN
-                xq[i] = math.floor(t)
+            if lo <= u < hi:  # False for NaN
+                q = math.floor(u)
+                xq[i] = q + 1 if u - q >= 0.5 else q  # half up
                 continue
             f = features[first + i]  # saturated or NaN: only a finite feature may saturate
             if f - f != 0:  # inf - inf and nan - nan are nan
@@ -435,7 +450,7 @@ class Model:
                     "features must be finite numbers, not NaN or inf (feature %d is %r)"
                     % (first + i, float(f))
                 )
-            xq[i] = 127 if t >= 127.0 else -128  # floor(t) >= 127, or <= -129
+            xq[i] = hi if u >= hi else lo  # below lo - 1/2 (and up to lo) rounds to lo
         for i in range(nf, len(xq)):  # the padded steps read as 0 (the channel mean)
             xq[i] = 0
         return xq
@@ -455,7 +470,8 @@ class Model:
 
         `xq`: array('b') of n_features; for a seq model its first n*C values (the window of
         `n` steps, 1 <= n <= T; None: T), the rest is not read (the runtime pads the last
-        patch with 0 itself). A non-seq model takes n = None or 1."""
+        patch with 0 itself); a rocket model's is an array('i') (`xq_typecode`). A non-seq
+        model takes n = None or 1."""
         p = self._loadp
         if p is None:
             raise ValueError("this blob has float32 weights only: use path 'float'")
@@ -502,7 +518,7 @@ class Model:
             kernel(x, y, c, d, e, p)
         y = self._y8
         if self._words:  # raw int32 words in a float32-typed array: copied as bytes
-            self._load(y, out, None, None, None, self._outp)
+            self.int8_kernels[8](y, out, None, None, None, self._outp)  # load: bytes
         else:
             for c in range(nc):
                 out[c] = y[c]
@@ -523,7 +539,7 @@ class Model:
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
         x = self._xf
-        mean, std, view = self._norm
+        mean, std, view, _ = self._norm
         C = self.n_features
         c = 0
         for i in range(nf):

@@ -60,9 +60,9 @@ def op_table():
 
 
 # 7-10 (seq-attn: embed, res_attention, res_ff, masked_pool) are in attention_ops_seq.OPS, 11
-# (conv) in attention_ops_conv.OPS,
-# added to the read's op table when a blob has an opcode >= 7 (a non-seq blob never loads
-# that module)
+# (conv) in attention_ops_conv.OPS, 12 (rocket) in attention_ops_rocket.OPS,
+# added to the read's op table when a blob has one of them (a blob without never loads that
+# module)
 RESERVED_OPCODES = {}  # reserved, not yet readable opcodes: none since myattn (6) landed
 # dtype code -> (name, array typecode, itemsize)
 DTYPES = {
@@ -217,10 +217,12 @@ def read_records(api, mv, source):
                 "opcode %d (%s) in op %d is reserved and not supported by format version %d"
                 % (code, RESERVED_OPCODES[code], k, FORMAT_VERSION)
             )
-        if code >= 7 and code not in OPS:
+        if 7 <= code <= 10 and code not in OPS:
             OPS.update(__import__("attention_ops_seq").OPS)
         if code == 11 and code not in OPS:
             OPS.update(__import__("attention_ops_conv").OPS)
+        if code == 12 and code not in OPS:
+            OPS.update(__import__("attention_ops_rocket").OPS)
         if code not in OPS:
             raise fail("unknown opcode %d in op %d" % (code, k))
         name, inames, fnames = OPS[code][0], OPS[code][1], OPS[code][2]

@@ -24,7 +24,7 @@ import sys
 
 _MICROPYTHON = sys.implementation.name == "micropython"
 # model kind (op 0's opcode) -> (buffers, build) of the module that builds it: registered by
-# that module when imported (attention_build_seq for 7, embed)
+# that module when imported (attention_build_seq for 7, embed; attention_build_rocket for 12)
 KINDS = {}
 
 
@@ -42,9 +42,10 @@ def _zeros(tc, n):
 
 
 def window(blob):
-    """(T, P, S) of a seq model (op 0 embed): steps, patch steps, tokens; (1, 1, 1) else."""
+    """(T, P, S) of a model whose op 0 reads a window (embed: steps, patch steps, tokens;
+    rocket: steps, pooled steps, pooled length); (1, 1, 1) else."""
     ip = blob.ops[0].ip
-    if blob.ops[0].code != 7:
+    if "T" not in ip or "P" not in ip:
         return 1, 1, 1
     return ip["T"], ip["P"], -(-ip["T"] // ip["P"])
 
@@ -60,8 +61,8 @@ def buffers(ops, n_features, int8, flt, shared=False):
     model's int8 program in the float one's arrays (attention_build_seq.buffers; viper)."""
     if ops[0].code in KINDS:  # a seq model (op 0 embed)
         return KINDS[ops[0].code][0](ops, int8, flt, shared)
-    if ops[0].code == 7:
-        raise ValueError("a seq model (op 0 embed) needs attention_build_seq imported")
+    if ops[0].code in (7, 12):
+        raise ValueError("a model whose op 0 reads a window needs its builder imported")
     size = n_features  # elements of the current activation
     width = [size, 0]  # of the ping-pong buffers: the input is in buffer 0
     cur = att = seq = 0

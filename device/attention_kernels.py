@@ -42,7 +42,7 @@ int8 (activations array('i'), W array('b'), b array('i'), M array('h')):
          the sum in the order of W's row (c, then j)
   INT8 ends with embed (dense on an int8 input buffer: here dense itself, any array will do;
   viper has its own), load and conv; FLOAT has the first seven's float versions and conv
-  itself (shift 0).
+  itself (shift 0). The rocket op's kernels live in attention_kernels_rocket.py.
 float (array('f') buffers): the same shapes; dense_f (x, y, W, b, s, p) computes
 y[r,o] = (sum_i x[r,i] W[o,i]) s[o] + b[r*bstride + o]: an int8 blob's W_q as stored (the
 int8 program's own array) with its scales s_w, so no float copy of the weights exists, and b

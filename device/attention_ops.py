@@ -9,7 +9,7 @@ phases never sit in a small heap together).
 Messages as the host reader's (`tinyattn.intmodel.blob._check_op`): `shape mismatch in op K
 (dense): ...`, `op K (attention): shift_q = 0 out of range 1..30`, ...
 The rules only the seq-attn ops (7-10) need live in attention_ops_seq.py (the conv op's, 11,
-in attention_ops_conv.py), imported from here
+in attention_ops_conv.py; the rocket op's, 12, in attention_ops_rocket.py), imported from here
 when a blob has them (or is a seq model) and dropped with the other load-time modules.
 """
 
@@ -85,7 +85,7 @@ def _slots(op, quantized, k, fail):
     """The tensors an op must reference: [(role, dtype code, shape)] in record order."""
     ip = op.ip
     for p in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F", "K",
-              "stride", "dilation", "groups"):  # fmt: skip
+              "stride", "dilation", "groups", "G", "L"):  # fmt: skip
         if p in ip and not 1 <= ip[p] <= 65535:
             raise fail("op %d (%s): %s = %d out of range 1..65535" % (k, op.name, p, ip[p]))
     if ip.get("has_bias", 0) not in (0, 1):
@@ -101,8 +101,9 @@ def _slots(op, quantized, k, fail):
         groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
     elif op.code == 7 or op.code == 10:  # embed, masked_pool
         return _seq().slots(op, quantized)
-    elif op.code == 11:  # conv (attention_ops_conv: loaded for a blob that has one)
-        return __import__("attention_ops_conv").slots(op, quantized, k, fail)
+    elif op.code >= 11:  # conv, rocket: attention_ops_<kind> (OPS's name), loaded for a blob
+        # that has one
+        return __import__("attention_ops_" + op.name).slots(op, quantized, k, fail)
     else:
         return []
     slots = []
@@ -158,6 +159,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                     )
         if op.code == 10:  # masked_pool: the table of 1/k, as the exporter writes it
             _seq().pool_table(k, ip["shift"], op.t["m"], fail)
+        if op.code == 12:  # rocket: its groups, channels and zero points
+            __import__("attention_ops_rocket").tables(k, op, fail)
         for p in op.fp:
             if not (_finite(op.fp[p]) and op.fp[p] > 0):
                 raise fail(
@@ -172,7 +175,7 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
                 "found %r" % (k, name, bad)
             )
 
-    if seq or op.code >= 7:  # seq-only ops and ops refused in a seq model
+    if seq or 7 <= op.code <= 11:  # seq-only ops and ops refused in a seq model
         _seq().place(k, op, seq, fail)
 
     def mismatch(detail):
@@ -224,8 +227,8 @@ def _check_op(k, op, layout, shape, quantized, last, fail, seq):
         return (ip["out"],)
     if op.code == 7 or op.code == 9:  # embed, res_ff
         return _seq().shape(k, op, shape, mismatch, fail)
-    if op.code == 11:  # conv
-        return __import__("attention_ops_conv").shape(op, shape, mismatch)
+    if op.code >= 11:  # conv, rocket
+        return __import__("attention_ops_" + name).shape(k, op, shape, mismatch, fail)
     # attention, avgpool, res_attention, masked_pool
     if shape != (ip["S"], ip["E"]):
         raise mismatch("input shape %r, op has S, E = %d, %d" % (list(shape), ip["S"], ip["E"]))
@@ -258,6 +261,8 @@ def _check_budget(k, op, fail):
             _seq().budget(k, op, fail, _dense_budget, _site)
     elif code == 9 or code == 10:  # res_ff, masked_pool
         _seq().budget(k, op, fail, _dense_budget, _site)
+    elif code == 12:  # rocket: its bounds, then each feature's requantization
+        __import__("attention_ops_rocket").budget(k, op, fail, _site)
     elif code == 5:  # avgpool
         _site(k, op, "M", 128 * ip["S"], ip["M"], ip["shift"], fail)
     elif code == 6:  # myattn: query (n = 1 or v1 rows), scores, softmax index, applied, out

@@ -29,7 +29,7 @@ def slots(op, quantized, k, fail):
     return out
 
 
-def shape(op, shape, mismatch):
+def shape(_k, op, shape, mismatch, _fail):
     """[S, C] -> [ceil(S/stride), F]."""
     ip = op.ip
     if shape != (ip["S"], ip["C"]):

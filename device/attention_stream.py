@@ -164,6 +164,9 @@ class Stream:
     def __init__(self, model, hop, smooth=1, threshold=None, on_decision=None, reuse=True):
         if not model.quantized:
             raise ValueError("stream: the blob has float32 weights only; export it as int8")
+        if getattr(model, "xq_typecode", "b") != "b":
+            raise ValueError("stream: a rocket model (an int32 input grid) does not stream yet; "
+                             "parity and predict run it on windows")  # fmt: skip
         if hop < 1 or smooth < 1:
             raise ValueError("stream: hop and smooth must be >= 1 (got %r, %r)" % (hop, smooth))
         if threshold is not None and not 0 <= threshold <= 1:
@@ -269,7 +272,7 @@ class Stream:
         xq = array.array("b", bytes(C))  # exactly C: quantize pads nothing
         hi = [_zeros("h", _K) for _ in range(C)]
         lo = [_zeros("H", _K) for _ in range(C)]
-        mean, std, view = getattr(model, "_norm", (None, None, None))
+        mean, std, view, _ = getattr(model, "_norm", (None, None, None, None))
         floor = view[1] if view and view[0] == 1 else None  # the log view's floor
 
         def q(c, key):

@@ -39,7 +39,6 @@ MAX_BENCH = 10000  # iterations per bench request
 _BIG = 1e30  # |feature| above this is rejected (inf, huge); NaN fails `f == f`
 
 
-
 def _platform():
     impl = sys.implementation
     return {
@@ -85,13 +84,9 @@ def _steps(model, features):
 
 
 def _xq_buffer(model, state=None):
-    """The int8 input buffer of quantize/run_int8 (the model's input_len), allocated once."""
-    state = _state if state is None else state
-    n = getattr(model, "input_len", model.n_features)
-    xq = state["xq"]
-    if xq is None or len(xq) != n:
-        xq = state["xq"] = array.array("b", bytes(n))
-    return xq
+    """The input buffer of quantize/run_int8: the model's own (input_len values of its
+    xq_typecode: int8, or int32 for a wider input grid), allocated once with it."""
+    return model._xq
 
 
 def _path(req):
@@ -104,7 +99,7 @@ def _path(req):
 
 
 # the loaded model and its buffers (the line buffer is server_link.shared_line())
-_state = {"model": None, "out": None, "blob": None, "xq": None, "f32": None}
+_state = {"model": None, "out": None, "blob": None, "f32": None}
 
 
 def _blob_identity(path):
@@ -327,7 +322,7 @@ def run(model_path="model.bin", stdin=None, stdout=None, loaded=None):
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     _state["model"] = None  # free a previous run's model (and its buffers) before loading
-    _state["xq"] = _state["f32"] = None
+    _state["f32"] = None
     if micropython is not None:  # and the compact batches' code (imported again on use)
         sys.modules.pop("server_b64", None)
     gc.collect()

@@ -98,6 +98,7 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
         raise RequestError("n must be an integer from 1 to %d" % MAX_BATCH_B64)
     path = get_path(req)
     C = model.n_features
+    tc = getattr(model, "xq_typecode", "b")  # the model input: int8, or int32 (a wider grid)
     lengths = _lengths(req, n, model, RequestError)
     total = C * (sum(lengths) if lengths is not None else n)  # values in the payload
     f32 = req.get("f32")
@@ -126,7 +127,12 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
         if lengths is not None and max(lengths) > model.steps:
             raise RequestError("lengths: an 'xq' window has 1 to %d steps" % model.steps)
         x = _b64(given_xq, "xq", RequestError)  # str: bytes; Payload: its in-place bytes
-        x = array.array("b", x) if isinstance(given_xq, str) else x  # unsigned: see below
+        if tc != "b":  # a wider grid: int32 values (a copy of the bytes, little-endian)
+            if len(x) != 4 * total:
+                raise RequestError("xq: expected %d int32 (%s), got %d bytes"
+                                   % (total, what, len(x)))  # fmt: skip
+            x = array.array(tc, bytes(x))
+        x = array.array("b", x) if isinstance(given_xq, str) and tc == "b" else x  # see below
         if len(x) != total:
             raise RequestError("xq: expected %d int8 (%s), got %d" % (total, what, len(x)))
     nc = model.n_classes
@@ -140,7 +146,7 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
         for v in lengths:
             used += C * (v if v <= T else T)
     if path != "float":
-        xq_all = array.array("b", bytes(used))
+        xq_all = array.array(tc, bytes(used * (1 if tc == "b" else 4)))
         lq_all = array.array("i", bytes(4 * n * nc))
         xq = xq_buffer(model, state)
     if path != "int8":
@@ -162,7 +168,7 @@ def batch(model, req, state, get_path, xq_buffer, RequestError):
             else:  # a Payload's bytes are unsigned: int8 is v - 256 for v > 127
                 for i in range(nf):
                     v = x[base + i]
-                    xq[i] = v - 256 if v > 127 else v
+                    xq[i] = v - 256 if v > 127 and tc == "b" else v
             pred = model.run_int8(xq, out, steps)
             for i in range(nq):
                 xq_all[at + i] = xq[i]

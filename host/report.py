@@ -267,6 +267,12 @@ def _blob_mismatch(blob: Blob, npz: ModelFile) -> str | None:
     mean, std = (np.asarray(a, dtype=np.float32) for a in (npz.norm_mean, npz.norm_std))
     if not (np.array_equal(blob.norm_mean, mean) and np.array_equal(blob.norm_std, std)):
         return "its input normalization differs from the model's (another training run)"
+    if blob.ops[0].kind == "rocket":  # its head is folded with the standardization: compare
+        g = npz.param(0, "group")  # the transform's tables, which the blob holds as they are
+        same = (np.array_equal(blob.ops[0].tensors["grp"].astype(np.int64), g.astype(np.int64))
+                and np.array_equal(blob.ops[0].tensors["b"], npz.param(0, "bias")))
+        return None if same else ("its rocket features differ from the model's (another "
+                                  "training run)")  # fmt: skip
     for k, op in enumerate(blob.ops):
         if op.kind != "dense":
             continue
@@ -873,6 +879,10 @@ def write_report(
             attention_files = _seq_attention_figures(
                 mpl, mf, X, lengths, y, samples, pred_float, pred_q, work, figures
             )
+        elif mf.is_windows:  # seq-rocket: MiniRocket's features and a ridge head
+            notes.append("no attention in a seq-rocket model (MiniRocket's features and a "
+                         "ridge head): heatmaps skipped")  # fmt: skip
+            attention_files = []
         else:
             attention_files = _row_attention_figures(
                 mpl, mf, X, y, samples, test_idx, feature_names, pred_float, pred_q, work,

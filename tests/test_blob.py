@@ -270,8 +270,8 @@ def test_blob_nonpositive_norm_std_rejected(ref_bytes):
 def test_blob_unknown_opcode_rejected(ref_bytes):
     layout = walk(ref_bytes)
     data = bytearray(ref_bytes)
-    data[layout["ops"][1]["at"]] = 12  # 7-10 seq-attn ops, 11 the conv stem
-    expect(recrc(data), "unknown opcode 12 in op 1")
+    data[layout["ops"][1]["at"]] = 13  # 7-10 seq-attn ops, 11 the conv stem, 12 rocket
+    expect(recrc(data), "unknown opcode 13 in op 1")
 
 
 def test_blob_myattn_opcode_on_another_record_rejected(ref_bytes):

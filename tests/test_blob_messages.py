@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tinyattn.intmodel import blob as host_blob
+from tinyattn.intmodel import blob_rocket
 
 pytestmark = pytest.mark.host
 
@@ -24,7 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "blob-format.md"
 DEVICE = ROOT / "device"
 DEVICE_READERS = ("attention.py", "attention_blob.py", "attention_tensors.py", "attention_ops.py",
-                  "attention_ops_seq.py", "attention_ops_conv.py")  # fmt: skip
+                  "attention_ops_seq.py", "attention_ops_conv.py",
+                  "attention_ops_rocket.py")  # fmt: skip
+HOST_READERS = (host_blob, blob_rocket)  # the host reader and its rocket op's rules
 HOLE = "\x00"  # a value in a source template
 
 
@@ -60,8 +63,11 @@ def _host_templates() -> set[str]:
             for v in node.values:
                 if isinstance(v, ast.Constant):
                     out.append(v.value)
-                elif isinstance(v.value, ast.Name) and hasattr(host_blob, v.value.id):
-                    value = getattr(host_blob, v.value.id)
+                elif isinstance(v.value, ast.Name) and any(
+                    hasattr(m, v.value.id) for m in HOST_READERS
+                ):
+                    value = next(getattr(m, v.value.id) for m in HOST_READERS
+                                 if hasattr(m, v.value.id))  # fmt: skip
                     out.append(repr(value) if v.conversion == ord("r") else str(value))
                 else:
                     out.append(HOLE)
@@ -71,8 +77,10 @@ def _host_templates() -> set[str]:
             return None if left is None else left + HOLE
         return None
 
-    tree = ast.parse((ROOT / "host" / "intmodel" / "blob.py").read_text())
-    out = {render(c.args[0]) for c in _calls(tree)}
+    out = set()
+    for module in HOST_READERS:
+        tree = ast.parse(Path(module.__file__).read_text())
+        out |= {render(c.args[0]) for c in _calls(tree)}
     out.discard(None)
     out.discard(f"op {HOLE}: no shape rule for {HOLE}")  # unreachable: table and rules agree
     return out

@@ -22,6 +22,7 @@ import zlib
 import numpy as np
 import pytest
 from device_support import DEVICE_DIR, find, odd_blob, op_offsets
+from rocket_models import rocket_cases
 from seq_models import random_seq_case, seq_spec
 from synth_models import iris_synthetic, random_model
 
@@ -202,6 +203,7 @@ def test_budget_sites_cover_every_multiplier_of_the_format():
     seq = [blob_bytes(seq_spec())]  # embed, res_attention, res_ff, masked_pool (issue 11)
     npz, X, lengths, _, _ = random_seq_case(3, 12, 2, 3, CONV_STEM, 1)
     seq.append(blob_bytes(quantize(npz, X, lengths)))  # conv
+    seq.append(rocket_cases()["uni"][0])  # rocket
     for data in list(budget_bases().values()) + seq:
         for op in read_blob(data).ops:
             seen.setdefault(op.kind, set()).update(s[0] for s in budget_sites(op))

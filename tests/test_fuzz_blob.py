@@ -300,6 +300,8 @@ PROBLEMS = [
     ("out of range", "value out of range"), ("over the limit", "value out of range"),
     ("must be", "value out of range"), ("refers to tensor", "tensor index"),
     ("non-finite value", "non-finite float"), ("not an exp table", "bad exp table"),
+    ("is not a group", "rocket group"), ("its groups hold", "rocket counts"),
+    ("the window has C", "rocket channel"),
 ]  # fmt: skip
 
 

@@ -256,3 +256,38 @@ def test_search_cli_scheduler_nobody_answers_is_one_line(capsys, monkeypatch, tm
     err = capsys.readouterr().err
     assert code == 2 and "no Dask scheduler answered within 1 s" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.serial
+@pytest.mark.usefixtures("tmp_cwd")
+def test_rocket_model_end_to_end_and_the_family_stage(ts_pair, capsys, tmp_path, vboard):
+    """`train --model seq-rocket` writes a model whose blob flashes and passes parity on a
+    virtual board with every int8 logit exact, and reports and predicts; `--search` with the
+    `family` stage scores seq-attn and seq-rocket on the same folds and trains its pick;
+    attention's flags and --on-board are refused with it in one line."""
+    if find("micropython") is None:
+        pytest.skip("MicroPython unix port not installed ('make install')")
+    tr, te = ts_pair
+    s, err = _train(capsys, "--ts", str(tr), "--test", str(te), "--model", "seq-rocket",
+                    "--rocket-features", "840", "--out", "m.npz")  # fmt: skip
+    assert s["model"] == "seq-rocket" and 0 <= s["int8_test_accuracy"] <= 1
+    assert s["ops"] <= 150_000 and "features kept" in err
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    flash_and_parity(vboard, capsys, tmp_path, 24)
+    assert cli.main(["report", "--model", "m.npz", "--blob", "m.bin", "--out", "rep"]) == 0
+    assert cli.main(["predict", "--model", "m.npz", "--blob", "m.bin", "--ts", str(te)]) == 0
+    capsys.readouterr()
+    again, _ = _train(capsys, "--ts", str(tr), "--test", str(te), "--search",
+                      "--search-stages", "family", "--search-folds", "2", "--search-repeats",
+                      "1", "--epochs", "6", "--jobs", "1", "--quiet", "--out", "s.npz")
+    rows = again["search"]["stages"][0]["rows"]
+    assert {r["label"].split()[0] for r in rows if r.get("score")} >= {"rocket"}
+    assert len([r for r in rows if r.get("score")]) == 2
+    for argv, words in [
+        (["--model", "seq-rocket", "--embed", "16"], "--embed: not for seq-rocket"),
+        (["--model", "seq-rocket", "--on-board"], "--on-board: not for seq-rocket"),
+        (["--rocket-keep", "5"], "--rocket-keep: seq-rocket flags; add --model seq-rocket"),
+    ]:
+        assert cli.main(["train", "--ts", str(tr), *argv]) == 2, argv
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (argv, lines)

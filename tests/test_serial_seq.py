@@ -266,7 +266,9 @@ def test_serial_seq_parity_spoiled_window_fails_naming_it(tmp_path_factory, synt
         code = cli.main(["parity", "--port", vb.port, "--blob", str(synth["blob"]), "--model",
                          str(synth["npz"]), "--report", str(out), "--bench", "0", "--quiet",
                          "--enc", enc])  # fmt: skip
-    table = capsys.readouterr().out
+    got = capsys.readouterr()
+    table = got.out
+    assert out.exists(), got.err[-3000:]
     s = json.loads(out.read_text())["summary"]
     assert code == 1 and not s["passed"] and "FAIL" in table, table
     assert s["failed_samples"] == [bad] and s["int8_exact"] == len(data.y) - 1, s
@@ -308,7 +310,9 @@ def test_serial_seq_archive_test_windows_parity_and_predict(
     out = tmp_path / "parity.json"
     code = cli.main(["parity", "--port", vb.port, "--blob", str(blob), "--model", str(npz),
                      "--report", str(out), "--bench", "50", "--quiet"])  # fmt: skip
-    table = capsys.readouterr().out
+    got = capsys.readouterr()
+    table = got.out
+    assert out.exists(), got.err[-3000:]
     s = json.loads(out.read_text())["summary"]
     assert code == 0 and s["passed"] and s["samples"] == windows, table
     assert s["int8_exact"] == s["xq_match"] == s["argmax_agreement"] == windows

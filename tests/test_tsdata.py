@@ -43,6 +43,8 @@ TS_SHA256 = {
         "a9109bce918e48ee0e924e9cf2fdfdc4de364a3d88ec5e8aa44399ff08b11361"),
     "ACSF1_TRAIN.ts": "0646b90dc4843e02baed6b2ba345c5601a4991b6796565489cef1b2d92a7537b",
     "ACSF1_TEST.ts": "93e8aaeb44a10af181d24a156e60da7021193cd990ca28f263fccf3b905bfebf",
+    "PLAID_TRAIN.ts": "40deb3bc6bd1e1aa0e6db6e6bfd3cecc4a23bf57f6a6d6ab90fb75e4a2c72344",
+    "PLAID_TEST.ts": "aa6da0dc1461e8d374e068a940ce37d1b0bb1a9844596d818920c8af696d656d",
 }  # fmt: skip
 
 HEADER = """\
@@ -103,6 +105,18 @@ def test_japanesevowels_is_270_370_windows_of_12_channels_7_to_29_steps():
         assert (d.X[~d.mask] == 0.0).all()  # zero padding past each length
         last = d.X[np.arange(len(d.y)), d.lengths - 1]  # (N, C) last valid step
         assert (np.abs(last).sum(axis=1) > 0).all()
+
+
+def test_plaid_is_537_537_univariate_windows_of_100_to_1344_steps_in_11_classes():
+    train = load_ts_dataset("plaid", "train")
+    test = load_ts_dataset("plaid", "test")
+    assert len(train.y) == len(test.y) == 537
+    assert train.n_channels == test.n_channels == 1
+    assert train.class_names == test.class_names == [str(k) for k in range(11)]
+    assert train.lengths.min() == 100 and train.lengths.max() == 1344 == train.max_length
+    assert test.max_length == 1000  # unequal lengths: the longest TEST window is shorter
+    for d in (train, test):
+        assert np.isfinite(d.X).all() and (d.X[~d.mask] == 0.0).all()
 
 
 def test_japanesevowels_first_case_matches_the_file():

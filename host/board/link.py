@@ -563,7 +563,8 @@ def decode_b64_reply(
     """A base64 batch reply with its arrays as lists of n per-sample lists, as a JSON batch
     reply has them. A field that is not valid base64 or does not split into n rows becomes
     None (the caller's per-sample count check then refuses the reply). `xq_widths`: a
-    sequence model's windows, whose `xq` rows are their n_k·C values (split by these)."""
+    sequence model's windows, whose `xq` rows are their n_k·C values (split by these; int8,
+    or int32 when the reply has 4 bytes a value: a rocket blob's wider input grid)."""
     import base64
     import binascii
 
@@ -581,6 +582,10 @@ def decode_b64_reply(
             continue
         size = np.dtype(dtype).itemsize
         if key == "xq" and xq_widths is not None:
+            # a window model's xq is int8, or int32 on a wider input grid (a rocket blob): the
+            # reply's byte count says which
+            if len(raw) == 4 * sum(xq_widths) and sum(xq_widths):
+                dtype, size = "<i4", 4
             if len(xq_widths) != n or len(raw) != size * sum(xq_widths):
                 out[key] = None
                 continue

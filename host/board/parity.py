@@ -92,8 +92,11 @@ def _model_meta(model_path: Path) -> dict:
 
 
 def is_seq_blob(blob: Any) -> bool:
-    """A sequence blob (op 0 `embed`): its samples are windows of n <= T steps of C channels."""
-    return bool(blob.ops) and blob.ops[0].kind == "embed"
+    """A blob of windows (op 0 `embed` or `rocket`): its samples are windows of n <= T steps
+    of C channels."""
+    from tinyattn.intmodel.blob import WINDOW_OPS
+
+    return bool(blob.ops) and blob.ops[0].kind in WINDOW_OPS
 
 
 def takes_rows(blob: Any) -> bool:

@@ -73,6 +73,7 @@ TS_DATASETS: dict[str, str] = {
     "trace": "Trace",
     "pickupgesturewiimotez": "PickupGestureWiimoteZ",
     "acsf1": "ACSF1",
+    "plaid": "PLAID",
 }
 SPLITS = ("train", "test")
 

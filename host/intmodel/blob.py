@@ -33,6 +33,7 @@ import numpy as np
 
 from tinyattn.atomic import atomic_open
 from tinyattn.data.windows import VIEW_CLIP, VIEW_LOG, InputView
+from tinyattn.intmodel import blob_rocket
 
 MAGIC = b"TATN"
 FORMAT_VERSION = 1
@@ -201,6 +202,9 @@ _ATTENTION_SHIFTS = ("shift_q", "shift_k", "shift_v", "shift_o", "shift_sm", "sh
 # Ops of a seq model (op 0 is `embed`): token-wise ops run on the S_n valid tokens only.
 SEQ_ONLY_OPS = ("embed", "res_attention", "res_ff", "masked_pool", "conv")
 NOT_IN_SEQ_OPS = ("reshape", "attention", "avgpool", "myattn")  # unmasked: refused after embed
+# Op 0 of a blob that reads windows [T, C] (its input is n <= T steps of C channels): embed (a
+# seq model) and rocket; both carry T, C and P (steps a patch or a pooled step takes).
+WINDOW_OPS = ("embed", "rocket")
 
 OP_LAYOUTS: dict[int, OpLayout] = {
     1: OpLayout(
@@ -274,6 +278,13 @@ OP_LAYOUTS: dict[int, OpLayout] = {
         ("S", "C", "F", "K", "stride", "dilation", "groups", "relu", "has_bias", "shift"),
         ("s_in", "s_out"),
         _conv_tensors,
+        shifts=("shift",),
+    ),
+    12: OpLayout(  # MiniRocket's transform of the window (blob_rocket.py)
+        "rocket",
+        ("T", "C", "P", "N", "bits", "K", "G", "L", "shift"),
+        (),
+        blob_rocket.tensors,
         shifts=("shift",),
     ),
 }
@@ -782,11 +793,13 @@ def _check_ops(raw_ops: list[RawOp], table, arrays, head: _Header, fail) -> list
 
 def _slots_or_fail(layout, iparams, quantized, k, fail) -> list[TensorSlot]:
     for name in ("in", "out", "S", "E", "H", "q", "k", "v1", "v2", "T", "C", "P", "F", "K",
-                 "stride", "dilation", "groups"):  # fmt: skip
+                 "stride", "dilation", "groups", "G", "L"):  # fmt: skip
         if name in iparams and not 1 <= iparams[name] <= 65535:
             raise fail(f"op {k} ({layout.name}): {name} = {iparams[name]} out of range 1..65535")
     if "has_bias" in iparams and iparams["has_bias"] not in (0, 1):
         raise fail(f"op {k} ({layout.name}): has_bias = {iparams['has_bias']}, must be 0 or 1")
+    if layout.name == "rocket":
+        blob_rocket.check_params(k, iparams, quantized, fail)
     if layout.name != "conv":
         return layout.tensors(iparams, quantized)
     if iparams["relu"] not in (0, 1):
@@ -857,6 +870,8 @@ def _check_op(
                                "16384, rows must not increase)")  # fmt: skip
         if kind == "masked_pool":
             _check_pool_table(k, ip["shift"], op.tensors["m"], fail)
+        if kind == "rocket":
+            blob_rocket.check_tables(k, op, fail)
     else:
         zero = [
             n
@@ -948,6 +963,8 @@ def _check_op(
         if shape != (ip["S"], ip["E"]):
             raise mismatch(f"input shape {list(shape)}, op has S, E = {ip['S']}, {ip['E']}")
         return (ip["E"],)
+    if kind == "rocket":
+        return blob_rocket.out_shape(k, ip, shape, mismatch, fail)
     if kind == "conv":
         if shape != (ip["S"], ip["C"]):
             raise mismatch(f"input shape {list(shape)}, op has S, C = {ip['S']}, {ip['C']}")
@@ -1015,6 +1032,8 @@ def budget_sites(op: Op) -> list[BudgetSite]:
 
     if op.kind in ("dense", "conv"):
         return [dense("", "shift")]
+    if op.kind == "rocket":
+        return blob_rocket.budget_sites(op)
     if op.kind == "attention":
         return attention()
     if op.kind == "embed":  # per-token bias: the largest |b[s, o]| over the tokens s
@@ -1046,7 +1065,12 @@ def _check_budget(k: int, op: Op, fail) -> None:
     """Refuse an int8 op whose worst case leaves the small-int budget: per site and channel,
     in order, `max|acc| < 2**30`, then `max|acc|·M + 2**(shift-1) < 2**30`. The other
     intermediates (products, scores, exp table products, sums, numerators) are bounded by the
-    earlier checks (dimensions <= 65535, exp table entries <= 2**14): docs/quantization.md."""
+    earlier checks (dimensions <= 65535, exp table entries <= 2**14): docs/quantization.md.
+    The rocket op's bounds without a multiplier come first (`blob_rocket.bounds`)."""
+    for what, v in blob_rocket.bounds(op) if op.kind == "rocket" else ():
+        if v >= BUDGET:
+            raise fail(f"op {k} (rocket): small-int budget broken at {what}: max|acc| = {v} "
+                       ">= 2**30")  # fmt: skip
     for name, max_acc, M, shift in budget_sites(op):
         top = max_acc * M + (1 << (shift - 1))
         bad = np.flatnonzero((max_acc >= BUDGET) | (top >= BUDGET))

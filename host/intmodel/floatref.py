@@ -20,6 +20,12 @@ past `n` read as 0 — exactly the float model's masked attention and pooling.
   for calibration: `record` gets each key's absmax over valid tokens), and `run_float` runs a
   seq blob's (dequantized) ops the same way in float32.
 
+A rocket blob (op 0 `rocket`): its float path counts exactly what the int8 path counts — the
+float32 normalized window put on the input grid (`floor(u) + [u - floor(u) >= 1/2]`, u = x /
+s_in: exact, every scale a power of two), the same integer transform — and its features are
+the unrounded `(count·2**15/npos - z)·M / 2**shift` (float32), then the dense head in float32
+(`rocket_features`).
+
 References: DESIGN §3 (attention math), docs/quantization.md "Float path".
 """
 
@@ -33,6 +39,7 @@ import numpy as np
 from tinyattn.data.windows import fit_to_model as fit_to_model
 from tinyattn.data.windows import input_view, valid_lengths
 from tinyattn.data.windows import normalize_windows as normalize_windows
+from tinyattn.intmodel import blob_rocket
 from tinyattn.intmodel.blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
 from tinyattn.learn.model import ModelFile
 
@@ -190,6 +197,8 @@ def forward_model(
     `[B, T', C]` of at most its T steps (`fit_to_model`) with `lengths`."""
     if model.is_seq:  # the seq ops run as their blob ops (embed, res_attention, ...), masked
         return forward_seq(seq_float_ops(model), model.normalize(X_raw, lengths), lengths)
+    if model.is_windows:  # seq-rocket: its own forward (the exact transform, then the head)
+        return model.model.forward(model.normalize(X_raw, lengths), lengths=lengths)
     return forward_npz(model, model.normalize(X_raw))
 
 
@@ -355,6 +364,28 @@ def _dequantized_seq(op, quantized: bool) -> dict[str, np.ndarray]:
     return out
 
 
+def rocket_features(blob: QuantModelSpec, X_raw: np.ndarray, lengths) -> np.ndarray:
+    """The float features `[B, K]` (float32) of a rocket blob's op 0 on raw windows (a window
+    longer than T: its last T steps), as the device's float program computes them."""
+    op = blob.ops[0]
+    ip, t = op.iparams, op.tensors
+    X = np.asarray(X_raw)
+    X, n, _ = fit_to_model(X, valid_lengths(X, lengths, X.shape[1]), ip["T"])
+    mean, std = (np.asarray(v, dtype=np.float32) for v in (blob.norm_mean, blob.norm_std))
+    x = normalize_windows(X, n, mean, std, np.float32).astype(np.float64)  # array('f') values
+    u = x / float(np.float32(blob.input_scale))
+    q = np.floor(u)
+    lo, hi = -(1 << (ip["bits"] - 1)), (1 << (ip["bits"] - 1)) - 1
+    xq = np.clip(q + (u - q >= 0.5), lo, hi).astype(np.int64)  # (B, T', C)
+    S = seq_tokens(ip["T"], ip["P"])
+    flat = np.zeros((len(xq), S * ip["P"], ip["C"]), np.int64)
+    flat[:, : xq.shape[1]] = xq[:, : S * ip["P"]]
+    counts, n_pos = blob_rocket.counts(op, flat.reshape(len(xq), -1), n)
+    ppv = np.where(n_pos > 0, counts * 32768.0 / np.maximum(n_pos, 1), 0.0)
+    f = (ppv - t["z"]) * t["m"].astype(np.float64) / float(1 << ip["shift"])
+    return f.astype(np.float32)
+
+
 def run_float(
     blob: QuantModelSpec, X_raw: np.ndarray, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -369,13 +400,17 @@ def run_float(
         x = normalize_windows(X, n, mean, std, np.float32, blob.view)  # (B, T', C)
         weights = {id(op): _dequantized_seq(op, q) for op in blob.ops}
         return forward_seq(blob.ops, x, n, params=lambda op: weights[id(op)])
-    mean = np.asarray(blob.norm_mean, dtype=np.float32)
-    std = np.asarray(blob.norm_std, dtype=np.float32)
-    raw = input_view(np.asarray(X_raw, dtype=np.float32), blob.view).astype(np.float32)
-    x = (raw - mean) / std  # (B, 1, F) or (B, F)
+    ops = blob.ops
+    if ops[0].kind == "rocket":  # K features, then a row model
+        x, ops = rocket_features(blob, X_raw, lengths), ops[1:]
+    else:
+        mean = np.asarray(blob.norm_mean, dtype=np.float32)
+        std = np.asarray(blob.norm_std, dtype=np.float32)
+        raw = input_view(np.asarray(X_raw, dtype=np.float32), blob.view).astype(np.float32)
+        x = (raw - mean) / std  # (B, 1, F) or (B, F)
     B = x.shape[0]
     x = x.reshape(B, -1)  # a row is a window of one step: [B, 1, F] -> [B, F] (dense ops)
-    for op in blob.ops:
+    for op in ops:
         ip = op.iparams
         if op.kind == "dense":
             W, b = dequantized(op, "", "s_in", q)

@@ -10,7 +10,10 @@ Sequence blobs (op 0 `embed`, docs/quantization.md "Sequence models"): `quantize
 X_raw, lengths)` takes raw windows `[B, T', C]` and gives the flat `xq [B, S·P·C]` (channel
 `i % C`'s mean and std; zero from step `n` to the end of the last valid patch and beyond);
 `run_int8(blob, xq, lengths)` runs each window on its first `S_n = ceil(n/P)` tokens only
-(windows grouped by `S_n`), as the device does with `run_int8(xq, out, n)`.
+(windows grouped by `S_n`), as the device does with `run_int8(xq, out, n)`. A rocket blob (op
+0 `rocket`, docs/quantization.md "rocket") takes its windows the same way, on its wider input
+grid (`bits`: int32 xq), and computes its K int8 features from them (`rocket`), then the ops
+after it as a row model's.
 
 Every intermediate the device computes — products, every partial sum (in either order of
 adding the bias), `acc·M`, `acc·M + half`, softmax differences, table products, sums and
@@ -25,9 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from tinyattn.data.windows import input_view
+from tinyattn.intmodel import blob_rocket
 from tinyattn.intmodel.blob import (
     MYATTN_EXPLICIT,
     SOFTMAX_DIFF_INT8,
+    WINDOW_OPS,
     QuantModelSpec,
     seq_tokens,
     softmax_diff_max,
@@ -189,6 +194,22 @@ def conv(x: np.ndarray, op, what: str) -> np.ndarray:
                    what)  # fmt: skip
 
 
+def rocket(op, xq: np.ndarray, lengths: np.ndarray, what: str) -> np.ndarray:
+    """The rocket op on grid windows `xq [B, S·P·C]` of `lengths` steps -> int8 features
+    `[B, K]`: the counts (blob_rocket.counts: block exponent, pooling, convolutions and
+    thresholds), `q = (count << 15) // npos` (0 without positions), `requant(q - z, m,
+    shift, -128, 127)` (docs/quantization.md "rocket")."""
+    ip, t = op.iparams, op.tensors
+    check_budget(t["b"].astype(np.int64), f"{what}: bias")
+    record: dict[str, int] = {}
+    counts, n_pos = blob_rocket.counts(op, xq, lengths, record)
+    check_budget(np.array([record.get("conv", 0)]), f"{what}: convolution")
+    num = check_budget(counts << 15, f"{what}: count << 15")
+    q = np.where(n_pos > 0, num // np.maximum(n_pos, 1), 0)
+    return requant(q - t["z"].astype(np.int64), t["m"].astype(np.int64), ip["shift"], -128,
+                   127, what)  # fmt: skip
+
+
 def seq_op(x: np.ndarray, op, what: str) -> np.ndarray:
     """One op of a seq blob on `x [B, S_n, ·]`, every token valid (the first S_n tokens)."""
     ip, t = op.iparams, op.tensors
@@ -250,15 +271,21 @@ def quantize_seq_input(
     mean = np.tile(np.asarray(blob.norm_mean, np.float32).astype(np.float64), Tx)
     std = np.tile(np.asarray(blob.norm_std, np.float32).astype(np.float64), Tx)
     view = None if blob.view is None else blob.view.tile(Tx)
-    xq = _quantize_flat(flat, mean, std, blob.input_scale, view)  # (B, T'·C)
+    bits = e.get("bits", 8)
+    xq = _quantize_flat(flat, mean, std, blob.input_scale, view, bits)  # (B, T'·C)
     xq[~np.repeat(valid, C, axis=1)] = 0
-    out = np.zeros((B, seq_tokens(T, P) * P * C), np.int8)
+    out = np.zeros((B, seq_tokens(T, P) * P * C), grid_dtype(bits))
     keep = min(Tx, T) * C
     out[:, :keep] = xq[:, :keep]
     return out
 
 
-def _quantize_flat(X, mean, std, input_scale, view=None) -> np.ndarray:
+def grid_dtype(bits: int) -> type:
+    """The type of xq on an input grid of `bits` (int8, or int32 for a wider grid)."""
+    return np.int8 if bits <= 8 else np.int32
+
+
+def _quantize_flat(X, mean, std, input_scale, view=None, bits: int = 8) -> np.ndarray:
     bad = np.argwhere(~np.isfinite(X))
     if bad.size:
         r, i = (int(v) for v in bad[0])
@@ -270,7 +297,8 @@ def _quantize_flat(X, mean, std, input_scale, view=None) -> np.ndarray:
     with np.errstate(over="ignore"):  # a finite feature may overflow to ±inf: it saturates
         X = input_view(X, view)  # view None: the raw values
         xq = np.floor((X - mean) / std / s_in + 0.5)
-    return np.clip(xq, -128, 127).astype(np.int8)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return np.clip(xq, lo, hi).astype(grid_dtype(bits))
 
 
 def quantize_input(
@@ -284,7 +312,7 @@ def quantize_input(
     A finite feature that overflows the arithmetic saturates like any other.
     A seq blob's windows go through `quantize_seq_input` (windows `[B, T', C]`).
     """
-    if blob.ops and blob.ops[0].kind == "embed":
+    if blob.ops and blob.ops[0].kind in WINDOW_OPS:
         return quantize_seq_input(blob, X_raw, lengths)
     X = np.asarray(X_raw, dtype=np.float64)
     if X.ndim == 3 and X.shape[1] == 1:  # a row is a window of one step: [B, 1, F] -> [B, F]
@@ -318,6 +346,22 @@ def run_seq_int8(blob: QuantModelSpec, xq: np.ndarray, lengths=None) -> np.ndarr
     return out
 
 
+def _rocket_input(blob: QuantModelSpec, xq: np.ndarray, lengths) -> np.ndarray:
+    """The int8 features `[B, K]` of a rocket blob's op 0 for `xq [B, S·P·C]`."""
+    ip = blob.ops[0].iparams
+    T, C, P = ip["T"], ip["C"], ip["P"]
+    x = np.asarray(xq)
+    width = seq_tokens(T, P) * P * C
+    if x.ndim != 2 or x.shape[1] != width:
+        raise ValueError(f"xq has shape {x.shape}, the blob expects [B, S·P·C] = [B, {width}]")
+    lo, hi = -(1 << (ip["bits"] - 1)), (1 << (ip["bits"] - 1)) - 1
+    if x.min(initial=0) < lo or x.max(initial=0) > hi:
+        raise ValueError(f"xq must be values of the input grid, in [{lo}, {hi}]")
+    n = valid_lengths(x[:, :, None], lengths, T) if lengths is not None else None
+    n = np.full(len(x), T, np.int64) if n is None else n
+    return rocket(blob.ops[0], x, n, "op 0 (rocket)")
+
+
 def run_int8(blob: QuantModelSpec, xq: np.ndarray, lengths=None) -> np.ndarray:
     """Integer logits `[B, C]` int64 for int8 inputs `xq [B, F]`; asserts the budget.
     A seq blob: `xq [B, S·P·C]` from `quantize_input` and the windows' `lengths [B]`."""
@@ -325,14 +369,19 @@ def run_int8(blob: QuantModelSpec, xq: np.ndarray, lengths=None) -> np.ndarray:
         raise ValueError("this blob holds float32 weights only (exported with --float32)")
     if blob.ops and blob.ops[0].kind == "embed":
         return run_seq_int8(blob, xq, lengths)
-    x = np.asarray(xq)
-    if x.ndim != 2 or x.shape[1] != blob.n_features:
-        raise ValueError(f"xq has shape {x.shape}, the blob expects [B, {blob.n_features}]")
-    if x.min(initial=0) < -128 or x.max(initial=0) > 127:
-        raise ValueError("xq must be int8 values in [-128, 127]")
-    x = x.astype(np.int64)
+    ops = list(enumerate(blob.ops))
+    if blob.ops and blob.ops[0].kind == "rocket":  # K int8 features, then a row model
+        x = _rocket_input(blob, xq, lengths)
+        ops = ops[1:]
+    else:
+        x = np.asarray(xq)
+        if x.ndim != 2 or x.shape[1] != blob.n_features:
+            raise ValueError(f"xq has shape {x.shape}, the blob expects [B, {blob.n_features}]")
+        if x.min(initial=0) < -128 or x.max(initial=0) > 127:
+            raise ValueError("xq must be int8 values in [-128, 127]")
+        x = x.astype(np.int64)
     B = x.shape[0]
-    for k, op in enumerate(blob.ops):
+    for k, op in ops:
         ip, t = op.iparams, op.tensors
         what = f"op {k} ({op.kind})"
         if op.kind == "dense":

@@ -19,6 +19,12 @@ even) — only here, on the host: readers never round, they read integers.
 `quantize(model, X_calib_raw)` gives the int8 `QuantModelSpec`; `float32_spec(model)` the
 unquantized one (`tinyattn export --float32`).
 
+`seq-rocket` models (docs/quantization.md "rocket"): the transform is integer already (its grid,
+groups and biases go to the blob as they are); each feature's PPV is mapped onto int8 from its
+range over the TRAIN windows (a zero point `z` at the middle, a multiplier so that the range
+spans 255 steps, one shift for all), and the head's standardization and that mapping fold into
+the int8 dense head (`quantize_rocket`).
+
 Sequence models (`seq-attn`; docs/quantization.md "Sequence models"): `quantize(model, X_train,
 lengths)` with the TRAIN windows `[N, T', C]` and their lengths. Scales are calibrated over
 valid tokens only (each window run on its first `ceil(n/P)` tokens, `floatref.forward_seq`);
@@ -245,6 +251,8 @@ def quantize(
     (a seq model: the TRAIN windows `[N, T', C]` and their `lengths [N]`)."""
     if model.is_seq:  # windows: token ops calibrated at valid steps, masked pooling
         return quantize_seq(model, X_calib_raw, lengths)
+    if model.is_windows:  # seq-rocket: the transform as it is, the features and the head
+        return quantize_rocket(model, X_calib_raw, lengths)
     absmax = calibrate(model, X_calib_raw)
     ops_in = model.ops
     n = len(ops_in)
@@ -555,6 +563,66 @@ def quantize_seq(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantMode
     )
 
 
+Q15 = 1 << 15  # the rocket features' PPV fixed point
+ROCKET_MIN_SPAN = 1 / 1024  # a feature's PPV range over TRAIN is taken as at least this
+
+
+def quantize_rocket(model: ModelFile, X_raw: np.ndarray, lengths=None) -> QuantModelSpec:
+    """The int8 spec of a `seq-rocket` model (op 0 rocket, op 1 dense): the rocket op's groups,
+    channels and bias mantissas as they are; feature j's zero point `z = rint(mid_j·2**15)`
+    and multiplier `M_j / 2**shift ≈ 255 / (span_j·2**15)` from its PPV range `[lo, hi]` over
+    the TRAIN windows `X_raw [N, T', C]` (mid and span of that range, the span at least
+    `ROCKET_MIN_SPAN`; one shift, the largest within the small-int budget with |p - z| <=
+    2**15), so TRAIN's range spans 255 steps; the head `W (p - mean)/std + b` with
+    `p = (f_q·2**shift / M + z) / 2**15` folded in: `W' = W·2**shift / (std·M·2**15)`,
+    `b' = b + W (z/2**15 - mean)/std`, quantized as a dense layer from scale 1 (the int8
+    features) to the logits' `absmax / 16383` over TRAIN."""
+    op, head = model.ops
+    layer = model.model.rocket
+    p = layer.rocket_params()
+    x = model.normalize(X_raw, lengths)
+    F = layer.ppv(x, lengths)  # (N, K) TRAIN's PPVs
+    lo, hi = F.min(axis=0), F.max(axis=0)
+    span = np.maximum(hi - lo, ROCKET_MIN_SPAN)
+    z = np.clip(np.rint((lo + hi) / 2 * Q15), 0, Q15).astype(np.int32)
+    M, shift = choose_shift(255 / (span * Q15), np.full(p.size, Q15), "op 0 (rocket) features")
+    M = np.maximum(M, 1)
+    W, b = model.param(1, "W"), model.param(1, "b")  # (classes, K), (classes,)
+    mean, std = layer.params["mean"], layer.params["std"]
+    Wf = W / std * (2.0**shift / (M * Q15))
+    bf = b + (W / std) @ (z / Q15 - mean)
+    logits = model.model.forward(x, lengths=lengths)
+    s_out = activation_scale(np.abs(logits).max(), LOGIT_Q_MAX)
+    qd = quantize_dense(Wf, bf, 1.0, s_out, "op 1 (dense)")
+    grp = np.column_stack([p.dilation, p.pad, p.taps, p.n_channels, p.n_features, p.bias_exp])
+    rocket_op = Op(
+        "rocket",
+        {"T": int(op["steps"]), "C": int(op["channels"]), "P": int(op["pool"]),
+         "N": int(op.get("positions", 0)), "bits": int(op["bits"]), "K": p.size,
+         "G": p.n_groups, "L": len(p.channels), "shift": shift},
+        {},
+        {"grp": grp.astype(np.uint16), "ch": p.channels.astype(np.uint16),
+         "b": p.bias.astype(np.int32), "z": z, "m": M.astype(np.int16)},
+    )  # fmt: skip
+    dense = Op(
+        "dense",
+        {"in": p.size, "out": int(head["out"]), "has_bias": 1, "shift": qd.shift,
+         "act_min": LOGIT_MIN, "act_max": LOGIT_MAX},
+        {"s_in": 1.0, "s_out": s_out},
+        _dense_tensors(qd),
+    )  # fmt: skip
+    return QuantModelSpec(
+        quantized=True,
+        class_names=model.class_names,
+        norm_mean=model.norm_mean.astype(F32),
+        norm_std=model.norm_std.astype(F32),
+        view=None,
+        input_scale=f32(op["input_scale"]),
+        logit_scale=s_out,
+        ops=[rocket_op, dense],
+    )
+
+
 def _float32_op(kind: str, iparams: dict[str, int], tensors: dict[str, np.ndarray]) -> Op:
     """A float32-blob op: the given attributes, every other iparam of the layout (shifts,
     multipliers, act range) 0 and every fparam 1.0, as docs/blob-format.md defines it."""
@@ -576,7 +644,11 @@ def _float32_tensors(model: ModelFile, i: int, groups: str) -> dict[str, np.ndar
 
 
 def float32_spec(model: ModelFile) -> QuantModelSpec:
-    """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0."""
+    """The unquantized blob content: float32 weights, quantization parameters 0, scales 1.0.
+    A `seq-rocket` model has none: its features are counts on its input grid."""
+    if model.is_windows and not model.is_seq:
+        raise QuantizeError("op 0 (rocket) has no float32 blob: its features are counts on "
+                             "the input grid; export it without --float32")  # fmt: skip
     # a seq model's ops are its blob ops already (embed: bias + pos per token, res_attention,
     # res_ff, masked_pool, dense); a row model's op list maps op by op below
     ops = [

@@ -16,7 +16,10 @@ ops register with their builders (attention_build.KINDS):
 - `label(cand)`: one line for the tables.
 
 Families: `seq-attn` (patch or conv stem, attention blocks; the stages after `family` vary
-it), `row-attn` (the row model of `tinyattn train --csv`: features as tokens, for rows only).
+it), `row-attn` (the row model of `tinyattn train --csv`: features as tokens, for rows only),
+`seq-rocket` (MiniRocket's features and a ridge head, pruned to the budget: no seed lottery;
+the `family` stage prefers it within one standard error, and its `arch` stage tries the
+positions cap and the pooling, `rocket_grid`).
 """
 
 from __future__ import annotations
@@ -159,10 +162,88 @@ def _row_label(cand: Candidate) -> str:
             f"ls{t.label_smoothing:g} {t.scaling}")  # fmt: skip
 
 
+# -- seq-rocket --------------------------------------------------------------------------------
+
+
+def rocket_within(cand: Candidate, budget) -> Candidate:
+    """The candidate pruned to the budget: its fit keeps the features that fit `budget`'s MACs
+    (as integer operations an inference) and blob bytes (rocketmodel.fit_rocket)."""
+    r = cand.rocket
+    ops = budget.max_macs if budget.max_macs is not None else r.max_ops
+    return replace(cand, rocket=replace(r, max_ops=ops, max_bytes=budget.max_bytes))
+
+
+def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, Any]:
+    from tinyattn.learn.losses import softmax
+    from tinyattn.learn.rocketcli import as_result
+    from tinyattn.learn.rocketmodel import fit_rocket
+    from tinyattn.learn.seqtrain import evaluate_seq
+
+    X, n, y = data.X, data.lengths, data.y
+    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, replace(cand.rocket, seed=seed))
+    res = as_result(fit)
+    ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
+    xn, nn = res.normalize(X[te], n[te])
+    p = softmax(res.model.forward(xn, lengths=nn))  # (n_te, classes)
+    loss = float(-np.mean(np.log(p[np.arange(len(te)), y[te]] + 1e-12)))
+    return {"int8": ev["int8_accuracy"], "float": ev["float_accuracy"], "logloss": loss,
+            "seconds": fit.seconds}  # fmt: skip
+
+
+def _rocket_cost(data: Windows, cand: Candidate) -> dict[str, int]:
+    """Bounds the fit keeps (rocket_within): its operations, its blob's bytes, and the heap of
+    that blob's arrays and the runtime's buffers (the window, the pooled grid with its margins
+    of 4·(largest dilation ≤ (S-1)/8) steps, the shared sums: int32 each); its work term
+    `rocket` (integer operations) for a board's time model."""
+    from tinyattn.board.heap import MODEL_MARGIN
+
+    r = cand.rocket
+    C, T = data.X.shape[2], int(np.max(data.lengths))
+    S = -(-T // r.pool)
+    buffers = 4 * C * (S * r.pool + S + 8 * max((S - 1) // 8, 1) + S)
+    heap = r.max_bytes + buffers + MODEL_MARGIN
+    return {"macs": r.max_ops, "bytes": r.max_bytes, "heap": heap,
+            "terms": {"inference": 1, "op": 2, "values": T * C, "rocket": r.max_ops}}
+
+
+def rocket_grid(data: Windows, base: Candidate) -> list[Candidate]:
+    """The positions cap and the pooling the `arch` stage tries for a seq-rocket candidate:
+    the start, 32 and 128 positions, and 32 positions of pairs of steps (those that differ on
+    this data's longest window)."""
+    T = int(np.max(data.lengths))
+    r = base.rocket
+    grid = [(r.positions, r.pool), (32, 1), (128, 1), (32, 2)]
+    out, seen = [], set()
+    for positions, pool in grid:
+        S = -(-T // pool)
+        key = (positions if positions < S else 0, pool)
+        if pool > 1 and S < 64 or key in seen:
+            continue
+        seen.add(key)
+        out.append(replace(base, rocket=replace(r, positions=positions, pool=pool)))
+    return out
+
+
+def _rocket_candidate(data: Windows, base: Candidate) -> Candidate:
+    from tinyattn.learn.rocketcli import DEFAULT
+
+    return replace(base, family="seq-rocket", rocket=DEFAULT)
+
+
+def _rocket_label(cand: Candidate) -> str:
+    r = cand.rocket
+    cap = f" N{r.positions}" if r.positions else ""
+    pool = f" P{r.pool}" if r.pool > 1 else ""
+    return f"rocket {r.num_features} -> <= {r.max_ops:,} ops{cap}{pool}"
+
+
 FAMILIES: dict[str, Family] = {
     "seq-attn": Family("seq-attn", _seq_cost, _seq_score, lambda data: True,
                        lambda data: not is_rows(data), lambda data, base: base,
                        lambda cand: cand.seq_label()),  # fmt: skip
     "row-attn": Family("row-attn", _row_cost, _row_score, is_rows, is_rows, _row_candidate,
                        _row_label),  # fmt: skip
+    "seq-rocket": Family("seq-rocket", _rocket_cost, _rocket_score,
+                         lambda data: not is_rows(data), lambda data: False, _rocket_candidate,
+                         _rocket_label),  # fmt: skip
 }

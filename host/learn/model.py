@@ -10,6 +10,8 @@ token of 8 (so any numeric CSV works: Iris has 4 tokens, Wine 13):
                  V = tokens; out 16) -> relu -> dense(16->C)      (issue 7, DESIGN §8)
     seq-attn:    windows [T, C]: patch_embed -> pos_add -> L x (attention + ff, residual)
                  -> masked_pool -> dense   (issue 11, DESIGN §9; host/learn/seqmodel.py builds it)
+    seq-rocket:  windows [T, C]: rocket (MiniRocket's PPV features, standardized) -> dense
+                 (the ridge head; issue 39, DESIGN §16; host/learn/rocketmodel.py fits it)
 
 A seq model's file stores per-channel `norm_mean`/`norm_std` `[C]`, and its meta says where its
 windows came from (`ts_data_meta`): the vendored archive problem (`dataset`) or the `.ts` files
@@ -37,6 +39,7 @@ import numpy as np
 
 from tinyattn.atomic import atomic_open
 from tinyattn.data.windows import as_windows, model_view, normalize_windows
+from tinyattn.learn.rocketmodel import build_rocket_from_ops
 from tinyattn.learn.seqmodel import build_seq_from_ops, build_seq_model
 from tinyattn.learn.sequential import MYATTN_MODES as MYATTN_MODES
 from tinyattn.learn.sequential import SEQ_KINDS as SEQ_KINDS
@@ -45,7 +48,9 @@ from tinyattn.learn.sequential import layer_from_op as layer_from_op
 
 FORMAT = "tinyattn-model"
 VERSION = 1
-MODELS = ("iris-attn", "iris-myattn", "seq-attn")
+MODELS = ("iris-attn", "iris-myattn", "seq-attn", "seq-rocket")
+# op 0 of a model that reads windows [T, C] -> the builder of its op list
+WINDOW_MODELS = {"patch_embed": build_seq_from_ops, "rocket": build_rocket_from_ops}
 EMBED_DIM = 8  # each feature becomes one token of 8
 MYATTN_OUT = 16  # width of the myattn head's output
 
@@ -90,11 +95,18 @@ def is_seq_ops(ops: list[dict[str, Any]]) -> bool:
     return bool(ops) and ops[0].get("op") == "patch_embed"
 
 
+def is_window_ops(ops: list[dict[str, Any]]) -> bool:
+    """An op list of a model that reads windows (`seq-attn`, `seq-rocket`): op 0 is one of
+    `WINDOW_MODELS`."""
+    return bool(ops) and ops[0].get("op") in WINDOW_MODELS
+
+
 def build_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> Sequential:
     """A freshly initialized model (Xavier-uniform weights, zero biases) for an op list; a
-    `SeqModel` (host/learn/seqmodel.py) when op 0 is `patch_embed`."""
-    if is_seq_ops(ops):  # windows: patches, positions and masks (SeqModel), not dense layers
-        return build_seq_from_ops(ops, seed)
+    `SeqModel` (host/learn/seqmodel.py) when op 0 is `patch_embed`, a `RocketModel`
+    (host/learn/rocketmodel.py) when it is `rocket`."""
+    if is_window_ops(ops):  # windows: their own model kinds, not a stack of dense layers
+        return WINDOW_MODELS[ops[0]["op"]](ops, seed)
     rng = np.random.default_rng(seed)
     return Sequential([layer_from_op(op, rng) for op in ops], [dict(op) for op in ops])
 
@@ -177,10 +189,15 @@ class ModelFile:
         return is_seq_ops(self.model.ops)
 
     @property
+    def is_windows(self) -> bool:
+        """A model of windows (`seq-attn`, `seq-rocket`)."""
+        return is_window_ops(self.model.ops)
+
+    @property
     def takes_rows(self) -> bool:
         """Trained on rows of named features (a CSV, Iris, Wine): a row model, or a seq-attn
         model searched on rows as windows of one step (meta `input: "rows"`)."""
-        return not self.is_seq or self.meta.get("input") == "rows"
+        return not self.is_windows or self.meta.get("input") == "rows"
 
     def normalize(self, X: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
         """Raw windows `[B, T', C]` -> the model's input, per channel `(X - norm_mean) /

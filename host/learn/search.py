@@ -1,9 +1,11 @@
 """Host (CPython): the model search — what the team did by hand, for any windows (DESIGN §13).
 
-`tinyattn train --search` chooses a `seq-attn` model for a user's TRAIN windows inside a
-board's budget, as the team's tuning rounds (tools/tune_seq.py, which this replaces) chose
-the BasicMotions and JapaneseVowels defaults (host/learn/seqdefaults.py), and leaves its
-record in the model file:
+`tinyattn train --search` chooses a model for a user's TRAIN windows inside a board's
+budget, as the team's tuning rounds (tools/tune_seq.py, which this replaces) chose the
+tuned defaults (host/learn/seqdefaults.py), and leaves its record in the model file. The
+reasons behind its grids and constants, with the figures measured on the development
+problems, are in docs/search.md ("Why the constants are what they are"); the code is
+generic:
 
 - **TRAIN only.** A candidate (architecture, recipe, augmentation, weight averaging) is scored
   by repeated stratified k-fold over the TRAIN windows: split seed r and model seed r for
@@ -22,8 +24,8 @@ record in the model file:
   runs again after `recipe`: the int8 grid's cost depends on the recipe (`STAGES`). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; when none of the first stage's candidates fits the budget (a start over
-  it: JapaneseVowels' tuned defaults take 59 KB of heap, over the default 48 KiB, and `view`
-  to `distill` keep the start's size), the `arch` stage runs first to find one within it;
+  it: tuned defaults may take more heap than the default budget, and `view` to `distill`
+  keep the start's size), the `arch` stage runs first to find one within it;
   the stages before `distill` train without teachers
   (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
 - **One standard error.** In a stage, the best mean int8 accuracy m has a standard error s
@@ -65,7 +67,14 @@ import numpy as np
 from tinyattn.atomic import atomic_open
 from tinyattn.board.cost import predict_from_terms
 from tinyattn.data.windows import Windows
-from tinyattn.learn.families import FAMILIES, cost, shape_spec  # noqa: F401 (the search's)
+from tinyattn.learn.families import (  # noqa: F401 (the search's)
+    FAMILIES,
+    cost,
+    rocket_grid,
+    rocket_within,
+    shape_spec,
+)
+from tinyattn.learn.rocketmodel import RocketConfig
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import Augment, Average, Distill
 from tinyattn.learn.train import TrainConfig
@@ -87,9 +96,16 @@ class Budget:
         """The µs the board's time model predicts for a candidate's `cost` (its work terms)."""
         return predict_from_terms(c["terms"], dict(self.rates))
 
+    def unmeasured(self, c: dict[str, Any]) -> list[str]:
+        """The work terms of `c` the board's time model has no rate for (not measured there)."""
+        rates = dict(self.rates)
+        return [k for k, v in c["terms"].items() if v and k not in rates]
+
     def over(self, c: dict[str, Any]) -> list[str]:
         """What `c` (`cost`) exceeds, in words; empty when it fits."""
         out = []
+        if self.max_us is not None and self.unmeasured(c):
+            return [f"its {', '.join(self.unmeasured(c))} work is not timed on this board yet"]
         for key, limit, unit in (("bytes", self.max_bytes, "B blob"), ("macs", self.max_macs,
                                  "MACs"), ("heap", self.max_heap, "B heap")):  # fmt: skip
             if limit is not None and c[key] > limit:
@@ -158,12 +174,15 @@ class Candidate:
     average: Average = field(default_factory=Average)
     distill: Distill = field(default_factory=Distill)
     family: str = "seq-attn"  # tinyattn.learn.families: what the other fields describe
+    rocket: RocketConfig | None = None  # the seq-rocket family's configuration
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: asdict(getattr(self, k)) for k in ("arch", "train", "augment",
                                                                    "average", "distill")}
         if self.family != "seq-attn":  # (so a seq-attn candidate keeps its cache key)
             d["family"] = self.family
+        if self.rocket is not None:
+            d["rocket"] = asdict(self.rocket)
         return d
 
     @classmethod
@@ -173,7 +192,8 @@ class Candidate:
                  "average": Average, "distill": Distill}  # fmt: skip
         arch = {**d["arch"], "stem_dilations": tuple(d["arch"].get("stem_dilations", (1, 2)))}
         fields = {k: kind(**(arch if k == "arch" else d[k])) for k, kind in kinds.items()}
-        return cls(**fields, family=d.get("family", "seq-attn"))
+        rocket = RocketConfig(**d["rocket"]) if d.get("rocket") else None
+        return cls(**fields, family=d.get("family", "seq-attn"), rocket=rocket)
 
     def key(self) -> str:
         text = json.dumps(self.as_dict(), sort_keys=True)
@@ -236,7 +256,7 @@ def fold_task(data: Windows, cand: Candidate, repeat: int, fold: int, k: int) ->
 
 def cost_of(data: Windows, cand: Candidate, memo: dict) -> dict[str, int]:
     """`{macs, bytes, heap}` of a candidate (its family's `cost`), once per model shape."""
-    key = (cand.family, cand.arch, cand.train.model)
+    key = (cand.family, cand.arch, cand.train.model, cand.rocket)
     if key not in memo:
         memo[key] = FAMILIES[cand.family].cost(data, cand)
     return memo[key]
@@ -388,20 +408,13 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
-# Patch tokens of the stem stage's conv stem alone: PickupGestureWiimoteZ's P6 (61 tokens) on
-# TRAIN folds (docs/search.md, "What was tried"); its heap grows with them (the stem's
-# activations and the Stream's per-token state): ACSF1's P23 takes 46,083 B of the 48 KiB.
+# Patch tokens of the stem stage's conv stem alone (its heap grows with them: the stem's
+# activations and the Stream's per-token state), of the finer one with batch norm (a heap
+# inside the rp2040 preset's, over the default budget), and of the wider one (width 16 = E,
+# fewer tokens, for a board of ~96 KB for the model): docs/search.md "Why the constants are
+# what they are".
 STEM_ALONE_TOKENS = 64
-# The finer patch tokens of the stem alone with batch norm: ACSF1's P8 (183 tokens), the nearest
-# of this family to the outside experiment's stride-8 conv stem (docs/search.md, "What was
-# tried"); 81 KB of heap there: inside the rp2040 preset's, over the default budget.
 STEM_NORM_TOKENS = 192
-# The wider stem alone with batch norm (width 16 = E) at fewer tokens, where its heap fits a
-# board of ~96 KB for the model: on ACSF1's TRAIN folds the stem alone underfits its training
-# windows at width 8 (0.79-0.90), and width 16 at P12 (122 tokens; 90,764 B of heap, inside the
-# rp2040 preset) scores int8 0.635 +- 0.029 at the stem stage's start recipe against width 8
-# at P8's 0.570 +- 0.035, and 0.725 against 0.680 at the pick's recipe and clip view (paired
-# +4.5 +- 2.5 points; docs/search.md "Where ACSF1's last points are not").
 STEM_WIDE_TOKENS = 128
 
 
@@ -438,8 +451,9 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return list(dict.fromkeys(out))
 
 
-# The distillation the `distill` stage tries beside none and the start's (JapaneseVowels' tuned
-# round 4: 4 teachers of the same architecture and recipe, temperature 2, alpha 0.9).
+# The distillation the `distill` stage tries beside none and the start's: 4 teachers of the
+# same architecture and recipe, temperature 2, alpha 0.9 (docs/search.md "Why the constants
+# are what they are").
 TEACHERS = Distill(teachers=4, temperature=2.0, alpha=0.9)
 
 
@@ -454,6 +468,8 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
                           if f.name != base.family and f.applies(data)]  # fmt: skip
         cands.sort(key=lambda c: not FAMILIES[c.family].first(data))  # stable: base next
         return list(dict.fromkeys(cands))
+    if base.family == "seq-rocket" and stage == "arch":
+        return rocket_grid(data, base)
     if base.family != "seq-attn":
         return [base]
     if stage == "arch":
@@ -486,27 +502,31 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     raise ValueError(f"unknown stage {stage!r}")
 
 
-# The view stage's clip ceilings (percentiles of TRAIN's values): on ACSF1's TRAIN folds they
-# win back the int8 input grid's points, where the 99.5th fell between them (docs/search.md
-# "Where ACSF1's last points are not").
+# The view stage's clip ceilings (percentiles of TRAIN's values): a peak-heavy signal's int8
+# input grid loses its resolution to a few extreme values; a clip at a high percentile wins it
+# back (docs/search.md "Why the constants are what they are").
 VIEW_CLIPS = (99.9, 99.0)
 
-# `view` twice: the int8 input grid's cost depends on the recipe. On ACSF1's TRAIN folds (P8
-# conv stem with batch norm) the clip costs nothing at the first `view`'s recipe (lr 3e-3,
-# decay 0.1, smoothing 0.1: int8 0.570 raw, 0.595 clip 99, within one standard error) and
-# wins at the recipe `recipe` picks there (lr 1e-2, decay 0.01, no smoothing: 0.630 raw,
-# 0.680 clip 99; docs/search.md "Where ACSF1's last points are not"). When `recipe` keeps its
-# start, the second `view`'s candidates are the first's, every fold from the cache.
+# `view` twice: the int8 input grid's cost depends on the recipe, so the clip that costs
+# nothing at the first `view`'s recipe may win at the recipe `recipe` picks (docs/search.md).
+# When `recipe` keeps its start, the second `view`'s candidates are the first's, every fold
+# from the cache.
 STAGES = ("family", "arch", "stem", "view", "recipe", "view", "augment", "average", "distill")
 
 
 def steadier(row: dict) -> bool:
     """The `distill` stage's preference within one standard error: a student of an ensemble of
-    its own seeds varies less from seed to seed than the model alone (TRAIN folds, 5 folds x 5
-    model seeds: the within-fold seed std of held-out int8 accuracy, PickupGestureWiimoteZ
-    0.121 -> 0.080, ACSF1 0.074 -> 0.053; docs/search.md "A steady pick"), so the final
-    model, trained once on all of TRAIN, is less of a seed lottery."""
+    its own seeds varies less from seed to seed than the model alone (the within-fold seed
+    std of held-out int8 accuracy; docs/search.md "A steady pick"), so the final model,
+    trained once on all of TRAIN, is less of a seed lottery."""
     return row["cand"].distill.active
+
+
+def no_lottery(row: dict) -> bool:
+    """The `family` stage's preference within one standard error: a family whose model is a
+    function of TRAIN (seq-rocket: fixed kernels, a ridge in closed form) over one trained by
+    gradient descent from a seed (DESIGN §16)."""
+    return row["cand"].family == "seq-rocket"
 
 
 @dataclass
@@ -552,7 +572,7 @@ def search(
     stages = tuple(stages)
     lead = next((i for i, st in enumerate(stages) if st != "family"), None)
     first = stage_candidates(stages[lead], data, pick) if lead is not None else []
-    if stages[lead:lead + 1] != ("arch",) and first and all(
+    if lead is not None and stages[lead:lead + 1] != ("arch",) and first and all(
             budget.over(cost_of(data, c, costs)) for c in first):
         # the start is over the budget and the first stage that varies it cannot leave its
         # size: the `arch` stage finds an architecture within the budget first
@@ -564,6 +584,7 @@ def search(
             continue
         cands = stage_candidates(stage, data, pick if stage != "distill" else
                                  replace(pick, distill=start.distill))  # fmt: skip
+        cands = [rocket_within(c, budget) if c.family == "seq-rocket" else c for c in cands]
         if [c.key() for c in cands] == [pick.key()]:
             continue  # nothing to choose (the family stage on windows; another family's pick)
         rows = []
@@ -624,7 +645,8 @@ def search(
                 )
             complete = False
             break
-        chosen = one_se_pick(todo, steadier if stage == "distill" else None)
+        chosen = one_se_pick(todo, steadier if stage == "distill" else
+                             no_lottery if stage == "family" else None)  # fmt: skip
         pick = chosen["cand"]
         kept = [{key: v for key, v in r.items() if key != "cand"} for r in rows]
         record.append({"stage": stage, "pick": chosen["label"], "rows": kept})

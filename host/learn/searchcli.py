@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,11 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     print(f"search picked {pick.label()}{how}: CV int8 {cv['int8']:.3f} ± {cv['int8_se']:.3f}, "
           f"float {cv['float']:.3f} ({cv['folds']} folds) in {res.seconds / 60:.1f} min",
           file=log)  # fmt: skip
+    if pick.family == "seq-rocket":  # fitted as `tinyattn train --model seq-rocket` fits it
+        from tinyattn.learn import rocketcli
+
+        cfg = replace(pick.rocket, seed=pick.train.seed)
+        return rocketcli.run_one(args, data, (cfg, pick.train), log, extra={"search": record})
     if pick.family == "row-attn":  # the row model, trained as plain `tinyattn train` trains it
         from tinyattn.learn import train as row_train
 

@@ -20,7 +20,7 @@ from tinyattn.board import onboard, onboard_seq
 from tinyattn.data.tabular import DATASETS
 from tinyattn.data.timeseries import TS_DATASETS
 from tinyattn.errors import CLIError
-from tinyattn.learn import searchcli, seqcli, train
+from tinyattn.learn import rocketcli, searchcli, seqcli, train
 from tinyattn.learn.model import MODELS
 from tinyattn.learn.seqcli import ARCH_FLAGS
 from tinyattn.learn.train import SCALINGS, TrainConfig
@@ -102,6 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     seqcli.add_seq_arguments(parser)
     searchcli.add_arguments(parser)
+    rocketcli.add_arguments(parser)
     ev = parser.add_argument_group("cross-validation")
     ev.add_argument(
         "--cv", type=int, metavar="K",
@@ -153,17 +154,31 @@ def check_flow(args: argparse.Namespace) -> str:
         raise CLIError("--ts names its own data; leave out --dataset")
     if args.test is not None and args.ts is None:
         raise CLIError("--test needs --ts TRAIN.ts (the vendored datasets have their TEST file)")
-    if windows and args.model not in (None, "seq-attn"):
+    if windows and args.model not in (None, "seq-attn", "seq-rocket"):
         raise CLIError(
             f"--model {args.model} takes rows of features, not windows; use --model seq-attn "
-            "(the default for .ts data)"
+            "(the default for .ts data) or seq-rocket"
         )
-    if not windows and args.model == "seq-attn":
+    if not windows and args.model in ("seq-attn", "seq-rocket"):
         data = f"--csv {args.csv}" if args.csv else f"dataset {args.dataset or 'iris'!r}"
         raise CLIError(
-            f"seq-attn takes .ts windows, not the rows of {data}; use --dataset basicmotions|"
+            f"{args.model} takes .ts windows, not the rows of {data}; use --dataset basicmotions|"
             "japanesevowels or --ts TRAIN.ts"
         )
+    rocket_flags = [f for f in rocketcli.FLAGS
+                    if getattr(args, f[2:].replace("-", "_"), None) is not None]
+    if rocket_flags and args.model != "seq-rocket":
+        raise CLIError(f"{' '.join(rocket_flags)}: seq-rocket flags; add --model seq-rocket")
+    if args.model == "seq-rocket":
+        attn = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
+        attn += ["--search"] if args.search else []
+        attn += ["--on-board"] if getattr(args, "on_board", False) else []
+        if attn:
+            raise CLIError(
+                f"{' '.join(attn)}: not for seq-rocket (its features are fixed and its head is "
+                "a ridge fitted in closed form on the host; --search chooses among the families "
+                "itself: leave out --model)"
+            )
     if not windows:
         flags = [flag for dest, (_, flag) in ARCH_FLAGS.items() if getattr(args, dest) is not None]
         flags += ["--shift"] if args.shift is not None else []
@@ -216,7 +231,11 @@ def main(args: argparse.Namespace) -> int:
         if args.on_board:  # the same run on a board: its own checks, data and setup
             return onboard_seq.main(args)
         flow, data = seqcli, seqcli.load_windows(args)
-        recipe = seqcli.seq_setup(args, data.train)
+        if args.model == "seq-rocket":
+            flow = rocketcli
+            recipe = rocketcli.setup(args, data.train)
+        else:
+            recipe = seqcli.seq_setup(args, data.train)
     elif args.search:  # rows searched as windows of one step: the seq-attn path, T = P = 1
         rows = train.load_rows(args)
         flow, data = seqcli, seqcli.rows_data(rows, args.csv)

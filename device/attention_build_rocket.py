@@ -1,0 +1,110 @@
+# Device (MicroPython; also runs unchanged under CPython): compiling a rocket model into steps.
+"""`build(blob, kernels, float_kernels, bufs)` of a rocket model (op 0 rocket, opcode 12:
+MiniRocket's transform, docs/quantization.md "rocket"), called by attention_build.build (this
+module registers its `buffers` and `build` in attention_build.KINDS for opcode 12 when
+imported; attention.Model imports it for a rocket blob): the rocket op's two steps, then the
+ops after it (a row model on its K features: the dense head) built by attention_build itself.
+
+- rocket_in (attention_kernels_rocket, whatever the kernel set; float with s = [s_in]): the
+  window onto the pooled grid xp (block exponent, P steps summed), with margins of
+  M0 = 4·(the largest dilation) zero steps;
+- rocket (attention_kernels_rocket; float flag p[11]): the groups' convolutions, counts and
+  features into the K features buffer the head reads.
+Both steps share their parameter array p (rocket_in writes the exponent p[8]; p[0] = n', the
+window's pooled steps, is set before each run through `rows`). xp and the scratch A (the shared
+sums and a group's thresholds) serve both programs (they never run at once, and each writes
+all it reads). The group and feature tables are packed once here: tab (per group d, pad, i0,
+i1, i2, channels, features, bias exponent, then its channels) and ft (per feature b, z, M).
+
+Load-time only, dropped with attention_build.
+"""
+
+import array
+
+import attention_build
+import attention_kernels_rocket as _kr
+from attention_build import _zeros
+
+
+class _Tail:
+    """The ops after the rocket op, as attention_build.build takes a blob: a row model of K
+    features."""
+
+    def __init__(self, ops, K):
+        self.ops = ops
+        self.n_features = K
+
+
+def buffers(ops, int8, flt, shared=False):
+    """[(window, tail buffers) or None, (…) or None] of the int8 and the float program: each
+    its input window (S·P·C: int32 / float32) and the buffers of the ops after the rocket op
+    (attention_build.buffers on its K features). `shared` is not used: a rocket model's
+    programs keep their own arrays."""
+    ip = ops[0].ip
+    n = -(-ip["T"] // ip["P"]) * ip["P"] * ip["C"]
+    tail = attention_build.buffers(ops[1:], ip["K"], int8, flt)
+    out = [None, None]
+    for i, tc in ((1, "f"), (0, "i")):
+        if tail[i] is not None:
+            out[i] = (_zeros(tc, n), tail[i])
+    return out
+
+
+def _tables(op):
+    """(tab, ft, the largest dilation, the most features of a group) of the op's tensors."""
+    t = op.t
+    g, ch, b, z, m = t["grp"], t["ch"], t["b"], t["z"], t["m"]
+    tab = array.array("i", range(len(g) + len(ch)))
+    ft = array.array("i", range(3 * len(b)))
+    ti = ci = 0
+    dmax = nmax = 0
+    for r in range(0, len(g), 8):
+        for j in range(8):
+            tab[ti + j] = g[r + j]
+        dmax = max(dmax, g[r])
+        nmax = max(nmax, g[r + 6])
+        ti += 8
+        for _ in range(g[r + 5]):
+            tab[ti] = ch[ci]
+            ti += 1
+            ci += 1
+    for f in range(len(b)):
+        ft[3 * f] = b[f]
+        ft[3 * f + 1] = z[f]
+        ft[3 * f + 2] = m[f]
+    return tab, ft, dmax, nmax
+
+
+def build(blob, kernels, float_kernels, bufs):
+    """(int8 program, or None when `kernels` is None, float program, or None when
+    `float_kernels` is) of a rocket model, each (steps, input window, output buffer, rows,
+    pools): the rocket op's two steps, then the tail's."""
+    op = blob.ops[0]
+    ip = op.ip
+    C, P, K = ip["C"], ip["P"], ip["K"]
+    S = -(-ip["T"] // P)
+    tab, ft, dmax, nmax = _tables(op)
+    xp = _zeros("i", (S + 8 * dmax) * C)  # the pooled grid and its zero margins
+    A = _zeros("i", S * C + nmax)
+    bits, G = ip["bits"], ip["G"]
+    tail = _Tail(blob.ops[1:], K)
+    tb = [None if b is None else b[1] for b in bufs]
+    prog8, progf = attention_build.build(tail, kernels, float_kernels, tb)
+    blob.ops[0] = op = None
+    out = []
+    for ks, prog, b, fl in ((kernels, prog8, bufs[0], 0), (float_kernels, progf, bufs[1], 1)):
+        if ks is None:
+            out.append(None)
+            continue
+        p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
+                              -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
+        s = array.array("f", [blob.input_scale]) if fl else None
+        steps = (
+            (_kr.rocket_in, b[0], xp, s, None, None, p),
+            (_kr.rocket, xp, prog[1], tab, ft, A, p),
+        )
+        out.append((steps + prog[0], b[0], prog[2], ((p, 0, 1, 1),), ()))
+    return out[0], out[1]
+
+
+attention_build.KINDS[12] = (buffers, build)  # op 0 rocket: MiniRocket's transform
