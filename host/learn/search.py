@@ -584,7 +584,8 @@ def search(
             continue
         cands = stage_candidates(stage, data, pick if stage != "distill" else
                                  replace(pick, distill=start.distill))  # fmt: skip
-        cands = [rocket_within(c, budget) if c.family == "seq-rocket" else c for c in cands]
+        cands = [rocket_within(c, budget, data) if c.family == "seq-rocket" else c
+                 for c in cands]  # fmt: skip
         if [c.key() for c in cands] == [pick.key()]:
             continue  # nothing to choose (the family stage on windows; another family's pick)
         rows = []
