@@ -126,3 +126,22 @@ def test_monitor_reset_without_an_app_says_none_started_and_a_silent_port_ends(
         os.close(slave)
     err = capsys.readouterr().err
     assert code == 2 and "nothing received for 1s" in err, err
+
+
+@pytest.mark.serial
+def test_an_app_interrupted_before_its_first_line_counts_as_stopped(vboard_factory, tmp_path):
+    """The interrupt can land while the board still compiles main.py (a board that has just
+    booted, a large app): the traceback it leaves has no frame, no `File "main.py"`, and no
+    line of the app's output. The link must still know that it stopped the app, so that the
+    command says so (the flake of the default virtual board, where parity was quicker than
+    the app's first line)."""
+    from tinyattn.board.link import BoardLink
+
+    fs = tmp_path / "flash"
+    fs.mkdir()
+    ifs = "\n".join(f"if n > {i}:\n    n = n - {i}" for i in range(20000))
+    (fs / "main.py").write_text(f"n = 0\n{ifs}\nprint('TA app')\n")  # ~0.3 s to compile
+    board = vboard_factory(fs_dir=fs, heap="8M")
+    with BoardLink(board.port) as link:
+        link.enter_raw_repl()
+        assert link.app_stopped, board.transcript()[-300:]

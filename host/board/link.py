@@ -25,8 +25,13 @@ RAW_REPL_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 RESET_MARKERS = (b"MPY: soft reboot", b"MicroPython v", b"rst:", b"raw REPL; CTRL-B", b">>> ")
 CRC_TAG = ',"crc":'
 # What shows that the app ran (device/app_main.py, installed as main.py): a line it prints
-# ("TA …", "TA+ …"), or the traceback of main.py that an interrupt leaves.
-APP_OUTPUT = re.compile(rb'(?:^|\n)TA[ +.!]|File "main\.py"')
+# ("TA …", "TA+ …"), the traceback of main.py that an interrupt leaves, or a KeyboardInterrupt
+# with no frame at all: the interrupt landed while the board still compiled main.py (nothing
+# else compiles on a board without running: the code we send has a "<stdin>" frame, and an
+# interrupted raw paste says "KeyboardInterrupt" with no "Traceback" line).
+APP_OUTPUT = re.compile(
+    rb'(?:^|\n)TA[ +.!]|File "main\.py"|Traceback \(most recent call last\):\r?\nKeyboardInterrupt'
+)
 # The raw-REPL command that starts the server (docs/protocol.md, Getting there), sent right
 # after a soft reset (start_server), so the heap is as after a reboot. With the runtime
 # precompiled (server.mpy: importing it needs no compile heap) the server's line buffer
