@@ -102,7 +102,7 @@ bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accel
 # SEARCH_BUDGET: the search's budget, e.g. SEARCH_BUDGET="--search-board rp2040 --search-max-ms 50"
 # (a section of its own); empty: the default budget
 SEARCH_BUDGET ?=
-bench-accuracy: install  ## ~50 min: 10x5-fold CV on Iris+Wine, the time series' TEST splits, and train --search on the six development problems, ours vs peers
+bench-accuracy: install  ## ~50 min: 10x5-fold CV on Iris+Wine, the time series' TEST splits, and train --search on the seven development problems, ours vs peers
 	$(BIN)/tinyattn bench --accuracy --search $(SEARCH_BUDGET) --write docs/benchmarks.md
 
 bench-stream: install  ## ~1 min: BasicMotions TEST as one live stream, host vs the app on a virtual board

@@ -5,11 +5,13 @@ module registers its `buffers` and `build` in attention_build.KINDS for opcode 1
 imported; attention.Model imports it for a rocket blob): the rocket op's two steps, then the
 ops after it (a row model on its K features: the dense head) built by attention_build itself.
 
-- rocket_in (attention_kernels_rocket, whatever the kernel set; float with s = [s_in]): the
-  window onto the pooled grid xp (block exponent, P steps summed), with margins of
-  M0 = 4·(the largest dilation) zero steps;
-- rocket (attention_kernels_rocket; float flag p[11]): the groups' convolutions, counts and
-  features into the K features buffer the head reads.
+- rocket_in (float with s = [s_in]): the window onto the pooled grid xp (block exponent, P
+  steps summed), with margins of M0 = 4·(the largest dilation) zero steps;
+- rocket (float flag p[11]): the groups' convolutions, counts and features into the K
+  features buffer the head reads.
+The int8 program takes attention_viper_rocket's beside a compiled kernel set (viper, native,
+thumb) where the port has the viper emitter, else attention_kernels_rocket's (the pure ones,
+which the float program always runs).
 Both steps share their parameter array p (rocket_in writes the exponent p[8]; p[0] = n', the
 window's pooled steps, is set before each run through `rows`). xp and the scratch A (the shared
 sums and a group's thresholds) serve both programs (they never run at once, and each writes
@@ -75,6 +77,19 @@ def _tables(op):
     return tab, ft, dmax, nmax
 
 
+def _int8_kernels(kernels):
+    """(rocket_in, rocket) of the int8 program beside the kernel set whose INT8 tuple is
+    `kernels`: the viper ones beside a compiled set, the pure ones beside the pure set."""
+    if kernels[0] is not __import__("attention_kernels").dense:
+        try:
+            import attention_viper_rocket as v
+
+            return v.rocket_in, v.rocket
+        except (ImportError, SyntaxError, ValueError):  # no viper emitter on this port
+            pass
+    return _kr.rocket_in, _kr.rocket
+
+
 def build(blob, kernels, float_kernels, bufs):
     """(int8 program, or None when `kernels` is None, float program, or None when
     `float_kernels` is) of a rocket model, each (steps, input window, output buffer, rows,
@@ -99,10 +114,8 @@ def build(blob, kernels, float_kernels, bufs):
         p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
                               -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
         s = array.array("f", [blob.input_scale]) if fl else None
-        steps = (
-            (_kr.rocket_in, b[0], xp, s, None, None, p),
-            (_kr.rocket, xp, prog[1], tab, ft, A, p),
-        )
+        k_in, k_roc = (_kr.rocket_in, _kr.rocket) if fl else _int8_kernels(ks)
+        steps = ((k_in, b[0], xp, s, None, None, p), (k_roc, xp, prog[1], tab, ft, A, p))
         out.append((steps + prog[0], b[0], prog[2], ((p, 0, 1, 1),), ()))
     return out[0], out[1]
 

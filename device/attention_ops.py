@@ -101,7 +101,8 @@ def _slots(op, quantized, k, fail):
         groups = (("1", ip["F"], ip["E"]), ("2", ip["E"], ip["F"]))
     elif op.code == 7 or op.code == 10:  # embed, masked_pool
         return _seq().slots(op, quantized)
-    elif op.code >= 11:  # conv, rocket: attention_ops_<name>, loaded for a blob that has one
+    elif op.code >= 11:  # conv, rocket: attention_ops_<kind> (OPS's name), loaded for a blob
+        # that has one
         return __import__("attention_ops_" + op.name).slots(op, quantized, k, fail)
     else:
         return []

@@ -508,7 +508,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--search", action="store_true",
-        help="the model search on the six development problems, next to the sktime peers, "
+        help="the model search on the seven development problems, next to the sktime peers, "
         "and its --jobs 1 vs 2 speed-up (~40 min on 2 cores; not part of --all)",
     )  # fmt: skip
     parser.add_argument(

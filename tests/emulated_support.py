@@ -79,6 +79,26 @@ def check_logits(out: str, name: str, kernels: str) -> None:
         assert rows[i] == logits.tolist(), (name, kernels, i * every)
 
 
+def rocket_case(folder: Path) -> np.ndarray:
+    """A rocket model (tests/rocket_models.py's pooled case: two channels, three pooled steps
+    a step, levels over six decades, so the block exponent varies) as rocket.bin, 12 windows
+    of random lengths as rocket-KERNELS.xq (int32 records); returns the host integer
+    reference's logits [12, K]."""
+    from rocket_models import rocket_cases
+
+    from tinyattn.intmodel.blob import read_blob
+    from tinyattn.intmodel.intref import quantize_input, run_int8
+
+    raw, X, n = rocket_cases()["pooled"]
+    X, n = X[:12], n[:12]
+    blob = read_blob(raw)
+    xq = quantize_input(blob, X, n)
+    (folder / "rocket.bin").write_bytes(raw)
+    for kernels in KERNELS:
+        write_xq(folder / f"rocket-{kernels}.xq", n, xq, wide=True)
+    return run_int8(blob, xq, n)
+
+
 def conv_case(folder: Path) -> np.ndarray:
     """A conv-stem model (random weights; tests/test_device_seq.py's "conv" shape: depthwise k5
     stride 3, dilations 1 and 3, pointwise convs, then attention) as conv.bin, 24 windows of

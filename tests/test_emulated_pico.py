@@ -29,7 +29,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from emulated_support import KERNELS, TIMEOUT, check_logits, conv_case, golden_files, running_board
+from emulated_support import (
+    KERNELS,
+    TIMEOUT,
+    check_logits,
+    conv_case,
+    golden_files,
+    rocket_case,
+    running_board,
+)
 from seq_models import view_model
 
 from tinyattn.board.flash import mpremote
@@ -51,6 +59,7 @@ def pico(tmp_path_factory):
         files = tmp_path_factory.mktemp("pico-golden")
         golden_files(files)
         board.conv_logits = conv_case(files)
+        board.rocket_logits = rocket_case(files)
         board.flash_code = cli.main(["flash", "--port", board.tty, "--blob",
                                      str(GOLDEN / "iris.bin"), "--quiet"])  # fmt: skip
         chain = []
@@ -136,6 +145,21 @@ def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_emulated_pico_rocket_int8_exact(pico, kernels):
+    """A rocket model on the Pico (int32 input grid, pooled, levels over six decades): every
+    logit of 12 windows of random lengths equal to the host integer reference's, with each
+    kernel set (thumb and viper: attention_viper_rocket's kernels; 32-bit words)."""
+    out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go('rocket', "
+                   f"{kernels!r})", timeout=TIMEOUT["pico"])  # fmt: skip
+    rows, chosen, _ = parse_golden(out)
+    assert chosen == kernels, out[-2000:]
+    assert sorted(rows) == list(range(len(pico.rocket_logits))), out[-2000:]
+    for i, logits in enumerate(pico.rocket_logits):
+        assert rows[i] == logits.tolist(), (kernels, i)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["log", "clip"])
 def test_emulated_pico_view_from_raw_values_parity(pico, tmp_path, view):
     """A view blob (docs/quantization.md "Input view") from the raw values on the Pico's
@@ -210,7 +234,7 @@ def test_emulated_pico_time_model_predicts_every_grid_shape_within_10_percent(pi
     rates = json.loads(RP2040.read_text())["cost"]["rates"]
     keep = None  # TINYATTN_EMULATED_ALL: every model; CI: one of each kind of kernel work
     if not os.environ.get("TINYATTN_EMULATED_ALL"):
-        keep = ("iris", "bm-p5-l1", "bm-conv-s8-w16", "acsf1-alone-w16")
+        keep = ("iris", "bm-p5-l1", "bm-conv-s8-w16", "acsf1-alone-w16", "bm-rocket-30k")
     blobs = models(tmp_path, keep)
     us = measure(pico.tty, blobs)
     assert sorted(us) == sorted(blobs)

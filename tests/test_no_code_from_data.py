@@ -346,6 +346,10 @@ IMPORT_HELPERS = {  # (file, function) that call __import__ with module names fr
     ("attention.py", "_kernel_module"),
     ("attention.py", "__init__"),
     ("attention_source.py", "open_imu"),  # a micropython-lib IMU driver, checked against IMUS
+    # attention_ops_<kind> of the conv and rocket ops: the kind is attention_blob's OPS table's
+    # (the code's own; an opcode not in it is refused before)
+    ("attention_ops.py", "_slots"),
+    ("attention_ops.py", "_check_op"),
 }
 
 

@@ -283,3 +283,24 @@ def test_fuzz_rocket_values_agree_and_run_the_same(attention):
 
     run()
     assert accepted >= 20 and refused >= 20, (accepted, refused)
+
+
+@pytest.mark.parametrize("name", ["uni", "pooled", "capped"])
+def test_rocket_blob_time_model_terms_are_its_operations(name):
+    """A board's time model counts a rocket blob's work as the fit counted it (`rocketmodel.ops`,
+    the positions cap and the pooling included): its window, its shared sums, its compares,
+    and the head's MACs as `dense`."""
+    from tinyattn.board.cost import terms
+    from tinyattn.intmodel.blob_rocket import params
+    from tinyattn.learn.rocketmodel import ops
+
+    blob = read_blob(rocket_cases()[name][0])
+    op, head = blob.ops
+    ip = op.iparams
+    work = ops(params(op), ip["T"], ip["C"], ip["P"], head.iparams["out"], ip["N"])
+    t = terms(blob)
+    assert t["rocket_counts"] == work["compares"] > 0
+    assert 0 < t["rocket_sums"] == work["shared"] < work["adds"]
+    assert t["dense"] == work["macs"] == ip["K"] * head.iparams["out"]
+    assert t["rocket_values"] == ip["T"] * ip["C"] and t["values"] == 0
+    assert t["op"] == 2 and t["inference"] == 1

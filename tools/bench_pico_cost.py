@@ -8,7 +8,9 @@ models' µs, so the budget predicts a model's µs from its op list (`--board rp2
 The models: the trained golden ones (Iris, Wine, BasicMotions, JapaneseVowels) and one of each
 shape the search's grid makes (patch attention of one and two blocks, conv stems of strides 4
 and 8 at widths 8 and 16, the conv stem alone at widths 8 and 16, long windows), trained for
-one epoch here: a model's time does not depend on its weights' values.
+one epoch here: a model's time does not depend on its weights' values; and seq-rocket models
+at several operation budgets (its time: its operations and the positions its loops visit,
+`rocketmodel.ops`).
 
     python -m tools.bench_pico_cost [--port TTY] [--write host/board/rp2040.json]
 """
@@ -47,6 +49,18 @@ SHAPES = {  # name: train flags (the search's grid shapes)
     "trace-conv-s4-w16": ["--dataset", "trace", "--stem", "conv", "--patch", "2",
                           "--stem-stride", "4", "--stem-width", "16", "--stem-dilations",
                           "2,4", "--embed", "16", "--heads", "4", "--blocks", "1"],
+    # seq-rocket at a few budgets (its time: its operations and the positions its loops visit)
+    "bm-rocket": ["--dataset", "basicmotions", "--model", "seq-rocket"],
+    "bm-rocket-30k": ["--dataset", "basicmotions", "--model", "seq-rocket",
+                      "--rocket-max-ops", "30000"],
+    "jv-rocket-20k": ["--dataset", "japanesevowels", "--model", "seq-rocket",
+                      "--rocket-max-ops", "20000"],
+    "acsf1-rocket-60k": ["--dataset", "acsf1", "--model", "seq-rocket", "--rocket-max-ops",
+                         "60000"],
+    "acsf1-rocket": ["--dataset", "acsf1", "--model", "seq-rocket"],
+    "coffee-rocket-40k": ["--dataset", "coffee", "--model", "seq-rocket", "--rocket-max-ops",
+                          "40000"],
+    "trace-rocket": ["--dataset", "trace", "--model", "seq-rocket"],
 }  # fmt: skip
 
 DEVICE = """
@@ -84,8 +98,9 @@ def models(tmp: Path, names: tuple[str, ...] | None = None) -> dict[str, Path]:
         if names is not None and name not in names:
             continue
         npz, blob = tmp / f"{name}.npz", tmp / f"{name}.bin"
+        epochs = [] if "seq-rocket" in flags else ["--epochs", "1"]  # a ridge: no epochs
         with contextlib.redirect_stdout(io.StringIO()):
-            assert cli.main(["train", *flags, "--epochs", "1", "--out", str(npz), "--quiet"]) == 0
+            assert cli.main(["train", *flags, *epochs, "--out", str(npz), "--quiet"]) == 0
             export_model(npz, blob)
         out[name] = blob
     return out

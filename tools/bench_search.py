@@ -44,7 +44,7 @@ from tinyattn.data.timeseries import load_ts_dataset
 from tools.bench_seq import PEERS
 
 DATASETS = ("basicmotions", "japanesevowels", "coffee", "trace", "pickupgesturewiimotez",
-            "acsf1")  # fmt: skip
+            "acsf1", "plaid")  # fmt: skip
 SPEEDUP = ("trace", "augment")  # the problem and stage of the --jobs 1 vs 2 measurement
 OUT_DIR = Path("build") / "bench-search"  # per problem: its search cache, model file and blob
 BOARD_HEAP = "229k"  # the RP2040 preset's free heap at the REPL (docs/search.md)
@@ -254,7 +254,7 @@ def format_table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the model search on the development problems, "
                                      "next to peers on the same split")  # fmt: skip
-    parser.add_argument("--dataset", choices=DATASETS, action="append", help="default: all six")
+    parser.add_argument("--dataset", choices=DATASETS, action="append", help="default: all seven")
     parser.add_argument("--jobs", type=int, default=2, help="workers of each search (default 2)")
     parser.add_argument("--board", help="every search under this board preset (with --max-ms; "
                         "default: the default budget)")

@@ -75,12 +75,13 @@ class EmulatedBoard:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-def write_xq(path: Path, steps: np.ndarray, xq: np.ndarray) -> Path:
-    """One record per row: uint16 step count (0: a row), then the row's int8 xq."""
+def write_xq(path: Path, steps: np.ndarray, xq: np.ndarray, wide: bool = False) -> Path:
+    """One record per row: uint16 step count (0: a row), then the row's xq: int8, or with
+    `wide` (a rocket model's input grid) little-endian int32."""
     with open(path, "wb") as f:
         for n, x in zip(steps, xq, strict=True):
             f.write(int(n).to_bytes(2, "little"))
-            f.write(np.asarray(x, np.int8).tobytes())
+            f.write(np.asarray(x, "<i4" if wide else np.int8).tobytes())
     return path
 
 
@@ -88,6 +89,7 @@ def write_xq(path: Path, steps: np.ndarray, xq: np.ndarray) -> Path:
 # of name-kernels.xq and prints "L i logits..." per record, then "T kernels best_us" (the
 # fastest run_int8 on the board's clock).
 GOLDEN_RUNNER = """
+import struct
 import time
 from attention import Model
 
@@ -96,10 +98,11 @@ def go(name, kernels):
     m = Model(name + ".bin", kernels=kernels)
     out = m.new_logits()
     xq = m.quantize([0.0] * m.n_features)
-    size = 2 + len(xq)
+    wide = getattr(m, "xq_typecode", "b") == "i"  # int32 records (a rocket model's grid)
+    size = 2 + len(xq) * (4 if wide else 1)
     chunk = bytearray(8 * size)  # 8 records a read: few round trips to a mounted file
     view = memoryview(chunk)
-    into = memoryview(xq)
+    into = None if wide else memoryview(xq)
     best = -1
     i = 0
     f = open(name + "-" + kernels + ".xq", "rb")
@@ -114,7 +117,11 @@ def go(name, kernels):
             break
         for at in range(0, got - size + 1, size):
             n = chunk[at] | (chunk[at + 1] << 8)
-            into[:] = view[at + 2 : at + size]
+            if wide:
+                for j in range(len(xq)):
+                    xq[j] = struct.unpack_from("<i", chunk, at + 2 + 4 * j)[0]
+            else:
+                into[:] = view[at + 2 : at + size]
             t = time.ticks_us()
             m.run_int8(xq, out, n if n else None)
             dt = time.ticks_diff(time.ticks_us(), t)

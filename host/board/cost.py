@@ -13,6 +13,9 @@
 | `pool` | values pooled (S·E) | pool |
 | `outputs` | values requantized by dense and conv (rows · outputs) | their epilogue |
 | `softmax` | attention's query rows (S·H): a row's max, sum and division | attn |
+| `rocket_values` | a rocket window's values (T·C): load, block exponent, pooling | rocket_in |
+| `rocket_sums` | the shared sums' adds (`rocketmodel.ops`: `shared`) | rocket |
+| `rocket_counts` | the compares (a feature and position, with its taps) | rocket |
 
 and a board's table (host/board/NAME.json, "cost") holds a µs rate per term, fitted by
 tools/bench_pico_cost.py to the µs measured on the board (least squares on the relative error,
@@ -26,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-TERMS = ("inference", "op", "values", "dense", "scores", "conv", "pool", "outputs", "softmax")
+TERMS = ("inference", "op", "values", "dense", "scores", "conv", "pool", "outputs", "softmax",
+         "rocket_values", "rocket_sums", "rocket_counts")  # fmt: skip
 
 
 def terms(blob: Any) -> dict[str, int]:
@@ -44,7 +48,7 @@ def terms(blob: Any) -> dict[str, int]:
             t["dense"] += rows * ip["P"] * ip["C"] * ip["E"]
             t["outputs"] += rows * ip["E"]
         elif kind == "dense":
-            if rows == 1 and t["values"] == 0:
+            if rows == 1 and t["values"] == t["rocket_values"] == 0:
                 t["values"] += ip["in"]  # a row model's input
             t["dense"] += rows * ip["in"] * ip["out"]
             t["outputs"] += rows * ip["out"]
@@ -67,6 +71,15 @@ def terms(blob: Any) -> dict[str, int]:
             t["outputs"] += rows * (ip["E"] + ip["F"])
         elif kind in ("avgpool", "masked_pool"):
             t["pool"] += ip["S"] * ip["E"]
+            rows = 1
+        elif kind == "rocket":  # its tables give its work (a Blob's op; a spec has none yet)
+            from tinyattn.intmodel.blob_rocket import params
+            from tinyattn.learn.rocketmodel import ops
+
+            work = ops(params(op), ip["T"], ip["C"], ip["P"], 0, ip["N"])
+            t["rocket_values"] += ip["T"] * ip["C"]
+            t["rocket_sums"] += work["shared"]
+            t["rocket_counts"] += work["compares"]
             rows = 1
         elif kind == "myattn":
             t["dense"] += ip["v1"] * (ip["q"] + ip["k"]) + ip["v1"] * ip["v2"]

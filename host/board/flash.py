@@ -48,7 +48,8 @@ from tinyattn.paths import BUILD_DIR, device_dir
 PACKAGE_JSON = "package.json"  # device/package.json lists the runtime files (also for mip)
 BLOB_NAME = "model.bin"
 # need an arch; optional at import
-NATIVE_MODULES = ("attention_native", "attention_viper", "attention_train_native")
+NATIVE_MODULES = ("attention_native", "attention_viper", "attention_viper_rocket",
+                  "attention_train_native")
 # need a Thumb arch (inline assembler): left out of any other board's .mpy
 THUMB_MODULES = ("attention_thumb",)
 THUMB_ARCHS = ("armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp")

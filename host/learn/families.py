@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn.board.cost import predict_from_terms
 from tinyattn.data.windows import Windows, view_to_op
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
 from tinyattn.learn.seqtrain import fit_input_view
@@ -165,11 +166,21 @@ def _row_label(cand: Candidate) -> str:
 # -- seq-rocket --------------------------------------------------------------------------------
 
 
-def rocket_within(cand: Candidate, budget) -> Candidate:
+def rocket_within(cand: Candidate, budget, data: Windows) -> Candidate:
     """The candidate pruned to the budget: its fit keeps the features that fit `budget`'s MACs
-    (as integer operations an inference) and blob bytes (rocketmodel.fit_rocket)."""
+    (as integer operations an inference), its µs on a board with a time model (`--max-ms`:
+    the operations the rest of the µs leaves after its window's, each at the dearest rate of
+    its work: a shared sum's add, a count's compare or the head's MAC) and its blob bytes
+    (rocketmodel.fit_rocket)."""
     r = cand.rocket
     ops = budget.max_macs if budget.max_macs is not None else r.max_ops
+    rates = dict(budget.rates)
+    if budget.max_us is not None and rates.get("rocket_counts"):
+        T, C = int(np.max(data.lengths)), data.X.shape[2]
+        fixed = predict_from_terms({"inference": 1, "op": 2, "rocket_values": T * C}, rates)
+        per_op = max(rates["rocket_counts"], rates.get("rocket_sums", 0.0),
+                     rates.get("dense", 0.0))  # fmt: skip
+        ops = min(ops, max(int((budget.max_us - fixed) / per_op), 0))
     return replace(cand, rocket=replace(r, max_ops=ops, max_bytes=budget.max_bytes))
 
 
@@ -193,8 +204,9 @@ def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str
 def _rocket_cost(data: Windows, cand: Candidate) -> dict[str, int]:
     """Bounds the fit keeps (rocket_within): its operations, its blob's bytes, and the heap of
     that blob's arrays and the runtime's buffers (the window, the pooled grid with its margins
-    of 4·(largest dilation ≤ (S-1)/8) steps, the shared sums: int32 each); its work term
-    `rocket` (integer operations) for a board's time model."""
+    of 4·(largest dilation ≤ (S-1)/8) steps, the shared sums: int32 each); its work terms for
+    a board's time model: its window, and its operations bounded as compares (the dearest of
+    its work on the boards measured; rocket_within bounds them at the dearest rate)."""
     from tinyattn.board.heap import MODEL_MARGIN
 
     r = cand.rocket
@@ -203,7 +215,8 @@ def _rocket_cost(data: Windows, cand: Candidate) -> dict[str, int]:
     buffers = 4 * C * (S * r.pool + S + 8 * max((S - 1) // 8, 1) + S)
     heap = r.max_bytes + buffers + MODEL_MARGIN
     return {"macs": r.max_ops, "bytes": r.max_bytes, "heap": heap,
-            "terms": {"inference": 1, "op": 2, "values": T * C, "rocket": r.max_ops}}
+            "terms": {"inference": 1, "op": 2, "rocket_values": T * C,
+                      "rocket_counts": r.max_ops}}  # fmt: skip
 
 
 def rocket_grid(data: Windows, base: Candidate) -> list[Candidate]:

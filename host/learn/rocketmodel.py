@@ -197,8 +197,9 @@ def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
     board): `adds` (3 a value: the block's max, shift and the pooling; the shared sum, 9 a
     counted step for each channel a dilation's groups use; 4 a channel and position per
     group: three taps and the sum, and 1 for the kernel's factor 3), `compares` (one a
-    feature and position), `macs` (the head), and `ops`, their total. `N`: the positions
-    cap (rocket.positions)."""
+    feature and position), `macs` (the head), and `ops`, their total; `shared`, the shared
+    sums' share of the adds (a board's time model rates them apart). `N`: the positions cap
+    (rocket.positions)."""
     S = -(-T // P)
     s = int(rocket.stride(np.array([S]), N)[0])
     lo = np.where(p.pad == 1, 0, (rocket.TAPS // 2) * p.dilation)
@@ -210,7 +211,9 @@ def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
     adds += int(np.sum(npos * (4 * p.n_channels + 1)))
     compares = int(np.sum(npos * p.n_features))
     macs = p.size * n_classes
-    return {"adds": adds, "compares": compares, "macs": macs, "ops": adds + compares + macs}
+    shared = rocket.TAPS * (-(-S // s)) * used
+    return {"adds": adds, "compares": compares, "macs": macs, "ops": adds + compares + macs,
+            "shared": shared}  # fmt: skip
 
 
 BLOB_OVERHEAD = 1024  # a blob's header, op records, tensor table, names, CRC: at most this

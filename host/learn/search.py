@@ -1,9 +1,11 @@
 """Host (CPython): the model search — what the team did by hand, for any windows (DESIGN §13).
 
-`tinyattn train --search` chooses a `seq-attn` model for a user's TRAIN windows inside a
-board's budget, as the team's tuning rounds (tools/tune_seq.py, which this replaces) chose
-the BasicMotions and JapaneseVowels defaults (host/learn/seqdefaults.py), and leaves its
-record in the model file:
+`tinyattn train --search` chooses a model for a user's TRAIN windows inside a board's
+budget, as the team's tuning rounds (tools/tune_seq.py, which this replaces) chose the
+tuned defaults (host/learn/seqdefaults.py), and leaves its record in the model file. The
+reasons behind its grids and constants, with the figures measured on the development
+problems, are in docs/search.md ("Why the constants are what they are"); the code is
+generic:
 
 - **TRAIN only.** A candidate (architecture, recipe, augmentation, weight averaging) is scored
   by repeated stratified k-fold over the TRAIN windows: split seed r and model seed r for
@@ -22,8 +24,8 @@ record in the model file:
   runs again after `recipe`: the int8 grid's cost depends on the recipe (`STAGES`). The first
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; when none of the first stage's candidates fits the budget (a start over
-  it: JapaneseVowels' tuned defaults take 59 KB of heap, over the default 48 KiB, and `view`
-  to `distill` keep the start's size), the `arch` stage runs first to find one within it;
+  it: tuned defaults may take more heap than the default budget, and `view` to `distill`
+  keep the start's size), the `arch` stage runs first to find one within it;
   the stages before `distill` train without teachers
   (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
 - **One standard error.** In a stage, the best mean int8 accuracy m has a standard error s
@@ -406,20 +408,13 @@ def arch_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return out
 
 
-# Patch tokens of the stem stage's conv stem alone: PickupGestureWiimoteZ's P6 (61 tokens) on
-# TRAIN folds (docs/search.md, "What was tried"); its heap grows with them (the stem's
-# activations and the Stream's per-token state): ACSF1's P23 takes 46,083 B of the 48 KiB.
+# Patch tokens of the stem stage's conv stem alone (its heap grows with them: the stem's
+# activations and the Stream's per-token state), of the finer one with batch norm (a heap
+# inside the rp2040 preset's, over the default budget), and of the wider one (width 16 = E,
+# fewer tokens, for a board of ~96 KB for the model): docs/search.md "Why the constants are
+# what they are".
 STEM_ALONE_TOKENS = 64
-# The finer patch tokens of the stem alone with batch norm: ACSF1's P8 (183 tokens), the nearest
-# of this family to the outside experiment's stride-8 conv stem (docs/search.md, "What was
-# tried"); 81 KB of heap there: inside the rp2040 preset's, over the default budget.
 STEM_NORM_TOKENS = 192
-# The wider stem alone with batch norm (width 16 = E) at fewer tokens, where its heap fits a
-# board of ~96 KB for the model: on ACSF1's TRAIN folds the stem alone underfits its training
-# windows at width 8 (0.79-0.90), and width 16 at P12 (122 tokens; 90,764 B of heap, inside the
-# rp2040 preset) scores int8 0.635 +- 0.029 at the stem stage's start recipe against width 8
-# at P8's 0.570 +- 0.035, and 0.725 against 0.680 at the pick's recipe and clip view (paired
-# +4.5 +- 2.5 points; docs/search.md "Where ACSF1's last points are not").
 STEM_WIDE_TOKENS = 128
 
 
@@ -456,8 +451,9 @@ def stem_grid(data: Windows, base: SeqAttnConfig) -> list[SeqAttnConfig]:
     return list(dict.fromkeys(out))
 
 
-# The distillation the `distill` stage tries beside none and the start's (JapaneseVowels' tuned
-# round 4: 4 teachers of the same architecture and recipe, temperature 2, alpha 0.9).
+# The distillation the `distill` stage tries beside none and the start's: 4 teachers of the
+# same architecture and recipe, temperature 2, alpha 0.9 (docs/search.md "Why the constants
+# are what they are").
 TEACHERS = Distill(teachers=4, temperature=2.0, alpha=0.9)
 
 
@@ -506,26 +502,23 @@ def stage_candidates(stage: str, data: Windows, base: Candidate) -> list[Candida
     raise ValueError(f"unknown stage {stage!r}")
 
 
-# The view stage's clip ceilings (percentiles of TRAIN's values): on ACSF1's TRAIN folds they
-# win back the int8 input grid's points, where the 99.5th fell between them (docs/search.md
-# "Where ACSF1's last points are not").
+# The view stage's clip ceilings (percentiles of TRAIN's values): a peak-heavy signal's int8
+# input grid loses its resolution to a few extreme values; a clip at a high percentile wins it
+# back (docs/search.md "Why the constants are what they are").
 VIEW_CLIPS = (99.9, 99.0)
 
-# `view` twice: the int8 input grid's cost depends on the recipe. On ACSF1's TRAIN folds (P8
-# conv stem with batch norm) the clip costs nothing at the first `view`'s recipe (lr 3e-3,
-# decay 0.1, smoothing 0.1: int8 0.570 raw, 0.595 clip 99, within one standard error) and
-# wins at the recipe `recipe` picks there (lr 1e-2, decay 0.01, no smoothing: 0.630 raw,
-# 0.680 clip 99; docs/search.md "Where ACSF1's last points are not"). When `recipe` keeps its
-# start, the second `view`'s candidates are the first's, every fold from the cache.
+# `view` twice: the int8 input grid's cost depends on the recipe, so the clip that costs
+# nothing at the first `view`'s recipe may win at the recipe `recipe` picks (docs/search.md).
+# When `recipe` keeps its start, the second `view`'s candidates are the first's, every fold
+# from the cache.
 STAGES = ("family", "arch", "stem", "view", "recipe", "view", "augment", "average", "distill")
 
 
 def steadier(row: dict) -> bool:
     """The `distill` stage's preference within one standard error: a student of an ensemble of
-    its own seeds varies less from seed to seed than the model alone (TRAIN folds, 5 folds x 5
-    model seeds: the within-fold seed std of held-out int8 accuracy, PickupGestureWiimoteZ
-    0.121 -> 0.080, ACSF1 0.074 -> 0.053; docs/search.md "A steady pick"), so the final
-    model, trained once on all of TRAIN, is less of a seed lottery."""
+    its own seeds varies less from seed to seed than the model alone (the within-fold seed
+    std of held-out int8 accuracy; docs/search.md "A steady pick"), so the final model,
+    trained once on all of TRAIN, is less of a seed lottery."""
     return row["cand"].distill.active
 
 
@@ -591,7 +584,8 @@ def search(
             continue
         cands = stage_candidates(stage, data, pick if stage != "distill" else
                                  replace(pick, distill=start.distill))  # fmt: skip
-        cands = [rocket_within(c, budget) if c.family == "seq-rocket" else c for c in cands]
+        cands = [rocket_within(c, budget, data) if c.family == "seq-rocket" else c
+                 for c in cands]  # fmt: skip
         if [c.key() for c in cands] == [pick.key()]:
             continue  # nothing to choose (the family stage on windows; another family's pick)
         rows = []
