@@ -3,10 +3,15 @@
 `tinyattn` package) from their source, and fails on any circle: a group of modules each of
 which reaches the others through imports. An import is
 - an `import` or `from … import` statement anywhere (module level or inside a function);
+  `from package import module` is an import of that module (the package's `__init__` runs
+  before any of its modules, whoever imports them), `from package import name` of the
+  package;
 - a load by name: a string literal that names a module of the same tree, given to a call
   (`__import__("attention_build_seq")`, `_load("attention_ops_seq")`,
   `importlib.import_module("tinyattn.learn.train")`) or held in a module-level table
-  (`_READER = ("attention_blob", …)`, `COMMANDS = {"train": ("tinyattn.learn.train", …)}`).
+  (`_READER = ("attention_blob", …)`, `COMMANDS = {"train": ("tinyattn.learn.train", …)}`);
+  a string naming a package is a word, not a load (`"tinyattn"` is also the command's name,
+  in every message that says what to run; nothing imports a package by a string).
 A module kind that extends a base registers itself in a table of the base when it is loaded,
 so the base never names it.
 """
@@ -58,16 +63,19 @@ def _edges(path: Path, modules: dict[str, Path]) -> set[str]:
     def literals(node: ast.AST) -> None:
         for n in ast.walk(node):
             if isinstance(n, ast.Constant) and isinstance(n.value, str):
-                add(n.value) if n.value in modules else None
+                named = modules.get(n.value)  # a package by name: its word ("tinyattn" the
+                add(n.value) if named and named.name != "__init__.py" else None  # command)
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 add(a.name)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            add(node.module)
-            for a in node.names:  # from tinyattn.learn import model
-                add(f"{node.module}.{a.name}")
+            subs = [f"{node.module}.{a.name}" for a in node.names]  # from tinyattn import remedy
+            for sub in subs:
+                add(sub)
+            if not all(sub in modules for sub in subs):  # a name the package itself defines
+                add(node.module)
         elif isinstance(node, ast.Call):
             for arg in node.args:
                 literals(arg)
@@ -142,3 +150,19 @@ if __name__ == "__main__":
     for name, mods in (("device", _device_modules()), ("host", _host_modules())):
         for g in _circles(mods):
             print(name, g, _pairs(mods, g))
+
+
+def test_import_graph_from_package_import_module_is_the_module(tmp_path):
+    """`from pkg import sub` depends on pkg.sub, `from pkg import NAME` on the package: a
+    package that exports a module's class by name on first use (tinyattn.TinyAttnClassifier)
+    is no circle with the modules that import its siblings, but one that a module imports a
+    name from is."""
+    init, sub, user = tmp_path / "init.py", tmp_path / "sub.py", tmp_path / "user.py"
+    init.write_text("def __getattr__(name):\n    from pkg.user import Thing\n    return Thing\n")
+    sub.write_text("X = 1\n")
+    user.write_text("from pkg import sub\nclass Thing: ...\n")
+    modules = {"pkg": init, "pkg.sub": sub, "pkg.user": user}
+    assert _edges(user, modules) == {"pkg.sub"} and _circles(modules) == []
+    user.write_text("from pkg import sub, Thing2\nclass Thing: ...\n")
+    assert _edges(user, modules) == {"pkg.sub", "pkg"}
+    assert _circles(modules) == [["pkg", "pkg.user"]]

@@ -611,6 +611,26 @@ def remove_app_only(ports: list, args: argparse.Namespace) -> int:
     return 0
 
 
+def flash_board(port: str, blob: Path | None, use_mpy: bool | None = None,
+                progress: bool = True, timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                baud: int = 115200, train: bool = False, plan=None) -> dict:  # fmt: skip
+    """What `tinyattn flash` does to one board (and the Python API's `flash`): `flash`, then
+    a plain flash removes an installed app, and an app (`plan`, app.plan_app) is installed
+    with its files. Returns `flash`'s summary, the app's notes added."""
+    from tinyattn.board.app import drop_replay, installed_note, remove_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = flash(port, blob, use_mpy=use_mpy, progress=progress, timeout=timeout,
+                        baud=baud, train=train, app=plan, app_dir=Path(tmp))  # fmt: skip
+    if plan is None:  # a plain flash removes an installed app
+        summary["notes"] += remove_app(port, mpremote)
+    else:
+        if plan.steps is None:
+            drop_replay(port, mpremote)
+        summary["notes"].append(installed_note(plan))
+    return summary
+
+
 def main(args: argparse.Namespace) -> int:
     from tinyattn.board.fleet import failed_line, is_fleet, one_port, port_list, run_fleet
 
@@ -639,19 +659,9 @@ def main(args: argparse.Namespace) -> int:
             raise CLIError(f"{exc} (nothing was flashed)") from None
 
     def run(port: str, progress: bool) -> dict:
-        from tinyattn.board.app import drop_replay, installed_note, remove_app
-
-        with tempfile.TemporaryDirectory() as tmp:
-            summary = flash(port, blob, use_mpy=args.mpy, progress=progress,
-                            timeout=args.timeout, baud=args.baud, train=args.train, app=plan,
-                            app_dir=Path(tmp))  # fmt: skip
-        if plan is None:  # a plain flash removes an installed app
-            summary["notes"] += remove_app(port, mpremote)
-        else:
-            if plan.steps is None:
-                drop_replay(port, mpremote)
-            summary["notes"].append(installed_note(plan))
-        return summary
+        return flash_board(port, blob, use_mpy=args.mpy, progress=progress,
+                           timeout=args.timeout, baud=args.baud, train=args.train,
+                           plan=plan)  # fmt: skip
 
     if not is_fleet(args):
         with one_port(ports[0]) as port:

@@ -7,7 +7,8 @@
   and the class names come from the data (sorted, numerically when every label is a number).
   A first row of numbers is data, not a header (`check_header`): refused with a one-line
   error saying to add a header row, never read as names (`tinyattn predict` reads such a file
-  by position, and says so). `Windows.target` keeps the label column's name. The rows come
+  by position, and says so). `Windows.target` keeps the label column's name. `write_csv`
+  writes rows back as a CSV that `load_csv` reads exactly (the Python API's export). The rows come
   as windows of one step (`X [N, 1, F]`, lengths 1: `host/data/windows.py`), the one data type.
   Column names that are numbers (`400,410,...`) are refused too: name them (`nm400`).
 - `stratified_split` / `stratified_kfold` keep the class proportions, driven by a seeded
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyattn.atomic import atomic_open
 from tinyattn.data.windows import Windows
 from tinyattn.paths import DATA_DIR
 
@@ -162,6 +164,30 @@ def load_csv(path: str | Path, target: str | None = None, name: str | None = Non
     lengths = np.ones(len(y), np.int64)
     return Windows(name or path.stem, X[:, None, :], lengths, y, class_names, path,
                    tuple(feature_names), target)  # fmt: skip
+
+
+def write_csv(path: str | Path, rows: Windows) -> Path:
+    """Write rows (windows of one step, with their feature `names` and `target` column) as a
+    CSV that `load_csv(path, target=rows.target)` reads back exactly: a header row, the
+    values as `repr` (which round-trips a float64), the class name last. Written to a temp
+    file and renamed. ValueError for what the reader would not give back: unnamed or numeric
+    feature names, a class name with spaces at either end."""
+    names, target = list(rows.names), rows.target
+    if not names or target is None:
+        raise ValueError("rows to write need their feature names and target column")
+    check_columns(path, [*names, target])
+    if any(not n.strip() or _is_number(n) for n in names):
+        raise ValueError(f"{path}: feature names {names} must be text, not numbers")
+    bad = [c for c in rows.class_names if c != c.strip() or not c]
+    if bad:
+        raise ValueError(f"class name {bad[0]!r} cannot be written to a CSV (spaces at either "
+                         "end, or empty); rename that class")  # fmt: skip
+    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+        out = csv.writer(f)
+        out.writerow([*names, target])
+        for x, label in zip(rows.rows, rows.y, strict=True):
+            out.writerow([*(repr(float(v)) for v in x), rows.class_names[label]])
+    return Path(path)
 
 
 def feature_rows(

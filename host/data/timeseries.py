@@ -59,7 +59,7 @@ import numpy as np
 
 from tinyattn.atomic import atomic_open
 from tinyattn.data.tabular import MAX_ABS_FEATURE
-from tinyattn.data.windows import Windows, input_view
+from tinyattn.data.windows import Windows, input_view, stack_cases, strip_padding
 from tinyattn.paths import DATA_DIR
 
 TS_DIR = DATA_DIR / "ts"
@@ -291,8 +291,7 @@ def _parse_case(path: Path, line: int, s: str, header: _Header) -> tuple[np.ndar
         )
     case = np.array(series, dtype=np.float64).T  # (T_n, C)
     if missing and header.flag("equallength") is not True:
-        valid = ~np.isnan(case).all(axis=1)  # (T_n,) trailing all-'?' steps are padding
-        case = case[: (np.flatnonzero(valid)[-1] + 1) if valid.any() else 0]
+        case = strip_padding(case)  # trailing all-'?' steps are padding
     if len(case) == 0:
         raise TSFormatError(f"{path}:{line}: the case has no values (only '?'); drop it")
     return case, (names.index(label) if label is not None else -1)
@@ -353,10 +352,7 @@ def load_ts(path: str | Path, name: str | None = None, labels_required: bool = T
     if header.flag("equallength"):
         _check_equal_lengths(path, lengths, case_lines, header)
 
-    N, T, C = len(cases), int(lengths.max()), cases[0].shape[1]
-    X = np.zeros((N, T, C))  # (N, T, C) zero-padded
-    for n, case in enumerate(cases):
-        X[n, : len(case)] = case
+    X, _ = stack_cases(cases)  # (N, T, C) zero-padded
     problem = header.keys.get("problemname")
     name = name or (str(problem) if problem else path.stem)
     y = np.array(labels, dtype=np.int64)

@@ -4,6 +4,9 @@ A window is T steps of C channels; `lengths` says how many leading steps are dat
 every step). A row of F features is a window of one step, `[B, 1, F]` (`as_windows`), so
 every stage from the readers on takes the same pair.
 
+- `strip_padding` / `stack_cases`: cases of unequal lengths as one zero-padded `X` and its
+  `lengths` (the `.ts` reader's, and `from_channels_first`'s: sktime/aeon's numpy3D
+  `(n, channels, steps)`, NaN-padded, or a list of `(channels, steps_i)` arrays).
 - `valid_lengths`: the lengths checked against a model's T.
 - `fit_to_model`: the long window rule (a window longer than T is classified on its last T).
 - `InputView` / `fit_log_floor` / `fit_clip` / `model_view`: the input's log or clip view
@@ -91,6 +94,58 @@ class Windows:
         if self.max_length != 1:
             raise ValueError(f"{self.name}: windows of {self.max_length} steps, not rows")
         return self.X[:, 0, :]
+
+
+def strip_padding(case: np.ndarray) -> np.ndarray:
+    """A case `[T_n, C]` without its trailing padding: the steps at its end where every
+    channel is NaN (the `.ts` reader's `?` padding, sktime/aeon's NaN-padded numpy3D)."""
+    valid = ~np.isnan(case).all(axis=1)  # (T_n,)
+    return case[: (np.flatnonzero(valid)[-1] + 1) if valid.any() else 0]
+
+
+def stack_cases(cases: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Cases `[T_n, C]` of one C as windows: `(X [N, T, C]` float64 zero-padded to the
+    longest case, `lengths [N])`."""
+    lengths = np.array([len(c) for c in cases], dtype=np.int64)  # (N,)
+    N, T, C = len(cases), int(lengths.max()), cases[0].shape[1]
+    X = np.zeros((N, T, C))  # (N, T, C)
+    for n, case in enumerate(cases):
+        X[n, : len(case)] = case
+    return X, lengths
+
+
+def from_channels_first(X) -> tuple[np.ndarray, np.ndarray]:
+    """Windows as sktime and aeon hold them -> `(X [N, T, C], lengths [N])`, the `.ts`
+    reader's pair: a 3-D array `(n, channels, steps)` ("numpy3D"), unequal lengths NaN-padded
+    at the end (`strip_padding`: a window's trailing all-NaN steps are not data), or a list of
+    2-D arrays `(channels, steps_i)` ("np-list"). ValueError for another shape, a window
+    without a step, or windows of different channel counts."""
+    if isinstance(X, (list, tuple)):
+        cases = [np.asarray(x, dtype=np.float64) for x in X]
+        bad = next((i for i, c in enumerate(cases) if c.ndim != 2), None)
+        if bad is not None:
+            raise ValueError(f"window {bad} has shape {cases[bad].shape}; a list of windows "
+                             "holds 2-D arrays (channels, steps)")  # fmt: skip
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 3:
+            raise ValueError(f"windows of shape {X.shape}; give (n, channels, steps) or a list "
+                             "of (channels, steps) arrays")  # fmt: skip
+        cases = list(X)
+    if not cases:
+        raise ValueError("no windows (n = 0); give at least one")
+    C = cases[0].shape[0]
+    if C == 0:
+        raise ValueError("windows of 0 channels; give at least one")
+    other = next((i for i, c in enumerate(cases) if c.shape[0] != C), None)
+    if other is not None:
+        raise ValueError(f"window {other} has {cases[other].shape[0]} channels, window 0 has "
+                         f"{C}; every window needs the same channels")  # fmt: skip
+    cases = [strip_padding(c.T) for c in cases]  # (T_n, C) each
+    empty = next((i for i, c in enumerate(cases) if len(c) == 0), None)
+    if empty is not None:
+        raise ValueError(f"window {empty} has no steps (or only NaN); drop it")
+    return stack_cases(cases)
 
 
 def as_windows(X: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ than the model's T is classified on its last T steps (the long window rule,
 Every report has `macs`: multiply-accumulates of one full-length inference, counted from the
 blob's ops.
 
-Library entry point: `export_model(model_path, out_path, float32=False) -> dict`.
+Library entry point: `export_model(model_path, out_path, float32=False) -> dict`; the Python
+API (tinyattn.estimator) makes its blob with the same `samples_data` and `model_spec`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 
 from tinyattn.data.windows import Windows
 from tinyattn.errors import CLIError
-from tinyattn.intmodel.blob import Blob, read_blob, write_blob
+from tinyattn.intmodel.blob import Blob, QuantModelSpec, read_blob, write_blob
 from tinyattn.intmodel.floatref import fit_to_model, forward_model, run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import QuantizeError, float32_spec, quantize
@@ -363,11 +364,18 @@ def export_data(model: ModelFile, csv: str | None, target: str | None) -> Export
     TRAIN, evaluated on TEST or the part of TRAIN held out). The fork is the data source: a
     row model's meta names rows, a window model's meta names `.ts` files."""
     if model.takes_rows:  # the data source: rows of a CSV or dataset, not .ts files
-        ds = load_data(model, csv, target)
-        X, y = ds.X, ds.y
+        return samples_data(model, load_data(model, csv, target))
+    return samples_data(model, *load_seq_data(model))
+
+
+def samples_data(model: ModelFile, train: Windows, test: Windows | None = None) -> ExportData:
+    """`export_data` of samples already read (the Python API's arrays, as their files give
+    them): a row model's rows `train` (its meta's train_idx/test_idx index them), or a window
+    model's TRAIN windows and TEST windows (None: no TEST file)."""
+    if model.takes_rows:
+        X, y = train.X, train.y
         train_idx, test_idx = _split(model, len(y))
-        return ExportData(X[train_idx], None, y[train_idx], X, None, y, test_idx, {}, {}, ds)
-    train, test = load_seq_data(model)
+        return ExportData(X[train_idx], None, y[train_idx], X, None, y, test_idx, {}, {}, train)
     T = int(model.ops[0]["steps"])
     ev = test if test is not None else train
     held_out = test is None and bool(model.meta.get("train", {}).get("test_idx"))
@@ -409,6 +417,16 @@ def check_out(model_path: Path, out_path: Path) -> None:
         )
 
 
+def model_spec(model: ModelFile, d: ExportData, float32: bool = False,
+               source: str = "model") -> QuantModelSpec:  # fmt: skip
+    """What the blob holds: the int8 model calibrated on `d`'s calibration samples, or the
+    float32 weights; CLIError naming `source` when the model cannot be quantized."""
+    try:
+        return float32_spec(model) if float32 else quantize(model, d.Xc, d.nc)
+    except QuantizeError as exc:
+        raise CLIError(f"{source}: {exc}") from None
+
+
 def export_model(
     model_path: str | Path,
     out_path: str | Path,
@@ -429,10 +447,7 @@ def export_model(
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     d = export_data(model, csv, target)
-    try:
-        spec = float32_spec(model) if float32 else quantize(model, d.Xc, d.nc)
-    except QuantizeError as exc:
-        raise CLIError(f"{model_path}: {exc}") from None
+    spec = model_spec(model, d, float32, str(model_path))
     size = write_blob(out_path, spec)
     blob = read_blob(out_path.read_bytes(), source=str(out_path))
     logits_float = forward_model(model, d.X, d.n)  # (N, C) float64

@@ -461,9 +461,6 @@ def config_from_args(
         raise CLIError(f"--lr {c.lr}: must be positive")
     if not 0.0 <= c.test_fraction < 1.0:
         raise CLIError(f"--test-fraction {c.test_fraction}: must be between 0 and 1")
-    if c.test_fraction == 0 and getattr(args, "ts", None) is None:
-        raise CLIError("--test-fraction 0 (no test part) is for --ts windows; on rows, "
-                       "--cv 5 gives a figure from every row")  # fmt: skip
     if not 0.0 <= c.label_smoothing < 1.0:
         raise CLIError(f"--label-smoothing {c.label_smoothing}: must be in [0, 1), e.g. 0.1")
     if not c.weight_decay >= 0.0:
@@ -478,6 +475,9 @@ def load_rows(args: argparse.Namespace) -> Windows:
 
     if args.target is not None and args.csv is None:
         raise CLIError("--target needs --csv FILE (the vendored datasets know their target)")
+    if args.test_fraction == 0:  # every row training is the Python API's (row_split)
+        raise CLIError("--test-fraction 0 (no test part) is for --ts windows; on rows, "
+                       "--cv 5 gives a figure from every row")  # fmt: skip
     try:
         if args.csv is not None:
             return load_csv(args.csv, target=args.target)
@@ -587,9 +587,7 @@ def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log,
     from tinyattn.errors import CLIError
 
     try:
-        train_idx, test_idx = stratified_split(
-            data.y, config.test_fraction, config.seed, data.class_names
-        )
+        train_idx, test_idx = row_split(data, config)
     except ValueError as exc:
         raise CLIError(f"{data.name}: {exc}") from None
     bar = _progress_bar(config.epochs, f"train {data.name}", args.quiet or args.json)
@@ -609,20 +607,31 @@ def run_one(args: argparse.Namespace, data: Windows, config: TrainConfig, log,
         meta["csv"] = str(args.csv.resolve())
     m = result.metrics
     n_test, n_train = len(test_idx), len(train_idx)
-    int8 = float(np.mean(int8_predict(data, result, test_idx) == data.y[test_idx]))
+    test, int8 = None, None  # no test part (test_fraction 0): no test figure
+    if n_test:
+        test = m["test_accuracy"]
+        int8 = float(np.mean(int8_predict(data, result, test_idx) == data.y[test_idx]))
     s = write_run(args.out, result, meta, {
         "model": config.model, "dataset": data.name, "seed": config.seed,
-        "epochs": config.epochs, "test_accuracy": m["test_accuracy"],
-        "int8_test_accuracy": int8,
+        "epochs": config.epochs, "test_accuracy": test, "int8_test_accuracy": int8,
         "train_accuracy": m["train_accuracy"], "n_test": n_test, "n_train": n_train,
         "seconds": result.seconds, "params": result.model.n_params,
     }, extra=extra)  # fmt: skip
+    tested = (f"test accuracy {test:.3f} ({round(test * n_test)}/{n_test}), int8 {int8:.3f}"
+              if n_test else "no test part")  # fmt: skip
     print(
-        f"test accuracy {m['test_accuracy']:.3f} ({round(m['test_accuracy'] * n_test)}/"
-        f"{n_test}), int8 {int8:.3f}, train {m['train_accuracy']:.3f} "
-        f"({round(m['train_accuracy'] * n_train)}/"
+        f"{tested}, train {m['train_accuracy']:.3f} ({round(m['train_accuracy'] * n_train)}/"
         f"{n_train}), {count(config.epochs, 'epoch')} in {result.seconds:.2f} s, "
         f"{result.model.n_params} params -> {s['out']}",
         file=log,
     )
     return s
+
+
+def row_split(data: Windows, config: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
+    """`(train_idx, test_idx)` of one run on rows: a stratified `config.test_fraction` held
+    out (seed `config.seed`), or every row training at 0 (the Python API, whose caller holds
+    out its own test rows; `tinyattn train` refuses it on rows, `load_rows`)."""
+    if config.test_fraction == 0:
+        return np.arange(len(data.y)), np.zeros(0, np.int64)
+    return stratified_split(data.y, config.test_fraction, config.seed, data.class_names)

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tinyattn.board import onboard, onboard_seq
 from tinyattn.data.tabular import DATASETS
@@ -144,10 +145,27 @@ def _is_windows(args: argparse.Namespace) -> bool:
     return args.ts is not None or (args.dataset or "") in TS_DATASETS
 
 
-def check_flow(args: argparse.Namespace) -> str:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The flags of `tinyattn train` as its own parser reads them, every flag left out at its
+    default (the Python API's options: tinyattn.estimator); CLIError in one line for a value
+    the parser refuses (a bad choice or number) or an unknown flag."""
+    parser = argparse.ArgumentParser(prog="tinyattn train", exit_on_error=False)
+    add_arguments(parser)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except argparse.ArgumentError as exc:
+        raise CLIError(str(exc)) from None
+    if extra:
+        raise CLIError(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def check_flow(args: argparse.Namespace, windows: bool | None = None) -> str:
     """Which flow runs: "seq" (windows, `seq-attn`) or "rows" (features, iris models), after
-    refusing flag combinations that cannot work, in one line each."""
-    windows = _is_windows(args)
+    refusing flag combinations that cannot work, in one line each. `windows`: whether the data
+    are windows (default: as the data flags say, `--ts` or an archive `--dataset`; the Python
+    API's arrays say it themselves)."""
+    windows = _is_windows(args) if windows is None else windows
     if args.ts is not None and args.csv is not None:
         raise CLIError("--ts and --csv both name the data; give one")
     if args.ts is not None and args.dataset is not None:
@@ -221,7 +239,8 @@ def check_out(out) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """`tinyattn train`: windows (`.ts` data) or rows of features (Iris, Wine, a CSV), each
-    checked and read as its flow needs, then one path: on the board, --cv, or one split."""
+    checked and read as its flow needs, then one path (`train_on`): on the board, --cv, or one
+    split."""
     flow_name = check_flow(args)
     check_out(args.out)
     searchcli.check_arguments(args, flow_name)
@@ -230,27 +249,35 @@ def main(args: argparse.Namespace) -> int:
             raise CLIError("--target needs --csv FILE (a .ts file declares its labels)")
         if args.on_board:  # the same run on a board: its own checks, data and setup
             return onboard_seq.main(args)
-        flow, data = seqcli, seqcli.load_windows(args)
-        if args.model == "seq-rocket":
-            flow = rocketcli
-            recipe = rocketcli.setup(args, data.train)
-        else:
-            recipe = seqcli.seq_setup(args, data.train)
+        data = seqcli.load_windows(args)
     elif args.search:  # rows searched as windows of one step: the seq-attn path, T = P = 1
-        rows = train.load_rows(args)
-        flow, data = seqcli, seqcli.rows_data(rows, args.csv)
-        recipe = seqcli.seq_setup(args, rows)
-    else:
+        data = seqcli.rows_data(train.load_rows(args), args.csv)
+    else:  # the recipe's flags are checked before the data is read
         recipe = train.config_from_args(args, model=args.model or "iris-attn")
         onboard.check_arguments(args)
-        flow, data = train, train.load_rows(args)
+        data = train.load_rows(args)
         if args.on_board:  # the same run on a board
             return onboard.main(args, recipe, data)
     log = sys.stderr if args.json else sys.stdout
-    run = flow.run_cv if args.cv is not None else flow.run_one
-    if args.search:  # the model search picks the recipe, then trains it as run_one
-        run = searchcli.run_search
-    summary = run(args, data, recipe, log)
+    summary = train_on(args, flow_name, data, log)
     if args.json:
         print(json.dumps(summary))
     return 0
+
+
+def train_on(args: argparse.Namespace, flow_name: str, data, log) -> dict[str, Any]:
+    """The one training path of `tinyattn train` and of the Python API (tinyattn.estimator):
+    the recipe from the flags (each flag left out: the model's default for this data), then
+    --cv, --search or one split, which writes the model file `args.out`. `data`: what
+    `flow_name` takes — a `seqcli.SeqData` for "seq" and for searched rows
+    (`seqcli.rows_data`), the rows (`Windows`) otherwise. Returns the `--json` summary."""
+    if flow_name == "seq" and args.model == "seq-rocket":
+        flow, recipe = rocketcli, rocketcli.setup(args, data.train)
+    elif flow_name == "seq" or args.search:
+        flow, recipe = seqcli, seqcli.seq_setup(args, data.train)
+    else:
+        flow, recipe = train, train.config_from_args(args, model=args.model or "iris-attn")
+    run = flow.run_cv if args.cv is not None else flow.run_one
+    if args.search:  # the model search picks the recipe, then trains it as run_one
+        run = searchcli.run_search
+    return run(args, data, recipe, log)
