@@ -85,6 +85,7 @@ def _bench(pattern: str, section: str | None = None) -> float:
 
 DEFAULT = bench.SEARCH_TITLE  # the default budget's search table
 RP2040 = bench.search_title(("--board", "rp2040", "--max-ms", "50"))
+WHERE = "Where we stand"  # docs/benchmarks.md's hand-written section
 
 
 # README phrase (its figure as group 1) -> docs/benchmarks.md figure (group 1), digits shown
@@ -183,6 +184,27 @@ def test_docs_bench_write_never_degrades_the_committed_figures(tmp_cwd, tmp_path
     # a full run again replaces them
     bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
     assert "kept from" not in doc.read_text()
+
+
+def test_docs_bench_write_keeps_the_hand_written_sections_as_they_are(tmp_cwd, tmp_path):
+    """docs/benchmarks.md's sections above the Summary are written by hand (the figures in
+    words, for the README's readers): a full `make bench` keeps them, word for word and in
+    their place, and a section's update too."""
+    doc = tmp_cwd / "docs" / "benchmarks.md"
+    doc.parent.mkdir()
+    full = _result(torch=True, peers=True)
+    bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
+    hand = (f"## {WHERE}\nIn words: the blob is 1880 bytes (`make bench`).\n```\nresult  PASS\n"
+            "```\n\n### Windows\nBasicMotions 40/40.")  # fmt: skip
+    text = doc.read_text()
+    doc.write_text(text.replace("## Summary", hand + "\n\n## Summary"))
+    assert bench.hand_written(doc) == hand
+    bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
+    text = doc.read_text()
+    assert text.count(f"## {WHERE}") == 1 and f"object there.\n\n{hand}\n\n## Summary\n" in text
+    assert "PyTorch 0.766" in text  # the measured sections are written as before
+    bench.update_doc_section(doc, bench.ACCURACY_TITLE, "iris LDA 0.9800")
+    assert bench.hand_written(doc) == hand
 
 
 def test_docs_bench_accuracy_write_keeps_measured_sections(tmp_cwd, tmp_path, monkeypatch):
