@@ -1,9 +1,10 @@
-# Host (CPython): the docs a user reads — help texts, make help, README figures, benchmarks.md.
+# Host (CPython): the docs a user reads — help texts, make help, quoted figures, benchmarks.md.
 """What a new user reads first must be true and self-contained: `tinyattn --help` and every
-option's help, `make help`, the README's figures (the same as docs/benchmarks.md), the data
-READMEs (no folders a clone lacks, no issue numbers), and `make bench` never making
-docs/benchmarks.md worse: a run without an optional extra keeps the committed measured
-sections and summary rows, and no run writes this machine's paths into it.
+option's help, `make help`, the figures the docs quote in words (the same as
+docs/benchmarks.md's tables), the data READMEs (no folders a clone lacks, no issue numbers),
+and `make bench` never making docs/benchmarks.md worse: a run without an optional extra keeps
+the committed measured sections and summary rows, the hand-written sections stay as they are,
+and no run writes this machine's paths into it.
 """
 
 from __future__ import annotations
@@ -85,45 +86,75 @@ def _bench(pattern: str, section: str | None = None) -> float:
 
 DEFAULT = bench.SEARCH_TITLE  # the default budget's search table
 RP2040 = bench.search_title(("--board", "rp2040", "--max-ms", "50"))
+
+
 WHERE = "Where we stand"  # docs/benchmarks.md's hand-written section
 
-
-# README phrase (its figure as group 1) -> docs/benchmarks.md figure (group 1), digits shown
-README_FIGURES = [
-    (r"the int8 blob is (\d+) bytes", r"^blob bytes \(reference\)\s+(\d+)", 0),
-    (r"viper, ([\d.]+) µs\)", r"^device µs/inference int8-viper\s+([\d.]+)", 1),
-    (r"is ([\d.]+)× the naive", r"^device speedup int8-viper vs naive\s+([\d.]+)", 1),
-    (r"model takes (\d+) B\s+of heap", r"^device model heap B \(int8-viper\)\s+(\d+)", 0),
-    (r"training takes ([\d.]+)× PyTorch", r"^train: ratio NumPy/PyTorch\s+([\d.]+)", 2),
-    (r"iris-attn ([\d.]+) float", r"^iris\s+tinyattn iris-attn\s+\d+\s+([\d.]+)", 3),
-    (r"float / ([\d.]+) int8, next", r"^iris\s+tinyattn iris-attn\s+\d+\s+[\d.]+ ± [\d.]+\s+"
-     r"([\d.]+)", 3),
-    (r"LDA ([\d.]+)", r"^iris\s+LDA\s+([\d.]+)", 3),
-    (r"logistic regression ([\d.]+)", r"^iris\s+logistic regression \(C=100\)\s+([\d.]+)", 3),
-    (r"RBF-SVM ([\d.]+)", r"^iris\s+RBF-SVM \(C=1\)\s+([\d.]+)", 3),
-    (r"kNN ([\d.]+)", r"^iris\s+kNN \(k=5\)\s+([\d.]+)", 3),
-    (r"an epoch takes ([\d.]+) s there", r"^100k\s+\d+\s+([\d.]+)", 2),
-    (r"and ([\d.]+) s on a 160 KiB", r"^160k\s+\d+\s+([\d.]+)", 2),
-    (r"JapaneseVowels ([\d.]+), Coffee", r"^japanesevowels\s+([\d.]+)", 3, DEFAULT),
-    (r"PickupGestureWiimoteZ ([\d.]+) \(a conv", r"^pickupgesturewiimotez\s+([\d.]+)", 3,
-     DEFAULT),
-    (r"but ACSF1 ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, DEFAULT),
-    (r"MiniRocket ([\d.]+) points\); [\d.]+ to", r"^mean gap to MiniRocket.*: ([\d.]+) points",
-     2, DEFAULT),
-    (r"over the log view, ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, RP2040),
-    (r"MiniRocket ([\d.]+) points\); every pick", r"^mean gap to MiniRocket.*: ([\d.]+) points",
-     2, RP2040),
+# A figure quoted in words -> the same figure in docs/benchmarks.md's tables: (the doc quoting
+# it and its `## section` or None, the phrase with the figure as group 1, the table's pattern
+# (group 1), the digits shown, the table's section when not the whole file).
+DOC_FIGURES = [
+    ("docs/benchmarks.md", WHERE, r"the int8 blob is (\d+) bytes",
+     r"^blob bytes \(reference\)\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"viper, ([\d.]+) µs\)",
+     r"^device µs/inference int8-viper\s+([\d.]+)", 1),
+    ("docs/benchmarks.md", WHERE, r"is ([\d.]+)× the naive",
+     r"^device speedup int8-viper vs naive\s+([\d.]+)", 1),
+    ("docs/benchmarks.md", WHERE, r"model takes (\d+) B of heap",
+     r"^device model heap B \(int8-viper\)\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"training takes ([\d.]+)× PyTorch",
+     r"^train: ratio NumPy/PyTorch\s+([\d.]+)", 2),
+    ("docs/benchmarks.md", WHERE, r"iris-attn ([\d.]+) float",
+     r"^iris\s+tinyattn iris-attn\s+\d+\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"float / ([\d.]+) int8, next",
+     r"^iris\s+tinyattn iris-attn\s+\d+\s+[\d.]+ ± [\d.]+\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"LDA ([\d.]+)", r"^iris\s+LDA\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"logistic regression ([\d.]+)",
+     r"^iris\s+logistic regression \(C=100\)\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"RBF-SVM ([\d.]+)", r"^iris\s+RBF-SVM \(C=1\)\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"kNN ([\d.]+)", r"^iris\s+kNN \(k=5\)\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"int8, ([\d,]+)-byte blob", r"^blob bytes basicmotions\s+(\d+)",
+     0),
+    ("docs/benchmarks.md", WHERE, r"blob, ([\d,]+) MACs; Japanese",
+     r"^device seq MACs/inference\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"([\d,]+) bytes, [\d,]+ MACs — its",
+     r"^blob bytes japanesevowels\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"BasicMotions ([\d,]+) µs against",
+     r"^Pico int8 thumb µs BasicMotions\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"\(Iris: ([\d,]+) against", r"^Pico int8 thumb µs Iris\s+(\d+)",
+     0),
+    ("docs/protocol.md", None, r"an epoch takes ([\d.]+) s, against", r"^100k\s+\d+\s+([\d.]+)",
+     2),
+    ("docs/protocol.md", None, r"against ([\d.]+) s on a 160k board", r"^160k\s+\d+\s+([\d.]+)",
+     2),
+    ("docs/protocol.md", None, r"test accuracy equals the host run's \(([\d.]+)\)",
+     r"^100k\s+\d+\s+[\d.]+\s+[\d.]+\s+\S+\s+\S+\s+([\d.]+)", 3),
+    ("docs/search.md", None, r"JapaneseVowels ([\d.]+) \(P2 E16",
+     r"^japanesevowels\s+([\d.]+)", 3, DEFAULT),
+    ("docs/search.md", None, r"PickupGestureWiimoteZ ([\d.]+) \(the conv stem alone",
+     r"^pickupgesturewiimotez\s+([\d.]+)", 3, DEFAULT),
+    ("docs/search.md", None, r"ACSF1 ([\d.]+), below 1-NN DTW", r"^acsf1\s+([\d.]+)", 3, DEFAULT),
+    ("docs/search.md", None, r"1-NN DTW's ([\d.]+) \(its P8", r"^acsf1(?:\s+\S+){10}\s+([\d.]+)",
+     3, DEFAULT),
+    ("docs/search.md", None, r"mean gap ([\d.]+) points \(was",
+     r"^mean gap to MiniRocket.*: ([\d.]+) points", 2, DEFAULT),
+    ("docs/search.md", None, r"ACSF1 \*\*([\d.]+)\*\* \(the distilled", r"^acsf1\s+([\d.]+)", 3,
+     RP2040),
+    ("docs/search.md", None, r"mean gap to MiniRocket is \*\*([\d.]+) points",
+     r"^mean gap to MiniRocket.*: ([\d.]+) points", 2, RP2040),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("figure", README_FIGURES, ids=lambda f: f[0])
-def test_docs_readme_figures_are_those_of_benchmarks_md(figure):
-    readme, benchmarks, digits, *section = figure
-    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
-    m = re.search(readme.replace(r"\s+", " "), text)
-    assert m, readme
-    want = format(_bench(benchmarks, *section), f".{digits}f")
-    assert m[1] == want, f"README says {m[0]!r}; docs/benchmarks.md: {want}"
+@pytest.mark.parametrize("figure", DOC_FIGURES, ids=lambda f: f"{f[0]}: {f[2]}")
+def test_docs_figures_quoted_in_words_are_those_of_the_tables(figure):
+    doc, section, quoted, table, digits, *table_section = figure
+    text = (ROOT / doc).read_text()
+    if section is not None:
+        text = bench.read_doc(ROOT / doc)[0][section]
+    m = re.search(quoted, re.sub(r"\s+", " ", text))
+    assert m, f"{doc}: {quoted}"
+    want = format(_bench(table, *table_section), f".{digits}f")
+    assert m[1].replace(",", "") == want, f"{doc} says {m[0]!r}; docs/benchmarks.md: {want}"
 
 
 # -- make bench writing docs/benchmarks.md ----------------------------------------------------
