@@ -375,6 +375,15 @@ def read_doc(path: Path) -> tuple[dict[str, str], str | None]:
     return sections, date[1] if date else None
 
 
+def hand_written(path: Path) -> str:
+    """The committed file's sections above `## Summary`, written by hand: the figures in words,
+    each with the command that measures it (tests/test_docs.py keeps them equal to the
+    tables). No run measures them, so every write keeps them as they are."""
+    text = path.read_text() if path.is_file() else ""
+    begin, end = text.find("\n## "), text.find("\n## Summary\n")
+    return text[begin + 1 : end].strip("\n") if 0 <= begin < end else ""
+
+
 def keep_measured(
     path: Path, result: dict[str, Any], sections: list[tuple[str, str]],
     rows: list[tuple[str, str, str, str]],
@@ -397,7 +406,9 @@ def keep_measured(
             notes.append(f"kept the committed '{title}': this run lacked {extra_of(title)}")
         out.append((title, body))
     measured = {title for title, _ in sections}  # a section this run did not measure stays
-    out += [(t, b) for t, b in committed.items() if t != "Summary" and t not in measured]
+    hand = {line[3:] for line in hand_written(path).splitlines() if line.startswith("## ")}
+    out += [(t, b) for t, b in committed.items()
+            if t != "Summary" and t not in measured and t not in hand]  # fmt: skip
     old_rows = {}
     for line in committed.get("Summary", "").splitlines()[1:]:
         cells = re.split(r"\s{2,}", line.strip())
@@ -412,9 +423,11 @@ def write_doc(
     path: Path, result: dict[str, Any], sections: list[tuple[str, str]],
     rows: list[tuple[str, str, str, str]],
 ) -> list[str]:  # fmt: skip
-    """Write the whole file: the machine, the summary table and every section, without this
-    machine's paths and never with fewer measured figures than the committed file
-    (keep_measured); returns what was kept."""
+    """Write the whole file: the machine, the hand-written sections as committed
+    (hand_written), the summary table and every section, without this machine's paths and
+    never with fewer measured figures than the committed file (keep_measured); returns what
+    was kept."""
+    lead = hand_written(path)
     sections, merged, notes = keep_measured(path, result, sections, rows)
     table = format_table(merged)
     m = result["machine"]
@@ -434,6 +447,7 @@ def write_doc(
         "allocated. The float path allocates ~100 KB per inference: every float is a heap",
         "object there.",
         "",
+        *([lead, ""] if lead else []),
         "## Summary",
         "```",
         table,

@@ -1,14 +1,17 @@
-# Host (CPython): the docs a user reads — help texts, make help, README figures, benchmarks.md.
+# Host (CPython): the docs a user reads — help texts, make help, the README, quoted figures.
 """What a new user reads first must be true and self-contained: `tinyattn --help` and every
-option's help, `make help`, the README's figures (the same as docs/benchmarks.md), the data
-READMEs (no folders a clone lacks, no issue numbers), and `make bench` never making
-docs/benchmarks.md worse: a run without an optional extra keeps the committed measured
-sections and summary rows, and no run writes this machine's paths into it.
+option's help, `make help`, the README (a guide: no measured figure, its links and its
+commands those that the CLI and the Makefile take), the figures the docs quote in words (the
+same as docs/benchmarks.md's tables), the data READMEs (no folders a clone lacks, no issue
+numbers), and `make bench` never making docs/benchmarks.md worse: a run without an optional
+extra keeps the committed measured sections and summary rows, the hand-written sections stay as
+they are, and no run writes this machine's paths into it.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -66,7 +69,8 @@ def test_docs_make_help_says_what_each_target_covers():
 def test_docs_data_readmes_describe_the_files_themselves():
     for path in ("host/data/README.md", "host/data/ts/README.md", "README.md",
                  "docs/model-format.md", "docs/reliability.md", "docs/benchmarks.md",
-                 "docs/blob-format.md", "docs/quantization.md", "docs/protocol.md"):  # fmt: skip
+                 "docs/blob-format.md", "docs/quantization.md", "docs/protocol.md",
+                 "docs/usage.md"):  # fmt: skip
         text = (ROOT / path).read_text()
         assert "shared/data" not in text, path
         assert not re.search(r"\bissue[- ]?\d|\(#\d", text, re.I), path
@@ -87,42 +91,166 @@ DEFAULT = bench.SEARCH_TITLE  # the default budget's search table
 RP2040 = bench.search_title(("--board", "rp2040", "--max-ms", "50"))
 
 
-# README phrase (its figure as group 1) -> docs/benchmarks.md figure (group 1), digits shown
-README_FIGURES = [
-    (r"the int8 blob is (\d+) bytes", r"^blob bytes \(reference\)\s+(\d+)", 0),
-    (r"viper, ([\d.]+) µs\)", r"^device µs/inference int8-viper\s+([\d.]+)", 1),
-    (r"is ([\d.]+)× the naive", r"^device speedup int8-viper vs naive\s+([\d.]+)", 1),
-    (r"model takes (\d+) B\s+of heap", r"^device model heap B \(int8-viper\)\s+(\d+)", 0),
-    (r"training takes ([\d.]+)× PyTorch", r"^train: ratio NumPy/PyTorch\s+([\d.]+)", 2),
-    (r"iris-attn ([\d.]+) float", r"^iris\s+tinyattn iris-attn\s+\d+\s+([\d.]+)", 3),
-    (r"float / ([\d.]+) int8, next", r"^iris\s+tinyattn iris-attn\s+\d+\s+[\d.]+ ± [\d.]+\s+"
-     r"([\d.]+)", 3),
-    (r"LDA ([\d.]+)", r"^iris\s+LDA\s+([\d.]+)", 3),
-    (r"logistic regression ([\d.]+)", r"^iris\s+logistic regression \(C=100\)\s+([\d.]+)", 3),
-    (r"RBF-SVM ([\d.]+)", r"^iris\s+RBF-SVM \(C=1\)\s+([\d.]+)", 3),
-    (r"kNN ([\d.]+)", r"^iris\s+kNN \(k=5\)\s+([\d.]+)", 3),
-    (r"an epoch takes ([\d.]+) s there", r"^100k\s+\d+\s+([\d.]+)", 2),
-    (r"and ([\d.]+) s on a 160 KiB", r"^160k\s+\d+\s+([\d.]+)", 2),
-    (r"JapaneseVowels ([\d.]+), Coffee", r"^japanesevowels\s+([\d.]+)", 3, DEFAULT),
-    (r"PickupGestureWiimoteZ ([\d.]+) \(a conv", r"^pickupgesturewiimotez\s+([\d.]+)", 3,
-     DEFAULT),
-    (r"but ACSF1 ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, DEFAULT),
-    (r"MiniRocket ([\d.]+) points\); [\d.]+ to", r"^mean gap to MiniRocket.*: ([\d.]+) points",
-     2, DEFAULT),
-    (r"over the log view, ([\d.]+) int8", r"^acsf1\s+([\d.]+)", 3, RP2040),
-    (r"MiniRocket ([\d.]+) points\); every pick", r"^mean gap to MiniRocket.*: ([\d.]+) points",
-     2, RP2040),
+WHERE = "Where we stand"  # docs/benchmarks.md's hand-written section
+
+# A figure quoted in words -> the same figure in docs/benchmarks.md's tables: (the doc quoting
+# it and its `## section` or None, the phrase with the figure as group 1, the table's pattern
+# (group 1), the digits shown, the table's section when not the whole file). The README quotes
+# none: it links to these docs.
+DOC_FIGURES = [
+    ("docs/benchmarks.md", WHERE, r"the int8 blob is (\d+) bytes",
+     r"^blob bytes \(reference\)\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"viper, ([\d.]+) µs\)",
+     r"^device µs/inference int8-viper\s+([\d.]+)", 1),
+    ("docs/benchmarks.md", WHERE, r"is ([\d.]+)× the naive",
+     r"^device speedup int8-viper vs naive\s+([\d.]+)", 1),
+    ("docs/benchmarks.md", WHERE, r"model takes (\d+) B of heap",
+     r"^device model heap B \(int8-viper\)\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"training takes ([\d.]+)× PyTorch",
+     r"^train: ratio NumPy/PyTorch\s+([\d.]+)", 2),
+    ("docs/benchmarks.md", WHERE, r"iris-attn ([\d.]+) float",
+     r"^iris\s+tinyattn iris-attn\s+\d+\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"float / ([\d.]+) int8, next",
+     r"^iris\s+tinyattn iris-attn\s+\d+\s+[\d.]+ ± [\d.]+\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"LDA ([\d.]+)", r"^iris\s+LDA\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"logistic regression ([\d.]+)",
+     r"^iris\s+logistic regression \(C=100\)\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"RBF-SVM ([\d.]+)", r"^iris\s+RBF-SVM \(C=1\)\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"kNN ([\d.]+)", r"^iris\s+kNN \(k=5\)\s+([\d.]+)", 3),
+    ("docs/benchmarks.md", WHERE, r"int8, ([\d,]+)-byte blob", r"^blob bytes basicmotions\s+(\d+)",
+     0),
+    ("docs/benchmarks.md", WHERE, r"blob, ([\d,]+) MACs; Japanese",
+     r"^device seq MACs/inference\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"([\d,]+) bytes, [\d,]+ MACs — its",
+     r"^blob bytes japanesevowels\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"BasicMotions ([\d,]+) µs against",
+     r"^Pico int8 thumb µs BasicMotions\s+(\d+)", 0),
+    ("docs/benchmarks.md", WHERE, r"\(Iris: ([\d,]+) against", r"^Pico int8 thumb µs Iris\s+(\d+)",
+     0),
+    ("docs/protocol.md", None, r"an epoch takes ([\d.]+) s, against", r"^100k\s+\d+\s+([\d.]+)",
+     2),
+    ("docs/protocol.md", None, r"against ([\d.]+) s on a 160k board", r"^160k\s+\d+\s+([\d.]+)",
+     2),
+    ("docs/protocol.md", None, r"test accuracy equals the host run's \(([\d.]+)\)",
+     r"^100k\s+\d+\s+[\d.]+\s+[\d.]+\s+\S+\s+\S+\s+([\d.]+)", 3),
+    ("docs/search.md", None, r"JapaneseVowels ([\d.]+) \(P2 E16",
+     r"^japanesevowels\s+([\d.]+)", 3, DEFAULT),
+    ("docs/search.md", None, r"PickupGestureWiimoteZ ([\d.]+) \(the conv stem alone",
+     r"^pickupgesturewiimotez\s+([\d.]+)", 3, DEFAULT),
+    ("docs/search.md", None, r"ACSF1 ([\d.]+), below 1-NN DTW", r"^acsf1\s+([\d.]+)", 3, DEFAULT),
+    ("docs/search.md", None, r"1-NN DTW's ([\d.]+) \(its P8", r"^acsf1(?:\s+\S+){10}\s+([\d.]+)",
+     3, DEFAULT),
+    ("docs/search.md", None, r"mean gap ([\d.]+) points \(was",
+     r"^mean gap to MiniRocket.*: ([\d.]+) points", 2, DEFAULT),
+    ("docs/search.md", None, r"ACSF1 \*\*([\d.]+)\*\* \(the distilled", r"^acsf1\s+([\d.]+)", 3,
+     RP2040),
+    ("docs/search.md", None, r"mean gap to MiniRocket is \*\*([\d.]+) points",
+     r"^mean gap to MiniRocket.*: ([\d.]+) points", 2, RP2040),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("figure", README_FIGURES, ids=lambda f: f[0])
-def test_docs_readme_figures_are_those_of_benchmarks_md(figure):
-    readme, benchmarks, digits, *section = figure
-    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
-    m = re.search(readme.replace(r"\s+", " "), text)
-    assert m, readme
-    want = format(_bench(benchmarks, *section), f".{digits}f")
-    assert m[1] == want, f"README says {m[0]!r}; docs/benchmarks.md: {want}"
+@pytest.mark.parametrize("figure", DOC_FIGURES, ids=lambda f: f"{f[0]}: {f[2]}")
+def test_docs_figures_quoted_in_words_are_those_of_the_tables(figure):
+    doc, section, quoted, table, digits, *table_section = figure
+    text = (ROOT / doc).read_text()
+    if section is not None:
+        text = bench.read_doc(ROOT / doc)[0][section]
+    m = re.search(quoted, re.sub(r"\s+", " ", text))
+    assert m, f"{doc}: {quoted}"
+    want = format(_bench(table, *table_section), f".{digits}f")
+    assert m[1].replace(",", "") == want, f"{doc} says {m[0]!r}; docs/benchmarks.md: {want}"
+
+
+# -- the README: a guide that quotes no figure, its links and commands ------------------------
+
+# Measured figures, as the README once quoted them in its prose: accuracies and ratios, times,
+# speed-ups, bytes, counts out of a total.
+FIGURE = re.compile(r"\b0\.\d+|\d+(?:\.\d+)?\s?(?:µs|×|%)|\d[\d,]*\s?(?:B|bytes|MACs)\b"
+                    r"|\b\d+/\d+\b|\d+(?:\.\d+)?\s?(?:s|min|minutes)\b")  # fmt: skip
+
+
+def _prose(markdown: str) -> str:
+    """`markdown` without its fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
+
+
+def test_docs_readme_quotes_no_measured_figure():
+    """Measured figures live in docs/ (benchmarks.md and the doc of each feature), each with
+    its command; the README, a guide, links to them."""
+    found = FIGURE.findall(_prose((ROOT / "README.md").read_text()))
+    assert not found, found
+    assert FIGURE.search("the fastest int8 kernel (viper, 5.3 µs) is 104.6× the naive")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+# Pages written beside this one, on a branch of their own, that a link may name before they
+# arrive: the Python API's page.
+COMING = {"docs/api.md"}
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])  # fmt: skip
+def test_docs_links_name_files_and_headings_that_exist(page):
+    text = _prose((ROOT / page).read_text())
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # a URL
+        path, _, anchor = target.partition("#")
+        file = (ROOT / page).parent / path if path else ROOT / page
+        name = str(file.resolve().relative_to(ROOT))
+        if not file.exists() and name in COMING:
+            continue
+        assert file.exists(), f"{page}: link to {target}: no such file"
+        headings = re.findall(r"^#+ (.*)$", _prose(file.read_text()), re.M)
+        assert not anchor or anchor in map(_slug, headings), f"{page}: {target}: no such heading"
+
+
+def _commands(page: str):
+    """The shell commands of `page`'s sh blocks: one argv per command (`a && b` is two)."""
+    for block in re.findall(r"^```sh\n(.*?)^```", (ROOT / page).read_text(), re.M | re.S):
+        for line in block.splitlines():
+            for part in re.split(r"&&|;", line):
+                argv = shlex.split(part, comments=True)
+                while argv and "=" in argv[0]:  # VAR=value before the command
+                    argv = argv[1:]
+                if argv:
+                    yield argv
+
+
+def _make_targets() -> set[str]:
+    return set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/usage.md"])
+def test_docs_readme_commands_are_commands_tinyattn_and_make_take(page):
+    """Every `tinyattn …` of the README and docs/usage.md parses as the CLI parses it (a
+    renamed option fails here), every `make …` names a Makefile target; the README gives the
+    pip user's line and keeps the two `make` commands that CI runs."""
+    parser, targets, seen = cli.build_parser(), _make_targets(), set()
+    for argv in _commands(page):
+        prog = Path(argv[0]).name
+        seen.add(prog)
+        if prog == "tinyattn":
+            try:
+                parser.parse_args(argv[1:])
+            except SystemExit:
+                pytest.fail(f"{page}: {shlex.join(argv)}: tinyattn refuses it")
+        elif prog == "make":
+            named = [a for a in argv[1:] if "=" not in a and not a.startswith("-")]
+            assert set(named) <= targets, f"{page}: {shlex.join(argv)}: no such target"
+    assert "tinyattn" in seen and "make" in seen, seen
+    if page == "README.md":
+        text = (ROOT / page).read_text()
+        assert 'pip install "tinyattn[board]"' in text and 'pip install ".[board]"' in text
+        assert re.search(r"^tinyattn demo\b", text, re.M), text
+        ci = (ROOT / ".ci" / "run").read_text()
+        for command in ("make demo", "make test"):
+            assert re.search(rf"^{command}\b", text, re.M), command
+            assert re.search(rf"^{command}$", ci, re.M), f".ci/run does not run {command}"
 
 
 # -- make bench writing docs/benchmarks.md ----------------------------------------------------
@@ -183,6 +311,27 @@ def test_docs_bench_write_never_degrades_the_committed_figures(tmp_cwd, tmp_path
     # a full run again replaces them
     bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
     assert "kept from" not in doc.read_text()
+
+
+def test_docs_bench_write_keeps_the_hand_written_sections_as_they_are(tmp_cwd, tmp_path):
+    """docs/benchmarks.md's sections above the Summary are written by hand (the figures in
+    words, for the README's readers): a full `make bench` keeps them, word for word and in
+    their place, and a section's update too."""
+    doc = tmp_cwd / "docs" / "benchmarks.md"
+    doc.parent.mkdir()
+    full = _result(torch=True, peers=True)
+    bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
+    hand = (f"## {WHERE}\nIn words: the blob is 1880 bytes (`make bench`).\n```\nresult  PASS\n"
+            "```\n\n### Windows\nBasicMotions 40/40.")  # fmt: skip
+    text = doc.read_text()
+    doc.write_text(text.replace("## Summary", hand + "\n\n## Summary"))
+    assert bench.hand_written(doc) == hand
+    bench.write_doc(doc, full, _sections(True, True, tmp_path), bench.summary_rows(full))
+    text = doc.read_text()
+    assert text.count(f"## {WHERE}") == 1 and f"object there.\n\n{hand}\n\n## Summary\n" in text
+    assert "PyTorch 0.766" in text  # the measured sections are written as before
+    bench.update_doc_section(doc, bench.ACCURACY_TITLE, "iris LDA 0.9800")
+    assert bench.hand_written(doc) == hand
 
 
 def test_docs_bench_accuracy_write_keeps_measured_sections(tmp_cwd, tmp_path, monkeypatch):
