@@ -17,11 +17,6 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 @pytest.mark.serial
 def test_readme_python_example_runs_as_written(tmp_cwd, mpy, capsys):
     """`mpy` only for its skip: without the MicroPython unix port there is no virtual board."""
-    import tinyattn
-
-    if not hasattr(tinyattn, "TinyAttnClassifier"):
-        pytest.skip("the Python API (docs/api.md) is not in this tree")
-    pytest.importorskip("sklearn")
     blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(), re.M | re.S)
     assert len(blocks) == 1, "the README has one Python example"
     exec(compile(blocks[0], str(README), "exec"), {"__name__": "__readme__"})
