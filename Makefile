@@ -14,7 +14,7 @@ BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
-        parity demo board bench bench-train bench-pico test-boards test-boards-all bench-device bench-accuracy bench-stream report lint clean \
+        parity demo board bench bench-train bench-pico test-boards test-boards-all bench-device bench-accuracy bench-stream report lint wheel-check clean \
         train-board
 
 help:  ## list targets
@@ -114,11 +114,14 @@ bench-pico: install  ## ~6 min: the int8 kernel sets and the stream on the emula
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
 	$(BIN)/tinyattn report --model $(MODEL) --blob $(BLOB) --out build/report
 
-install-dev: install  ## add developer tools (ruff) to .venv
+install-dev: install  ## add developer tools (ruff, build, twine) to .venv
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,report,dev]'
 
 lint: install-dev  ## ruff check host device tools tests
 	$(BIN)/ruff check host device tools tests
+
+wheel-check: install-dev  ## ~3 min: build sdist + wheel, twine check, pip install the wheel[board] in a fresh venv outside the clone, tinyattn demo there
+	$(BIN)/python -m tinyattn.tools.dev.wheel_check
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build .pytest_cache .hypothesis

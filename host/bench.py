@@ -106,7 +106,7 @@ def bench_link(blob: Path, model: Path) -> dict[str, Any]:
     """Flash a fresh virtual board and run parity over it: link and device figures."""
     from tinyattn.board.flash import flash
     from tinyattn.board.parity import load_samples, parity
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     data = load_samples(model, None, None, None)
     with tempfile.TemporaryDirectory() as fs, VirtualBoard(fs) as vb:
@@ -574,7 +574,7 @@ def main(args: argparse.Namespace) -> int:
     if (args.search_board is None) != (args.search_max_ms is None):
         raise CLIError("--search-board and --search-max-ms go together "
                        "(e.g. --search --search-board rp2040 --search-max-ms 50)")  # fmt: skip
-    from tools.bench_search import budget_flags
+    from tinyattn.tools.bench_search import budget_flags
 
     budget = budget_flags(args.search_board, args.search_max_ms)
     if budget and not args.search:
@@ -590,10 +590,10 @@ def main(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"machine": machine()}
     sections: list[tuple[str, str]] = []
     if "train" in chosen:
-        from tools.bench_train import bench_train, bench_train_seq
-        from tools.bench_train import format_table as train_table
-        from tools.bench_train_device import bench_train_device
-        from tools.bench_train_device import format_table as board_train_table
+        from tinyattn.tools.bench_train import bench_train, bench_train_seq
+        from tinyattn.tools.bench_train import format_table as train_table
+        from tinyattn.tools.bench_train_device import bench_train_device
+        from tinyattn.tools.bench_train_device import format_table as board_train_table
 
         print("== train: NumPy vs PyTorch ...", flush=True)
         result["train"] = bench_train()
@@ -607,8 +607,8 @@ def main(args: argparse.Namespace) -> int:
         sections.append(("Training on the board", board_train_table(result["train_device"])))
         print(sections[-1][1], flush=True)
     if "device" in chosen:
-        from tools.bench_device import bench_device
-        from tools.bench_device import format_table as device_table
+        from tinyattn.tools.bench_device import bench_device
+        from tinyattn.tools.bench_device import format_table as device_table
 
         print("\n== device: MicroPython unix port, 100 KiB heap; BasicMotions seq-attn ...",
               flush=True)  # fmt: skip
@@ -618,15 +618,15 @@ def main(args: argparse.Namespace) -> int:
         sections.append(("Device runtime (MicroPython unix port)", device_table(result["device"])))
         print(sections[-1][1], flush=True)
     if "accuracy" in chosen:
-        from tools.bench_accuracy import bench_accuracy
-        from tools.bench_accuracy import format_table as accuracy_table
+        from tinyattn.tools.bench_accuracy import bench_accuracy
+        from tinyattn.tools.bench_accuracy import format_table as accuracy_table
 
         print("\n== accuracy: 10 x 5-fold CV, ours vs scikit-learn peers ...", flush=True)
         result["accuracy"] = bench_accuracy(progress=lambda what: print(f"  {what}", flush=True))
         sections.append((ACCURACY_TITLE, accuracy_table(result["accuracy"])))
         print(sections[-1][1], flush=True)
-        from tools.bench_seq import bench_seq
-        from tools.bench_seq import format_table as seq_table
+        from tinyattn.tools.bench_seq import bench_seq
+        from tinyattn.tools.bench_seq import format_table as seq_table
 
         print(f"\n== accuracy: time-series TEST splits, {SEQ_SEEDS} seeds, vs sktime peers ...",
               flush=True)  # fmt: skip
@@ -634,8 +634,8 @@ def main(args: argparse.Namespace) -> int:
         sections.append((SEQ_TITLE, seq_table(result["accuracy_seq"])))
         print(sections[-1][1], flush=True)
     if "stream" in chosen:
-        from tools.bench_stream import bench_stream
-        from tools.bench_stream import format_table as stream_table
+        from tinyattn.tools.bench_stream import bench_stream
+        from tinyattn.tools.bench_stream import format_table as stream_table
 
         print("\n== stream: BasicMotions TEST as one stream, host vs the app on a virtual board",
               flush=True)  # fmt: skip
@@ -644,8 +644,8 @@ def main(args: argparse.Namespace) -> int:
         sections.append((STREAM_TITLE, stream_table(result["stream"])))
         print(sections[-1][1], flush=True)
     if "pico" in chosen:
-        from tools.bench_pico import bench_pico
-        from tools.bench_pico import format_table as pico_table
+        from tinyattn.tools.bench_pico import bench_pico
+        from tinyattn.tools.bench_pico import format_table as pico_table
 
         print("\n== pico: the int8 kernel sets on an emulated Pico's clock ...", flush=True)
         result["pico"] = bench_pico()
@@ -653,8 +653,8 @@ def main(args: argparse.Namespace) -> int:
             sections.append((PICO_TITLE, pico_table(result["pico"])))
         print(pico_table(result["pico"]), flush=True)
     if "search" in chosen:
-        from tools.bench_search import bench_search
-        from tools.bench_search import format_table as search_table
+        from tinyattn.tools.bench_search import bench_search
+        from tinyattn.tools.bench_search import format_table as search_table
 
         print("\n== search: tinyattn train --search on the development problems, vs peers "
               "(~40 min) ...", flush=True)  # fmt: skip
@@ -668,8 +668,8 @@ def main(args: argparse.Namespace) -> int:
         print("\n== link: flash + parity over a virtual board ...", flush=True)
         result["link"] = bench_link(args.blob, args.model)
         from tinyattn.board.parity import load_samples
-        from tools.bench_link import bench_link as bench_uart
-        from tools.bench_link import format_table as uart_table
+        from tinyattn.tools.bench_link import bench_link as bench_uart
+        from tinyattn.tools.bench_link import format_table as uart_table
 
         print("== link: compact batches at 115200, 921600 baud and unpaced ...", flush=True)
         iris = load_samples(args.model, None, None, None)

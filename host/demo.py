@@ -29,7 +29,7 @@ def _step(title: str) -> None:
 def _board(port: str | None) -> Iterator[str]:
     """board_port on the default virtual board (VIRTUAL_HEAP: Iris, Wine and the sequence
     models all serve in it), with a virtual board's failure as a one-line error."""
-    from tools.vboard import VirtualBoardError
+    from tinyattn.tools.vboard import VirtualBoardError
 
     try:
         with board_port(port, heap=VIRTUAL_HEAP) as p:

@@ -12,6 +12,8 @@ command line (a test, a script) gets the bare command.
     export()  'tinyattn export --model M --out B'      the blob from its model
     rebuild() the export's words: from the model file that exists, never over a model file
     again()   the command line the user typed, as typed (a retry)
+    install() 'pip install "tinyattn[board]"'       an optional part (an extra) that is missing;
+              in a clone: 'make install (or pip install -e ".[board]")'
 """
 
 from __future__ import annotations
@@ -192,3 +194,14 @@ def again(name: str) -> str:
     if _argv and _argv[0] == name:
         return command(*_argv)
     return command(name)
+
+
+def install(extra: str, make_target: str = "install") -> str:
+    """How to add the optional part `extra` (an `[project.optional-dependencies]` name): the
+    pip line for an installed wheel; in a clone (tinyattn.paths.clone_dir) the make target
+    that adds it to .venv, with the editable pip line beside it."""
+    from tinyattn.paths import clone_dir
+
+    if clone_dir() is None:
+        return f'pip install "tinyattn[{extra}]"'
+    return f'make {make_target} (or pip install -e ".[{extra}]")'

@@ -72,7 +72,6 @@ from tinyattn.learn.seqlayers import Conv1d, ResidualAttention
 from tinyattn.learn.seqmodel import SeqModel, stem_text, token_steps
 from tinyattn.paths import BUILD_DIR
 
-INSTALL_HINT = "pip install -e '.[report]' (or 'make install')"
 DPI = 110
 
 
@@ -128,7 +127,7 @@ def _matplotlib():
         from matplotlib.figure import Figure
     except ImportError:
         raise CLIError(
-            f"matplotlib is not installed; install the report extra: {INSTALL_HINT}"
+            f"matplotlib is not installed; install the report extra: {remedy.install('report')}"
         ) from None
     return Figure, FigureCanvasAgg
 

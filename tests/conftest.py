@@ -5,7 +5,7 @@
   else the port of one virtual board started for the session on a temporary flash folder.
   $TINYATTN_PORT set but no MicroPython board answering there: every test that needs it is
   skipped with one reason (checked once per session), not failed.
-- `vboard` (function): a fresh, started tools.vboard.VirtualBoard on its own flash folder.
+- `vboard` (function): a fresh, started tinyattn.tools.vboard.VirtualBoard on its own flash folder.
 - `vboard_factory` (function): `make(fs_dir=None, **VirtualBoard kwargs)` for boards with
   options (heap, faults, a prepared main.py); every board made is stopped afterwards.
 - `mpremote` (session): `run(port, *args, timeout=30)` runs the real mpremote CLI.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.vboard import VirtualBoard, find_micropython
+from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
 
 def _require_micropython() -> None:

@@ -120,7 +120,7 @@ def write_rows(path: Path, X: np.ndarray) -> Path:
 
 
 def find(name: str) -> str | None:
-    from tools.vboard import find_micropython, find_mpy_cross
+    from tinyattn.tools.vboard import find_micropython, find_mpy_cross
 
     return {"micropython": find_micropython, "mpy-cross": find_mpy_cross}[name]()
 

@@ -2,7 +2,7 @@
 """The kernel sets and rows those tests check, the golden files they put on a board, the body of
 a board fixture (skips with the reason when the board cannot start here), and the check of a
 run's logits against the golden ones (the host integer reference's,
-tools/make_trained_golden.py)."""
+tools/dev/make_trained_golden.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.emulated_boards import GOLDEN_RUNNER, EmulatedBoard, parse_golden, skip_reason, write_xq
-from tools.make_trained_golden import GOLDEN, NAMES
+from tinyattn.tools.emulated_boards import (
+    GOLDEN,
+    GOLDEN_RUNNER,
+    NAMES,
+    EmulatedBoard,
+    parse_golden,
+    skip_reason,
+    write_xq,
+)  # fmt: skip
 
 KERNELS = ("thumb", "viper", "pure")
 # (model, kernels) -> every n-th golden record is checked (Iris 150 rows, Wine 178,

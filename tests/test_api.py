@@ -335,7 +335,7 @@ def test_api_docs_example_runs_as_written(tmp_cwd, monkeypatch, capsys):
     page shows after it: the same text and integers (sizes, parity counts, verdicts), the
     decimals (accuracies, probabilities: float training, which another CPU's BLAS may round
     otherwise) as decimals."""
-    from tools.vboard import find_micropython
+    from tinyattn.tools.vboard import find_micropython
 
     if find_micropython() is None:
         pytest.skip("MicroPython unix port not installed ('make install')")

@@ -45,7 +45,7 @@ def test_bench_a_failed_case_fails_the_command_and_leaves_the_docs(tmp_path, mon
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n## Summary\n```\nkept\n```\n")
     before = doc.read_text()
-    import tools.bench_stream as bs
+    import tinyattn.tools.bench_stream as bs
 
     monkeypatch.setattr(bs, "bench_stream", lambda blob: {"error": "AttributeError: _mean"})
     monkeypatch.setattr(bs, "format_table", lambda r: "n/a: " + r["error"])

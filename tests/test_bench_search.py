@@ -11,7 +11,7 @@ from tinyattn.learn.search import Candidate
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import evaluate_seq, train_seq
 from tinyattn.learn.train import TrainConfig
-from tools import bench_search as bs
+from tinyattn.tools import bench_search as bs
 
 pytestmark = pytest.mark.host
 

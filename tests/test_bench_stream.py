@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tinyattn.bench import format_table, update_summary
-from tools.bench_stream import scores
+from tinyattn.tools.bench_stream import scores
 
 pytestmark = pytest.mark.host
 

@@ -101,15 +101,16 @@ def stub_benches(monkeypatch):
     """Every benchmark replaced by a stub returning figures at once."""
     import tinyattn.bench
     import tinyattn.board.parity
-    import tools.bench_accuracy
-    import tools.bench_device
-    import tools.bench_link
-    import tools.bench_pico
-    import tools.bench_seq
-    import tools.bench_stream
-    import tools.bench_train
-    import tools.bench_train_device
+    import tinyattn.tools.bench_accuracy
+    import tinyattn.tools.bench_device
+    import tinyattn.tools.bench_link
+    import tinyattn.tools.bench_pico
+    import tinyattn.tools.bench_seq
+    import tinyattn.tools.bench_stream
+    import tinyattn.tools.bench_train
+    import tinyattn.tools.bench_train_device
 
+    tools = tinyattn.tools
     calls = []
 
     def stub(name, value):

@@ -182,7 +182,7 @@ def test_device_mp_corrupt_blobs_raise_host_reader_messages(forms, blobs, tmp_pa
 @pytest.mark.slow
 def test_device_mp_benchmark_reports_every_case(blobs):
     """tools/bench_device.py end to end under MicroPython (figures only, no timing asserts)."""
-    from tools.bench_device import CASES, bench_device, format_table
+    from tinyattn.tools.bench_device import CASES, bench_device, format_table
 
     result = bench_device(blobs[0], cpython=False)
     cases = result["micropython"]

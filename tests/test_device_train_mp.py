@@ -78,7 +78,7 @@ def test_device_train_mp_iris_fits_100k_heap_without_per_step_allocation(kernels
     """Three epochs of the default Iris recipe under -X heapsize=100k (.mpy): the run ends,
     the heap it holds is the same after every step of epoch 1 (buffers allocated once), and the
     weights it writes back read on the host."""
-    from tools.bench_train_device import prepare, run_runner, score_test_rows
+    from tinyattn.tools.bench_train_device import prepare, run_runner, score_test_rows
 
     config = TrainConfig(epochs=3)
     prep = prepare(tmp_path, config)

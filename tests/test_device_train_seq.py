@@ -846,7 +846,7 @@ def bad_window_files(good: bytes) -> dict[str, tuple[bytes, str]]:
 def window_file_case(tmp: Path) -> dict:
     """JapaneseVowels windows (unequal lengths, garbage padding) as RAM arrays and a TAWF file,
     with the broken copies; 2 epochs with shifts, rows 4 of a batch of 16."""
-    from tools.bench_train_device import write_window_file
+    from tinyattn.tools.bench_train_device import write_window_file
 
     x, lengths, y, K = windows("japanesevowels", 40, seed=3)
     x = garbage(x, lengths)

@@ -328,8 +328,8 @@ def test_docs_bench_write_keeps_the_hand_written_sections_as_they_are(tmp_cwd, t
 
 def test_docs_bench_accuracy_write_keeps_measured_sections(tmp_cwd, tmp_path, monkeypatch):
     """`make bench-accuracy` without the peers: the accuracy sections stay as committed."""
-    import tools.bench_accuracy as acc
-    import tools.bench_seq as seq
+    import tinyattn.tools.bench_accuracy as acc
+    import tinyattn.tools.bench_seq as seq
 
     doc = tmp_path / "benchmarks.md"
     doc.write_text(f"# Benchmarks\n\n## {bench.ACCURACY_TITLE}\n```\niris LDA 0.9800\n```\n\n"
@@ -349,7 +349,7 @@ def test_docs_bench_search_section_kept_by_runs_that_do_not_measure_it(tmp_cwd, 
                                                                         monkeypatch):  # fmt: skip
     """The search section (`make bench-accuracy`, ~40 min) is not part of `make bench`: a full
     write keeps the committed one as it is, and a search run without the peers keeps it too."""
-    import tools.bench_search as bs
+    import tinyattn.tools.bench_search as bs
 
     doc = tmp_cwd / "docs" / "benchmarks.md"
     doc.parent.mkdir()
@@ -371,7 +371,7 @@ def test_docs_bench_search_under_a_preset_is_a_section_beside_the_default_budget
         tmp_cwd, monkeypatch):  # fmt: skip
     """`bench --search --search-board rp2040 --search-max-ms 50` runs every search under the
     preset and writes its table under its own title: the default budget's section stays."""
-    import tools.bench_search as bs
+    import tinyattn.tools.bench_search as bs
 
     doc = tmp_cwd / "docs" / "benchmarks.md"
     doc.parent.mkdir()

@@ -12,7 +12,7 @@ import pytest
 from emulated_support import KERNELS, TIMEOUT, check_logits, golden_files, running_board
 
 from tinyattn.board.flash import mpremote
-from tools.make_trained_golden import NAMES
+from tinyattn.tools.emulated_boards import NAMES
 
 pytestmark = pytest.mark.emulated
 

@@ -41,8 +41,7 @@ from emulated_support import (
 from seq_models import view_model
 
 from tinyattn.board.flash import mpremote
-from tools.emulated_boards import parse_golden
-from tools.make_trained_golden import GOLDEN, NAMES
+from tinyattn.tools.emulated_boards import GOLDEN, NAMES, parse_golden
 
 RP2040 = Path(__file__).resolve().parent.parent / "host" / "board" / "rp2040.json"
 
@@ -229,7 +228,7 @@ def test_emulated_pico_time_model_predicts_every_grid_shape_within_10_percent(pi
     made slower without the model fitted again fails here."""
     from tinyattn.board.cost import predict_us
     from tinyattn.intmodel.blob import read_blob
-    from tools.bench_pico_cost import measure, models
+    from tinyattn.tools.bench_pico_cost import measure, models
 
     rates = json.loads(RP2040.read_text())["cost"]["rates"]
     keep = None  # TINYATTN_EMULATED_ALL: every model; CI: one of each kind of kernel work

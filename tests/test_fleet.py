@@ -13,13 +13,14 @@ import re
 import pytest
 
 from tinyattn import cli
+from tinyattn.tools.vboard import find_micropython
 
 pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]
 
 
 @pytest.fixture
 def fleet(reference_model, tmp_cwd):
-    pytest.importorskip("tools.vboard").find_micropython() or pytest.skip("no unix port")
+    find_micropython() or pytest.skip("no unix port")
     blob = tmp_cwd / "build" / "model.bin"
     blob.parent.mkdir(parents=True, exist_ok=True)
     blob.write_bytes(reference_model["blob"].read_bytes())

@@ -1,5 +1,5 @@
 # Host (CPython): the golden blob and golden integer outputs pin the format and the math.
-"""tests/golden/tiny_v{N}.bin and .json (made by tools/make_golden.py, see its README): the
+"""tests/golden/tiny_v{N}.bin and .json (made by tools/dev/make_golden.py, see its README): the
 current code must make exactly these bytes and these integer outputs for FORMAT_VERSION N.
 If a change breaks this test on purpose, bump FORMAT_VERSION and generate new golden files.
 
@@ -21,13 +21,14 @@ from tinyattn.intmodel.blob import FORMAT_VERSION, blob_bytes, read_blob
 from tinyattn.intmodel.floatref import run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.paths import DEVICE_DIR
-from tools import make_golden
+from tinyattn.tools.dev import make_golden
 
 pytestmark = pytest.mark.host
 
 BUMP = (
     "the golden files of format version {v} no longer match: if the blob format or the integer "
-    "math changed on purpose, bump FORMAT_VERSION and run 'python -m tools.make_golden'"
+    "math changed on purpose, bump FORMAT_VERSION and run "
+    "'python -m tinyattn.tools.dev.make_golden'"
 )
 
 
@@ -35,7 +36,8 @@ BUMP = (
 def golden():
     bin_path, json_path = make_golden.paths()
     assert bin_path.is_file() and json_path.is_file(), (
-        f"no golden files for format version {FORMAT_VERSION}: run 'python -m tools.make_golden'"
+        f"no golden files for format version {FORMAT_VERSION}: run "
+        "'python -m tinyattn.tools.dev.make_golden'"
     )
     return bin_path.read_bytes(), json.loads(json_path.read_text())
 

@@ -1,6 +1,6 @@
 # Host (CPython) and MicroPython: the one heap estimate, against what was measured.
 """tinyattn.board.heap: every command's heap figure (the search's budget, flash's warning,
-flash --app's refusal, parity's message) is one estimate, fitted by tools/heap_fit.py to the
+flash --app's refusal, parity's message) is one estimate, fitted by tools/dev/heap_fit.py to the
 measurements in tests/golden/heap_measured.json (the trained golden models and one model of
 each shape the search picks, on the MicroPython unix port). Here: the fit holds on those
 measurements (the model's load an upper bound, a context's need within HEAP_ERROR), the
@@ -37,7 +37,7 @@ def test_heap_estimate_bounds_the_measured_load_and_is_near_the_measured_need(na
 @pytest.mark.parametrize("name", ["iris", "wine", "basicmotions", "japanesevowels"])
 def test_heap_features_of_the_golden_blobs_are_the_measured_ones(name):
     """The features the fit was made on are what `features` counts now (a change in the
-    device runtime's allocations must be measured again: tools/heap_fit.py)."""
+    device runtime's allocations must be measured again: tools/dev/heap_fit.py)."""
     f = heap.features((GOLDEN / "trained" / f"{name}.bin").read_bytes())
     assert json.loads(json.dumps(f)) == MEASURED["models"][name]["features"]
 
@@ -55,8 +55,8 @@ def test_heap_row_model_has_no_app_and_py_sources_need_more():
 @pytest.mark.micropython
 @pytest.mark.parametrize("name", ["iris", "basicmotions", "japanesevowels"])
 def test_heap_model_estimate_bounds_the_load_on_the_unix_port(name):
-    from tools.heap_fit import load
-    from tools.vboard import find_micropython
+    from tinyattn.tools.dev.heap_fit import load
+    from tinyattn.tools.vboard import find_micropython
 
     if not find_micropython():
         pytest.skip("the MicroPython unix port is not installed (make install)")

@@ -31,7 +31,7 @@ from tinyattn.board.flash import flash
 from tinyattn.board.link import BoardLink, unframe
 from tinyattn.board.parity import MAX_RESTARTS, parity
 from tinyattn.data.tabular import load_dataset
-from tools.vboard import FaultConfig, VirtualBoard, find_micropython
+from tinyattn.tools.vboard import FaultConfig, VirtualBoard, find_micropython
 
 # parity without --model reads build/model.npz of the working directory: use an empty one
 pytestmark = [pytest.mark.serial, pytest.mark.usefixtures("tmp_cwd")]

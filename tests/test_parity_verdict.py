@@ -332,7 +332,7 @@ SPLITS = {"json": 4, "b64": 6}
 def stub_board(tmp_path_factory: pytest.TempPathFactory, reference_model: dict[str, Path]):
     """A virtual board with the real runtime and the reference blob, server.py wrapped."""
     from tinyattn.board.flash import THUMB_MODULES, device_sources
-    from tools.vboard import VirtualBoard, find_micropython
+    from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
     if find_micropython() is None:
         pytest.skip("MicroPython unix port not installed ('make install')")

@@ -164,7 +164,7 @@ def test_record_app_source_and_ctrl_c_keeps_what_arrived(
 def test_record_uart_paced_with_damaged_bytes_keeps_intact_windows(
     vboard_factory, bm, tmp_path, capsys
 ):
-    from tools.vboard import FaultConfig
+    from tinyattn.tools.vboard import FaultConfig
 
     board = vboard_factory(baud=115200)
     steps = bm[30:34].reshape(-1, 6)

@@ -21,6 +21,7 @@ import pytest
 from tinyattn import cli
 from tinyattn.board import flash as flash_mod
 from tinyattn.data.tabular import DATA_DIR
+from tinyattn.tools.vboard import find_micropython
 
 pytestmark = pytest.mark.usefixtures("tmp_cwd")
 IRIS_CSV = DATA_DIR / "iris.csv"
@@ -138,7 +139,7 @@ def test_remedies_outside_a_clone_name_tinyattn_and_run(
 def test_remedies_parity_on_unflashed_boards_names_their_flash(capsys, tmp_cwd, reference_model):
     """Issue 18: `parity --boards 2` on boards never flashed says 'tinyattn flash --boards 2'
     (not a bare 'tinyattn flash', which flashes the one build/board); that flash fixes it."""
-    pytest.importorskip("tools.vboard").find_micropython() or pytest.skip("no unix port")
+    find_micropython() or pytest.skip("no unix port")
     _place_model(tmp_cwd, reference_model, "model")
     (tmp_cwd / "build" / "model.bin").write_bytes(reference_model["blob"].read_bytes())
     code = cli.main(["parity", "--boards", "2", "--bench", "0"])

@@ -716,7 +716,7 @@ def device_logits(cases, tmp_path_factory):
     """name -> {kernels: logits per input}, from one MicroPython process (.py sources)."""
     from device_support import device_tree
 
-    from tools.vboard import find_micropython
+    from tinyattn.tools.vboard import find_micropython
 
     exe = find_micropython()
     if exe is None:

@@ -8,7 +8,7 @@ build them), the int8 path calibrated on TRAIN and run by the integer reference:
   agree), on the model `tinyattn train --dataset japanesevowels` trains there, so that the
   suite trains it once (five runs: ~14 s quiet, plus its per-epoch curves);
 - within the budgets: blob <= 32 KiB, <= 150k MACs an inference (must-show 3).
-The figures over several seeds, and the peers', are `python -m tools.bench_seq --seeds 5`.
+The figures over several seeds, and the peers', are `python -m tinyattn.tools.bench_seq --seeds 5`.
 The JapaneseVowels gate was a strict xfail until round 4's default (distilled from 4 teachers,
 host/learn/seqdefaults.py) met it: seed 0 int8 0.986 (365/370), float 0.989 (366).
 Training: ~0.3 s (BasicMotions), ~14 s (JapaneseVowels: 4 teachers and the student).

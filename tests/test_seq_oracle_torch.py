@@ -30,7 +30,7 @@ from tinyattn.learn.seqlayers import (
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed; run 'make install-oracle'")
-from tools.torch_twins import (  # noqa: E402 (needs torch, skipped above without it)
+from tinyattn.tools.torch_twins import (  # noqa: E402 (needs torch, skipped above without it)
     SeqAttnTorch,
     torch_masked_mean,
     torch_masks,

@@ -122,8 +122,8 @@ def test_seqtrain_torch_twin_averages_the_same_way(average):
     torch = pytest.importorskip("torch", reason="PyTorch not installed; run 'make install-oracle'")
     from tinyattn.learn.seqmodel import build_seq_model
     from tinyattn.learn.seqtrain import fit_seq
-    from tools.bench_train import _fit_torch
-    from tools.torch_twins import SeqAttnTorch
+    from tinyattn.tools.bench_train import _fit_torch
+    from tinyattn.tools.torch_twins import SeqAttnTorch
 
     X, n, y = _windows()
     config = replace(CONFIG, epochs=4)

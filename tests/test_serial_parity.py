@@ -175,8 +175,9 @@ def test_parity_wine_make_export_flash_parity_passes_on_a_fresh_checkout(tmp_cwd
 
     from tinyattn import cli
     from tinyattn.paths import REPO_DIR
+    from tinyattn.tools.vboard import find_micropython
 
-    pytest.importorskip("tools.vboard").find_micropython() or pytest.skip("no unix port")
+    find_micropython() or pytest.skip("no unix port")
     assert cli.main(["train", "--dataset", "wine", "--quiet"]) == 0
     venv = Path(sys.executable).parent.parent
     (tmp_cwd / "pyproject.toml").symlink_to(REPO_DIR / "pyproject.toml")  # make's install rule

@@ -82,7 +82,7 @@ def synth(tmp_path_factory):
 @pytest.fixture(scope="module")
 def synth_board(tmp_path_factory, synth):
     from tinyattn.board.flash import flash
-    from tools.vboard import VirtualBoard, find_micropython
+    from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
     if find_micropython() is None:
         pytest.skip("MicroPython unix port not installed ('make install')")
@@ -245,7 +245,7 @@ run = server_real.run
 @pytest.mark.parametrize("enc", ["b64", "json"])
 def test_serial_seq_parity_spoiled_window_fails_naming_it(tmp_path_factory, synth, capsys, enc):
     from tinyattn.board.flash import device_sources
-    from tools.vboard import VirtualBoard, find_micropython
+    from tinyattn.tools.vboard import VirtualBoard, find_micropython
 
     if find_micropython() is None:
         pytest.skip("MicroPython unix port not installed ('make install')")

@@ -1,4 +1,4 @@
-"""tools/int8_loss.py: the op-by-op columns end where the integer path ends."""
+"""tools/dev/int8_loss.py: the op-by-op columns end where the integer path ends."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tinyattn.data.timeseries import load_ts_dataset
 from tinyattn.learn.seqmodel import SeqAttnConfig
 from tinyattn.learn.seqtrain import evaluate_seq, train_seq
 from tinyattn.learn.train import TrainConfig
-from tools.int8_loss import main, op_by_op
+from tinyattn.tools.dev.int8_loss import main, op_by_op
 
 
 @pytest.mark.parametrize("name, patch", [("basicmotions", 10), ("japanesevowels", 4)])

@@ -1,5 +1,5 @@
 # Host (CPython) and MicroPython: the trained models' int8 outputs, pinned across refactors.
-"""tests/golden/trained/ (tools/make_trained_golden.py) holds the blobs `tinyattn train` +
+"""tests/golden/trained/ (tools/dev/make_trained_golden.py) holds the blobs `tinyattn train` +
 `export` gave for Iris, Wine, BasicMotions and JapaneseVowels, and their int8 path's `xq` and
 integer logits on every row or window of the dataset (TRAIN and TEST; JapaneseVowels' 29-step
 TEST window runs its last T = 26 steps). Integer arithmetic: the same on every machine, so
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from device_support import run_micropython
 
-from tools.make_trained_golden import GOLDEN, NAMES, outputs, samples
+from tinyattn.tools.dev.make_trained_golden import GOLDEN, NAMES, outputs, samples
 
 KERNELS = ("pure", "native", "viper")
 

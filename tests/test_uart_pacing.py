@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tinyattn import cli
-from tools.vboard import BITS_PER_BYTE, VirtualBoard, _Uart, check_baud
+from tinyattn.tools.vboard import BITS_PER_BYTE, VirtualBoard, _Uart, check_baud
 
 serial = pytest.importorskip("serial")
 

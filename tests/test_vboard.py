@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.vboard import (
+from tinyattn.tools.vboard import (
     FaultConfig,
     VirtualBoard,
     _wrapper_python,

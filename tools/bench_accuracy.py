@@ -17,7 +17,7 @@ scikit-learn is the optional extra `peers` (`make install-peers`); without it th
 are skipped and the reason printed. Reported: mean ± std over all folds, and the spread (min to
 max) of the per-repeat means, which shows how much the split alone moves a k-fold figure.
 
-    .venv/bin/python -m tools.bench_accuracy            # or: make bench-accuracy
+    .venv/bin/python -m tinyattn.tools.bench_accuracy            # or: make bench-accuracy
 """
 
 from __future__ import annotations

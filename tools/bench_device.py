@@ -2,7 +2,7 @@
 # MicroPython unix port (and CPython), next to the naive baseline, in one run.
 """Benchmark of `device/attention.py` on the MicroPython unix port with a board-sized heap.
 
-    .venv/bin/python tools/bench_device.py build/model.bin [--heap 100k] [--json]
+    .venv/bin/python -m tinyattn.tools.bench_device build/model.bin [--heap 100k] [--json]
         [--seq build/basicmotions.bin [--seq-heap 100k]]
 
 Each case runs `tools/bench_device_run.py` in a fresh interpreter (clean heap figures):
@@ -43,9 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from tinyattn.board.native import runtime_tree
+from tinyattn.paths import device_dir
 
-REPO = Path(__file__).resolve().parent.parent
-DEVICE_DIR = REPO / "device"
 RUNNER = Path(__file__).resolve().parent / "bench_device_run.py"
 BARE = RUNNER.parent / "bench_device_bare.py"  # the runner's bare loop and seq windows
 CASES = ("naive", "float-pure", "float-native", "int8-pure", "int8-native", "int8-viper")
@@ -79,7 +78,7 @@ def compile_mpy(out_dir: Path, mpy_cross: str, arch: str = "x64") -> None:
     runner to .mpy files in `out_dir`."""
     from tinyattn.board.flash import THUMB_ARCHS, THUMB_MODULES
 
-    tree = runtime_tree(DEVICE_DIR, out_dir / "src")
+    tree = runtime_tree(device_dir(), out_dir / "src")
     sources = sorted(tree.glob("attention*.py")) + [tree / "naive.py", RUNNER, BARE]
     for src in sources:
         if src.stem in THUMB_MODULES and arch not in THUMB_ARCHS:
@@ -115,7 +114,7 @@ def _micropython_cases(
             code = f"import sys; sys.path.insert(0, {str(modules)!r}); import bench_device_run"
             base = [micropython, "-X", f"heapsize={heap}", "-c", code]
         else:
-            modules = runtime_tree(DEVICE_DIR, Path(tmp))  # with the native kernels
+            modules = runtime_tree(device_dir(), Path(tmp))  # with the native kernels
             base = [micropython, "-X", f"heapsize={heap}", str(RUNNER)]
         macs = str(blob_macs(blob))
         return {c: run_case(base + [str(modules), str(blob), c, samples, macs]) for c in cases}
@@ -146,7 +145,7 @@ def bench_device(
         result["micropython"] = _micropython_cases(blob, micropython, mpy_cross, heap)
         result["micropython_modules"] = ".mpy (mpy-cross -march=x64)" if mpy_cross else ".py"
     if cpython:
-        base = [sys.executable, str(RUNNER), str(DEVICE_DIR), str(blob)]
+        base = [sys.executable, str(RUNNER), str(device_dir()), str(blob)]
         macs = str(blob_macs(blob))
         result["cpython"] = {c: run_case(base + [c, SAMPLES, macs]) for c in CASES}
     for impl in ("micropython", "cpython"):

@@ -1,5 +1,6 @@
 # Host (CPython): link throughput of compact batches over a virtual board paced like a UART.
-"""`python -m tools.bench_link [--blob build/model.bin] [--json]` (and `tinyattn bench --link`).
+"""`python -m tinyattn.tools.bench_link [--blob build/model.bin] [--json]` (and `tinyattn bench
+--link`).
 
 What parity sends (`--enc b64`: float32 features in base64, `host/board/parity.py`
 run_device) is sent to a virtual board (tools/vboard.py) paced at 115200 and 921600 baud, 8N1,
@@ -108,7 +109,7 @@ def bench_link(
     from tinyattn.bench import seq_blob
     from tinyattn.board.flash import flash
     from tinyattn.data.timeseries import load_ts_dataset
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     test = load_ts_dataset("basicmotions", "test")
     X_win, n_win = test.X[:n_windows], test.lengths[:n_windows]  # (N, 100, 6), (N,)

@@ -18,7 +18,7 @@ Then the time model (tools/bench_pico_cost.py: one model of each shape the searc
 here, and the µs rates fitted to them). Writes RESULT (committed): host/board/rp2040.json,
 which the `rp2040` search preset reads (tinyattn.learn.search: the time model and the heap).
 
-    python -m tools.bench_pico [--port TTY] [--json]   # no --port: starts the emulated Pico
+    python -m tinyattn.tools.bench_pico [--port TTY] [--json]  # no --port: the emulated Pico
 """
 
 from __future__ import annotations
@@ -34,10 +34,17 @@ import numpy as np
 from tinyattn.board.flash import flash, mpremote
 from tinyattn.intmodel.blob import read_blob
 from tinyattn.intmodel.export import blob_macs
-from tools.emulated_boards import EmulatedBoard, skip_reason, write_xq
-from tools.make_trained_golden import GOLDEN, NAMES
+from tinyattn.paths import PACKAGE_DIR
+from tinyattn.tools.emulated_boards import (
+    GOLDEN,
+    NAMES,
+    EmulatedBoard,
+    golden_missing,
+    skip_reason,
+    write_xq,
+)  # fmt: skip
 
-RESULT = Path(__file__).resolve().parent.parent / "host" / "board" / "rp2040.json"
+RESULT = PACKAGE_DIR / "board" / "rp2040.json"  # host/board/ in a clone
 KERNELS = ("thumb", "viper", "pure")
 REPEAT = 3
 BARE_MACS = 4096
@@ -171,7 +178,7 @@ def stream(port: str) -> dict:
     """The app on the Pico over a replay, next to the host's Stream (module docstring): the
     golden BasicMotions model (patch attention) and a conv stem alone (the search's pick for
     accelerometer windows: tools/bench_pico_cost.SHAPES "bm-alone-w8")."""
-    from tools.bench_pico_cost import models
+    from tinyattn.tools.bench_pico_cost import models
 
     with tempfile.TemporaryDirectory() as tmp:
         conv = models(Path(tmp), ("bm-alone-w8",))["bm-alone-w8"]
@@ -217,7 +224,7 @@ def time_model(port: str) -> dict:
     """The Pico's time model: the models of tools/bench_pico_cost timed here and the rates
     fitted to them (tinyattn.board.cost), as host/board/rp2040.json's "cost"."""
     from tinyattn.board import cost
-    from tools.bench_pico_cost import measure, models
+    from tinyattn.tools.bench_pico_cost import measure, models
 
     with tempfile.TemporaryDirectory() as tmp:
         blobs = models(Path(tmp))
@@ -261,6 +268,8 @@ def bench_pico(port: str | None = None) -> dict:
     """Every figure (module docstring), also written to RESULT; {"skipped": why} when no port
     is given and the emulated Pico cannot start here."""
     board = None
+    if golden_missing():
+        return {"skipped": golden_missing()}
     if port is None:
         why = skip_reason("pico")
         if why:

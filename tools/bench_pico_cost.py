@@ -12,7 +12,7 @@ one epoch here: a model's time does not depend on its weights' values; and seq-r
 at several operation budgets (its time: its operations and the positions its loops visit,
 `rocketmodel.ops`).
 
-    python -m tools.bench_pico_cost [--port TTY] [--write host/board/rp2040.json]
+    python -m tinyattn.tools.bench_pico_cost [--port TTY] [--write host/board/rp2040.json]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = ROOT / "tests" / "golden" / "trained"
+from tinyattn.tools.emulated_boards import GOLDEN, NAMES
+
 REPEAT = 3
 ARCH = ["--embed", "8", "--heads", "2"]
 SHAPES = {  # name: train flags (the search's grid shapes)
@@ -92,8 +92,7 @@ def models(tmp: Path, names: tuple[str, ...] | None = None) -> dict[str, Path]:
     from tinyattn import cli
     from tinyattn.intmodel.export import export_model
 
-    out = {n: GOLDEN / f"{n}.bin" for n in ("iris", "wine", "basicmotions", "japanesevowels")
-           if names is None or n in names}  # fmt: skip
+    out = {n: GOLDEN / f"{n}.bin" for n in NAMES if names is None or n in names}
     for name, flags in SHAPES.items():
         if names is not None and name not in names:
             continue
@@ -137,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from tinyattn.board import cost
     from tinyattn.intmodel.blob import read_blob
-    from tools.emulated_boards import EmulatedBoard, skip_reason
+    from tinyattn.tools.emulated_boards import EmulatedBoard, golden_missing, skip_reason
 
+    if golden_missing():
+        print(golden_missing(), file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         blobs = models(Path(tmp))
         terms = {n: cost.terms(read_blob(b.read_bytes())) for n, b in blobs.items()}

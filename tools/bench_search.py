@@ -22,8 +22,9 @@ Trace, PickupGestureWiimoteZ, ACSF1), in one run:
   `--jobs 2`, each in a fresh cache, wall time side by side (the same pick: the search is
   deterministic whatever the number of workers).
 
-    nice .venv/bin/python -m tools.bench_search [--dataset NAME ...] [--board rp2040 --max-ms 50]
-        [--no-peers] [--json]      # --board: every search under that preset, not the default
+    nice .venv/bin/python -m tinyattn.tools.bench_search [--dataset NAME ...]
+        [--board rp2040 --max-ms 50] [--no-peers] [--json]
+        # --board: every search under that preset, not the default
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyattn.data.timeseries import load_ts_dataset
-from tools.bench_seq import PEERS
+from tinyattn.tools.bench_seq import PEERS
 
 DATASETS = ("basicmotions", "japanesevowels", "coffee", "trace", "pickupgesturewiimotez",
             "acsf1", "plaid")  # fmt: skip
@@ -115,7 +116,7 @@ def parity(work: Path) -> dict[str, Any]:
     """The pick in `work` exported, flashed to a virtual board with the RP2040 preset's free
     heap (BOARD_HEAP; the default budget's 48 KiB model beside the runtime and the server)
     and checked by parity on its TEST windows: `{passed, samples, int8_exact}`."""
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     _tinyattn(work, "export", "--model", "model.npz", "--out", "model.bin")
     with VirtualBoard(work / "board", heap=BOARD_HEAP) as vb:  # VirtualBoardError: RuntimeError

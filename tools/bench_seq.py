@@ -21,7 +21,7 @@ for 1-NN); "train s" the fit wall time (MiniRocket: transform + ridge; 1-NN: non
 Ours: seed 0 is the model export and the tests build; `--seeds N` adds the mean and range over
 seeds 0..N-1, so a default that only wins on a lucky seed shows.
 
-    nice -n 10 .venv/bin/python -m tools.bench_seq [--seeds 5] [--no-peers] [--json]
+    nice -n 10 .venv/bin/python -m tinyattn.tools.bench_seq [--seeds 5] [--no-peers] [--json]
 """
 
 from __future__ import annotations

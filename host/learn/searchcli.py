@@ -16,6 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from tinyattn import remedy
 from tinyattn.errors import CLIError
 
 CACHE = Path("build") / "search"
@@ -152,8 +153,8 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
         try:
             import dask.distributed  # noqa: F401
         except ImportError:
-            raise CLIError("--scheduler needs dask.distributed: run 'make install-cluster' (or "
-                           "pip install 'tinyattn[cluster]')") from None  # fmt: skip
+            raise CLIError("--scheduler needs dask.distributed: "
+                           f"{remedy.install('cluster', 'install-cluster')}") from None
         check_scheduler(args.scheduler)
     start = S.Candidate(*recipe)
     print(f"search {data.name}: {len(train.y)} TRAIN {train.unit}, {args.search_repeats} x "

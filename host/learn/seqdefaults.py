@@ -114,8 +114,9 @@ JapaneseVowels (12 cepstral channels x 7..29 steps, 9 speakers):
 Other `.ts` files (`--ts`; not tuned): JapaneseVowels' recipe and width, no augmentation, and a
 patch giving at most 20 tokens (`generic_defaults`), the token counts both searches ended at.
 
-Official TEST split, read once the choice was made (`python -m tools.bench_seq --seeds 5`, with
-the peers; the gates are tests/test_seq_accuracy.py, JapaneseVowels' in tests/test_seq_cli.py):
+Official TEST split, read once the choice was made (`python -m tinyattn.tools.bench_seq --seeds
+5`, with the peers; the gates are tests/test_seq_accuracy.py, JapaneseVowels' in
+tests/test_seq_cli.py):
 - BasicMotions: seed 0 40/40 float and int8; seeds 0-4 mean 0.995 / 0.995 (seed 2: 39/40).
 - JapaneseVowels, round 3's pick (E20 F40, EMA 0.97; `tinyattn train --dataset
   japanesevowels --seed S --json`, read once after the choice was committed): float / int8

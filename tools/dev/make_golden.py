@@ -12,8 +12,8 @@ summation order). The JSON holds the golden inputs (raw features), their int8 in
 integer logits from `tinyattn.intmodel.intref`, and float32 logits from
 `tinyattn.intmodel.floatref`.
 
-    python -m tools.make_golden          # write the files for the current FORMAT_VERSION
-    python -m tools.make_golden --check  # exit 1 if the files differ from what the code makes
+    python -m tinyattn.tools.dev.make_golden          # write the files of FORMAT_VERSION
+    python -m tinyattn.tools.dev.make_golden --check  # exit 1 if they differ from the code's
 
 Changing the format or the math changes these files: bump `FORMAT_VERSION`
 (tinyattn.intmodel.blob, device/attention.py, docs/blob-format.md) and generate new files — the old
@@ -35,8 +35,9 @@ from tinyattn.intmodel.floatref import run_float
 from tinyattn.intmodel.intref import quantize_input, run_int8
 from tinyattn.intmodel.quantize import quantize
 from tinyattn.learn.model import ModelFile
+from tinyattn.paths import REPO_DIR
 
-GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
+GOLDEN_DIR = REPO_DIR / "tests" / "golden"
 CLASS_NAMES = ["low", "mid", "high"]
 NORM_MEAN = np.array([0.5, -1.0, 2.0])
 NORM_STD = np.array([0.5, 2.0, 0.25])

@@ -8,12 +8,12 @@ They pin the integer path across refactors (issue 17's "int8 logits bit-identica
 a blob's int8 outputs are integer arithmetic, the same on every machine, so
 tests/test_trained_golden.py checks them on any machine and under every kernel set. The model
 files (`NAME.npz`) are kept beside them so that a refactor of export can be checked by hand
-(`python -m tools.make_trained_golden --check-export`, which re-exports them and compares the
-bytes: export calibrates in float through BLAS, so the bytes are only expected to match on the
-machine and NumPy that wrote them — not a test).
+(`python -m tinyattn.tools.dev.make_trained_golden --check-export`, which re-exports them and
+compares the bytes: export calibrates in float through BLAS, so the bytes are only expected to
+match on the machine and NumPy that wrote them — not a test).
 
-    python -m tools.make_trained_golden                 # train, export, write (~1 min)
-    python -m tools.make_trained_golden --check-export  # re-export the saved models, compare
+    python -m tinyattn.tools.dev.make_trained_golden                # train, export, write (~1 min)
+    python -m tinyattn.tools.dev.make_trained_golden --check-export  # re-export them, compare
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden" / "trained"
-NAMES = ("iris", "wine", "basicmotions", "japanesevowels")
+from tinyattn.tools.emulated_boards import GOLDEN, NAMES  # what the boards run
 
 
 def samples(name: str) -> tuple[np.ndarray, np.ndarray | None]:

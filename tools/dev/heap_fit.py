@@ -15,8 +15,8 @@ the features the estimate uses (host/board/heap.py `features`, counted under CPy
 estimate is checked against); `--fit FILE` fits host/board/heap.py's constants to such a file
 and prints them with the table of measured against estimated.
 
-    python -m tools.heap_fit --write tests/golden/heap_measured.json
-    python -m tools.heap_fit --fit tests/golden/heap_measured.json
+    python -m tinyattn.tools.dev.heap_fit --write tests/golden/heap_measured.json
+    python -m tinyattn.tools.dev.heap_fit --fit tests/golden/heap_measured.json
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = ROOT / "tests" / "golden" / "trained"
+from tinyattn.paths import device_dir
+from tinyattn.tools.emulated_boards import GOLDEN
+
 STEP = 1024  # bisection resolution (bytes of heap)
 
 # (name, train flags) of the seq shapes trained here; the golden models come as they are
@@ -92,7 +93,7 @@ def models(tmp: Path) -> dict[str, tuple[Path, Path, list[str]]]:
 
 def baseline() -> int:
     """Heap the virtual board uses at its REPL (its size minus gc.mem_free there)."""
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     with tempfile.TemporaryDirectory() as fs, VirtualBoard(Path(fs), heap=256 * 1024) as vb:
         from tinyattn.board.link import BoardLink
@@ -106,7 +107,7 @@ def baseline() -> int:
 
 def server_ok(fs: Path, heap: int, blob: Path, npz: Path) -> bool:
     from tinyattn import cli
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     with VirtualBoard(fs, heap=heap) as vb, contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):  # fmt: skip
@@ -115,7 +116,7 @@ def server_ok(fs: Path, heap: int, blob: Path, npz: Path) -> bool:
 
 
 def app_ok(fs: Path, heap: int) -> bool:
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     with VirtualBoard(fs, heap=heap) as vb:
         end = time.monotonic() + 30
@@ -143,7 +144,7 @@ def least(ok, lo: int, hi: int) -> int:
 def flashed(fs: Path, blob: Path, app: bool, steps: np.ndarray | None) -> None:
     from tinyattn import cli
     from tinyattn.board.stream import write_replay
-    from tools.vboard import VirtualBoard
+    from tinyattn.tools.vboard import VirtualBoard
 
     with VirtualBoard(fs, heap=512 * 1024) as vb, contextlib.redirect_stdout(io.StringIO()):
         argv = ["flash", "--port", vb.port, "--blob", str(blob), "--quiet"]
@@ -157,9 +158,9 @@ def load(blob: Path) -> list[int]:
     """[model, stream] bytes the runtime allocates on the unix port (LOAD)."""
     import subprocess
 
-    from tools.vboard import find_micropython
+    from tinyattn.tools.vboard import find_micropython
 
-    code = LOAD.format(device=str(ROOT / "device"), blob=str(blob))
+    code = LOAD.format(device=str(device_dir()), blob=str(blob))
     out = subprocess.run([find_micropython(), "-X", "heapsize=8M", "-c", code],
                          capture_output=True, text=True, timeout=120).stdout  # fmt: skip
     words = out.split()

@@ -19,8 +19,8 @@ fold-by-fold difference `float − input` and `input − int8` (mean ± standard
 probabilities beside their mean accuracy (what averaging seeds would give, before any
 distillation). docs/search.md "Where ACSF1's last points are not" was measured with:
 
-    .venv/bin/python -m tools.int8_loss --dataset acsf1 --patch 8 --embed 8 --heads 2 \\
-        --blocks 0 --stem conv --stem-width 8 --stem-dilations 2,4 --stem-stride 1 \\
+    .venv/bin/python -m tinyattn.tools.dev.int8_loss --dataset acsf1 --patch 8 --embed 8 \\
+        --heads 2 --blocks 0 --stem conv --stem-width 8 --stem-dilations 2,4 --stem-stride 1 \\
         --stem-norm --lr 0.01 --weight-decay 0.01 --label-smoothing 0 --epochs 150 \\
         [--ensemble 5]
 """
@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     from tinyattn.learn.traincli import add_arguments
 
     p = argparse.ArgumentParser(
-        prog="python -m tools.int8_loss",
+        prog="python -m tinyattn.tools.dev.int8_loss",
         description="where a windows model's int8 accuracy goes, op by op, on TRAIN folds "
         "(the model: tinyattn train's flags)",
     )
