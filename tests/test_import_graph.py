@@ -43,7 +43,11 @@ def _host_modules() -> dict[str, Path]:
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
-    """The known module `name` is, or is in (`tinyattn.learn.model.ModelFile` -> the module)."""
+    """The known module `name` is, or is in (`tinyattn.learn.model.ModelFile` -> the module).
+    `tinyattn.tools` (folder tools/: the virtual board, the benchmark drivers) is installed
+    inside the package but is not of host/'s tree: an import of it is no import of `tinyattn`."""
+    if name == "tinyattn.tools" or name.startswith("tinyattn.tools."):
+        return None
     while name:
         if name in modules:
             return name

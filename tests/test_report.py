@@ -243,7 +243,7 @@ def test_report_without_matplotlib_names_the_extra(trained, tmp_path, capsys, mo
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "pip install -e '.[report]'" in err and "make install" in err
+    assert 'pip install -e ".[report]"' in err and "make install" in err
 
 
 def test_report_myattn_pooling_weights_are_plotted(tmp_path):
