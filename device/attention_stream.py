@@ -25,6 +25,10 @@ minus 128: a binary search of 8 integer compares, equal to `Model.quantize(float
 every float32 x. Values are read as float32 (what array('f'), a sensor on a
 single-precision port and the replay file hold); NaN or inf raises ValueError, as quantize.
 Tables: 255 (int16 hi, uint16 lo) order keys per channel, 1 KB per channel in 510-byte arrays.
+A rocket model's wider grid (mean 0, std and s_in powers of two: docs/quantization.md) needs no
+table: there u = x / 2**k_c exactly, so its ring (and xq) hold the model's own int32 values,
+each clamp(floor(u + 0.5)) from the float32's sign, exponent and significand in integer shifts
+(`_put_wide`), equal to `Model.quantize` as well; it streams without the patch reuse.
 
 Decision fields (updated in place): `logits` (array('i'), real logits are logit_scale times
 these), `cls` (its first argmax), `prob` (array('i') Q14, this decision's softmax),
@@ -124,6 +128,14 @@ def _key(x):
     return bits if bits < 0x80000000 else -(bits & 0x7FFFFFFF)
 
 
+def _log2(x):
+    """k for a float32 x = 2**k (a positive normal power of two), else ValueError."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    if bits & 0x807FFFFF or not 0 < bits >> 23 < 0xFF:
+        raise ValueError("stream: a rocket model's scale %r is not a power of two" % x)
+    return (bits >> 23) - 127
+
+
 def logit_multiplier(logit_scale):
     """(M, SH): M / 2**SH = logit_scale / ln 2 * 64, M < 2**14 as large as SH <= 30 allows,
     in integers from the float32 bits of logit_scale (no port's float rounding in it)."""
@@ -164,9 +176,6 @@ class Stream:
     def __init__(self, model, hop, smooth=1, threshold=None, on_decision=None, reuse=True):
         if not model.quantized:
             raise ValueError("stream: the blob has float32 weights only; export it as int8")
-        if getattr(model, "xq_typecode", "b") != "b":
-            raise ValueError("stream: a rocket model (an int32 input grid) does not stream yet; "
-                             "parity and predict run it on windows")  # fmt: skip
         if hop < 1 or smooth < 1:
             raise ValueError("stream: hop and smooth must be >= 1 (got %r, %r)" % (hop, smooth))
         if threshold is not None and not 0 <= threshold <= 1:
@@ -180,18 +189,26 @@ class Stream:
         nc = model.n_classes
         self._thr_q = -1 if threshold is None else int(threshold * 16384 + 0.5)
         self._M, self._SH = logit_multiplier(model.logit_scale)
-        self._ring = array.array("b", bytes(T * C))
+        code = getattr(model, "xq_typecode", "b")  # "b", or a rocket model's wider grid
+        wide = code != "b"
+        self._ring = _zeros(code, T * C) if wide else array.array("b", bytes(T * C))
         # the largest buffer first, while the heap has its largest free blocks; a heap too
         # fragmented for it streams without the patch reuse (the same decisions, slower)
-        self.reuse = reuse and model.seq and T % model.patch == 0 and hop % model.patch == 0
+        self.reuse = (reuse and not wide and model.seq and T % model.patch == 0
+                      and hop % model.patch == 0)  # fmt: skip
         if self.reuse:
             try:
                 self._patches(model)
             except MemoryError:
                 self.reuse = False
         if not self.reuse:
-            self._xq = array.array("b", bytes(model.input_len))
-        self._hi, self._lo = self._thresholds(model)
+            self._xq = _zeros(code, model.input_len) if wide else array.array("b", bytes(
+                model.input_len))  # fmt: skip
+        if wide:
+            self._shift = self._powers(model)
+            self._put = self._put_wide
+        else:
+            self._hi, self._lo = self._thresholds(model)
         self._f32 = bytearray(4 * C)
         self._hist = array.array("i", bytes(4 * smooth * nc))  # the last `smooth` probs
         self._acc = array.array("i", bytes(4 * nc))  # their sum
@@ -357,6 +374,58 @@ class Stream:
                 else:
                     b = mid
             ring[w + c] = a - 128
+            off += 4
+        w = self._head + 1
+        self._head = 0 if w == self.model.steps else w
+
+    @staticmethod
+    def _powers(model):
+        """A rocket model's grid: its blob has mean 0 and powers of two for std and s_in
+        (docs/quantization.md), so u = x / 2**k_c exactly, k_c = log2(std[c] * s_in). Per
+        channel 150 + k_c: a float32 x is m * 2**(e - 150) (m its 24-bit significand, e its
+        biased exponent), so u = m / 2**(150 + k_c - e)."""
+        mean, std, view, _ = model._norm
+        if view and view[0]:
+            raise ValueError("stream: a rocket model with an input view does not stream")
+        k = _log2(model.input_scale)
+        shift = array.array("i", bytes(4 * len(std)))
+        for c in range(len(std)):
+            if mean[c] != 0:
+                raise ValueError("stream: a rocket model's mean must be 0 (channel %d)" % c)
+            shift[c] = 150 + k + _log2(std[c])
+        return shift
+
+    def _put_wide(self, buf, off):
+        """_put for a rocket model's grid: xq = clamp(floor(u + 0.5)), u = m / 2**n (_powers),
+        from the float32's bits in integers, every value below 2**30 (Model.quantize's value:
+        its u is exact too). n > 25: |u| < 1/4, 0; n <= -7: |u| >= 2**30, saturated."""
+        shift = self._shift
+        ring = self._ring
+        hi = self.model._norm[3]
+        C = len(shift)
+        w = self._head * C
+        for c in range(C):
+            b3 = buf[off + 3]
+            e = ((b3 & 0x7F) << 1) | (buf[off + 2] >> 7)
+            if e == 255:
+                raise ValueError("stream: value %d of the step is NaN or inf" % c)
+            m = ((buf[off + 2] & 0x7F) << 16) | (buf[off + 1] << 8) | buf[off]
+            if e:
+                m |= 0x800000
+            else:  # subnormal: m * 2**(1 - 150)
+                e = 1
+            if b3 & 0x80:
+                m = -m
+            n = shift[c] - e
+            if n > 25:
+                v = 0
+            elif n > 0:
+                v = (m + (1 << (n - 1))) >> n  # floor(u + 0.5): >> floors negatives too
+            elif n > -7:
+                v = m << -n
+            else:
+                v = m and (hi if m > 0 else -1 - hi)
+            ring[w + c] = hi if v > hi else (-1 - hi if v < -1 - hi else v)
             off += 4
         w = self._head + 1
         self._head = 0 if w == self.model.steps else w

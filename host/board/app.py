@@ -191,10 +191,6 @@ def plan_app(args: argparse.Namespace, blob) -> AppPlan:
     if "T" not in blob.ops[0].iparams:  # a row model: one step, nothing to stream
         raise CLIError(f"{args.blob} is a row model: the app streams windows of a sequence "
                        "model ('tinyattn train --ts …')")  # fmt: skip
-    if blob.ops[0].kind == "rocket":
-        raise CLIError(f"{args.blob} is a seq-rocket model: it does not stream on the board yet "
-                       "(its input grid is int32); flash it without --app, and parity and "
-                       "predict run it on windows")  # fmt: skip
     return AppPlan(cfg, steps, rate)
 
 

@@ -72,8 +72,7 @@ def _walk(root: Any, seen: set[int]) -> tuple[int, int, int, int]:
 def features(blob: bytes, hop: int = 10) -> dict[str, Any]:
     """What the estimate reads of a blob, from the device runtime loading it under CPython:
     the model's (bytes, arrays, objects) (`model`), its Stream's and the app's read buffer
-    (`stream`; None for a row model, which never streams, and a rocket model, which does not
-    stream yet), and the values of one sample
+    (`stream`; None for a row model, which never streams), and the values of one sample
     (`values`: a window's T·C, a row's F)."""
     from tinyattn.board.stream import device_modules
 
@@ -83,7 +82,7 @@ def features(blob: bytes, hop: int = 10) -> dict[str, Any]:
     *counts, largest = _walk(model, seen)
     out: dict[str, Any] = {"model": tuple(counts), "stream": None, "largest": largest}
     out["values"] = model.steps * model.n_features if model.seq else model.n_features
-    if model.seq and model.steps > 1 and getattr(model, "xq_typecode", "b") == "b":
+    if model.seq and model.steps > 1:
         s_bytes, s_arrays, s_objects, _ = _walk(attention_stream.Stream(model, hop), seen)
         out["stream"] = (s_bytes + 4 * model.n_features * hop, s_arrays + 1, s_objects)
     return out
@@ -118,7 +117,7 @@ def heap_needed(blob: bytes, context: str = "server", as_mpy: bool = True) -> in
         raise ValueError(f"context {context!r}: one of {', '.join(RUNTIME_FIT)}")
     f = features(blob)
     if context == "app" and f["stream"] is None:
-        raise ValueError("a row model or a rocket model does not stream: no app")
+        raise ValueError("a row model does not stream: no app")
     need = from_features(f, context)
     return need if as_mpy else max(need, PY_LEAST)
 
