@@ -55,6 +55,8 @@ SHAPES = {
     "pickup-w16": ["--dataset", "pickupgesturewiimotez", "--stem", "conv", "--blocks", "0",
                    "--stem-stride", "1", "--stem-width", "16", "--patch", "4", "--embed", "16",
                    "--heads", "4"],
+    "bm-rocket": ["--dataset", "basicmotions", "--model", "seq-rocket"],
+    "jv-rocket": ["--dataset", "japanesevowels", "--model", "seq-rocket"],
 }  # fmt: skip
 # the runtime's allocations for a model and its Stream, on the unix port (viper kernels, the
 # set a board runs, imported before: the model's own heap, as the search's budget counts it):
