@@ -222,9 +222,7 @@ def _run(r0, r1, r2, r3):
     bne(DEP1)
     label(DEPREQ)
     mov(r2, r7)  # W row o + 2
-    bl(DERQ)
-    mov(r0, r6)
-    bl(DERQ)
+    bl(DERQ2)
     mov(r7, r8)
     ldr(r4, [r7, 72])
     sub(r4, 2)
@@ -290,6 +288,44 @@ def _run(r0, r1, r2, r3):
     mov(r4, r10)
     str(r0, [r4, 0])
     add(r4, 4)
+    mov(r10, r4)
+    bx(lr)
+    label(DERQ2)  # DERQ of a pair in one call: r0 into y[o], r6 into y[o + 1]; keeps r2
+    mov(r4, r9)
+    ldrh(r5, [r4, 0])  # M[o]
+    ldrh(r3, [r4, 2])  # M[o + 1]
+    add(r4, 4)
+    mov(r9, r4)
+    mul(r0, r5)
+    mul(r6, r3)
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    data(2, 0x445E)  # add r6, r11
+    mov(r4, r12)
+    asr(r0, r4)
+    asr(r6, r4)
+    mov(r3, r8)
+    ldr(r4, [r3, 48])  # act_min
+    cmp(r0, r4)
+    bge(DERQ2L0)
+    mov(r0, r4)
+    label(DERQ2L0)
+    cmp(r6, r4)
+    bge(DERQ2L1)
+    mov(r6, r4)
+    label(DERQ2L1)
+    ldr(r4, [r3, 52])  # act_max
+    cmp(r0, r4)
+    ble(DERQ2H0)
+    mov(r0, r4)
+    label(DERQ2H0)
+    cmp(r6, r4)
+    ble(DERQ2H1)
+    mov(r6, r4)
+    label(DERQ2H1)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    str(r6, [r4, 4])
+    add(r4, 8)
     mov(r10, r4)
     bx(lr)
     label(DEDONE)
@@ -655,13 +691,63 @@ def _run(r0, r1, r2, r3):
     add(r1, 4)
     data(2, 0x4541)  # cmp r1, r8
     bne(ATCJ4)
-    bl(ATREQ)
-    mov(r0, r3)
-    bl(ATREQ)
-    mov(r0, r5)
-    bl(ATREQ)
-    mov(r0, r6)
-    bl(ATREQ)
+    mov(r7, r10)  # ATREQ of the four (r0, r3, r5, r6), its parameters loaded once
+    ldr(r4, [r7, 68])  # M_ctx
+    mul(r0, r4)
+    mul(r3, r4)
+    mul(r5, r4)
+    mul(r6, r4)
+    ldr(r4, [r7, 76])  # r_ctx
+    add(r0, r0, r4)
+    add(r3, r3, r4)
+    add(r5, r5, r4)
+    add(r6, r6, r4)
+    ldr(r4, [r7, 72])  # shift_ctx
+    asr(r0, r4)
+    asr(r3, r4)
+    asr(r5, r4)
+    asr(r6, r4)
+    mov(r4, 127)
+    cmp(r0, r4)
+    ble(ATQH0)
+    mov(r0, r4)
+    label(ATQH0)
+    cmp(r3, r4)
+    ble(ATQH1)
+    mov(r3, r4)
+    label(ATQH1)
+    cmp(r5, r4)
+    ble(ATQH2)
+    mov(r5, r4)
+    label(ATQH2)
+    cmp(r6, r4)
+    ble(ATQH3)
+    mov(r6, r4)
+    label(ATQH3)
+    mvn(r4, r4)  # -128
+    cmp(r0, r4)
+    bge(ATQL0)
+    mov(r0, r4)
+    label(ATQL0)
+    cmp(r3, r4)
+    bge(ATQL1)
+    mov(r3, r4)
+    label(ATQL1)
+    cmp(r5, r4)
+    bge(ATQL2)
+    mov(r5, r4)
+    label(ATQL2)
+    cmp(r6, r4)
+    bge(ATQL3)
+    mov(r6, r4)
+    label(ATQL3)
+    ldr(r4, [r7, 92])  # ctx out
+    str(r0, [r4, 0])
+    str(r3, [r4, 4])
+    str(r5, [r4, 8])
+    str(r6, [r4, 12])
+    add(r4, 16)
+    str(r4, [r7, 92])
     ldr(r4, [r7, 108])
     add(r4, 16)
     str(r4, [r7, 108])
@@ -976,9 +1062,7 @@ def _run(r0, r1, r2, r3):
     bne(EMP1)
     label(EMPREQ)
     mov(r2, r7)  # W row o + 2
-    bl(EMRQ)
-    mov(r0, r6)
-    bl(EMRQ)
+    bl(DERQ2)
     mov(r7, r8)
     ldr(r4, [r7, 72])
     sub(r4, 2)
@@ -1008,7 +1092,7 @@ def _run(r0, r1, r2, r3):
     add(r2, 1)
     cmp(r1, r3)
     bne(EMS1)
-    bl(EMRQ)
+    bl(DERQ)
     label(EMROWEND)
     mov(r7, r8)
     ldr(r4, [r7, 80])
@@ -1022,31 +1106,6 @@ def _run(r0, r1, r2, r3):
     str(r4, [r7, 24])
     beq(EMDONE)
     b(EMROW)
-    label(EMRQ)  # r0 = clamp((r0 M[o] + rnd) >> shift) into y[o]; M and y advance
-    mov(r4, r9)
-    ldrh(r5, [r4, 0])  # M[o] (0..32767)
-    add(r4, 2)
-    mov(r9, r4)
-    mul(r0, r5)
-    data(2, 0x4458)  # add r0, r11 (rnd)
-    mov(r4, r12)
-    asr(r0, r4)
-    mov(r3, r8)
-    ldr(r4, [r3, 48])
-    cmp(r0, r4)
-    bge(EMRQLO)
-    mov(r0, r4)
-    label(EMRQLO)
-    ldr(r4, [r3, 52])
-    cmp(r0, r4)
-    ble(EMRQHI)
-    mov(r0, r4)
-    label(EMRQHI)
-    mov(r4, r10)
-    str(r0, [r4, 0])
-    add(r4, 4)
-    mov(r10, r4)
-    bx(lr)
     label(EMDONE)
     mov(r7, r8)
     ldr(r4, [r7, 100])
@@ -1785,19 +1844,22 @@ def _checked(m, run_int8):
     the method (`run_int8`), which checks it, raises, or sets the counts for a new n. On the
     Pico's clock the method's bytecode before the call costs ~115 µs, a third of Iris; this
     ~20 µs. A closure over one tuple: a call with at most 5 arguments and cells allocates
-    nothing (more: MicroPython copies them to the heap)."""
-    st = (m._run1[0], m._run1[1], m._loadp, m.steps, m.input_len, m.n_classes, m, run_int8,
-          array.array, len, type)  # fmt: skip
+    nothing (more: MicroPython copies them to the heap). The program and the load's sizes go
+    to the assembler as addresses (ints pass as they are; an array is looked up as a buffer,
+    ~1.5 µs each); m keeps both arrays."""
+    lp = m._loadp
+    st = (_run, _addr(m._run1[1]), lp, _addr(lp), m.steps, m.input_len, m.n_classes, m,
+          run_int8, array.array, len, type)  # fmt: skip
 
     @micropython.native
     def run(xq, out, n=None):
-        call, words, lp, T, nx, nc, m, run_int8, arr, n_of, type_of = st
+        call, words, lp, lp_at, T, nx, nc, m, run_int8, arr, n_of, type_of = st
         if n is None:
             n = T
         # lp[2]: the n the counts are set for (1..T); xq of input_len >= n*C int8
         if n == lp[2] and type_of(xq) is arr and type_of(out) is arr and n_of(xq) == nx:
             if n_of(out) >= nc:
-                return call(words, xq, out, lp)
+                return call(words, xq, out, lp_at)
         return run_int8(m, xq, out, n)
 
     return run
