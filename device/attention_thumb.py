@@ -1278,7 +1278,35 @@ def _run(r0, r1, r2, r3):
     str(r4, [r7, 112])  # i0 past the last output: S_out st - pad
     ldr(r4, [r7, 92])
     cmp(r4, 0)
-    beq(DWDONE)
+    bne(DWOUT)
+    b(DWDONE)
+    label(DWOUT)
+    mov(r4, r9)
+    str(r4, [r7, 20])  # dil
+    mov(r4, r10)
+    str(r4, [r7, 24])  # S_in
+    ldr(r1, [r7, 96])  # the outputs whose taps are all inside the window (DWT's test), the
+    ldr(r5, [r7, 92])  # same run of them in every channel: their count, for DWF
+    mov(r6, 0)
+    label(DWN)
+    data(2, 0x4551)  # cmp r1, r10
+    bcs(DWN1)
+    ldr(r4, [r7, 104])
+    add(r4, r4, r1)
+    data(2, 0x4554)  # cmp r4, r10
+    bcs(DWN1)
+    add(r6, 1)
+    label(DWN1)
+    ldr(r4, [r7, 60])
+    add(r1, r1, r4)  # i0 += st
+    sub(r5, 1)
+    bne(DWN)
+    ldr(r4, [r7, 56])
+    mul(r4, r6)
+    str(r4, [r7, 68])  # their y span: n F*4
+    ldr(r4, [r7, 60])
+    mul(r4, r6)
+    str(r4, [r7, 124])  # their i0 span: n st
     label(DWC)  # channel o: r1 i0, r2 W's row, r3 tap 0's address, r6 y's walker
     ldr(r4, [r7, 76])
     ldr(r5, [r4, 0])
@@ -1309,36 +1337,7 @@ def _run(r0, r1, r2, r3):
     add(r4, r4, r1)
     data(2, 0x4554)  # cmp r4, r10: the last tap outside?
     bcs(DWG)
-    ldr(r4, [r3, 0])
-    ldrb(r5, [r2, 0])
-    data(2, 0xB26D)  # sxtb r5, r5
-    mul(r5, r4)
-    add(r0, r0, r5)
-    data(2, 0x4443)  # add r3, r8
-    ldr(r4, [r3, 0])
-    ldrb(r5, [r2, 1])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r0, r0, r5)
-    data(2, 0x4443)
-    ldr(r4, [r3, 0])
-    ldrb(r5, [r2, 2])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r0, r0, r5)
-    data(2, 0x4443)
-    ldr(r4, [r3, 0])
-    ldrb(r5, [r2, 3])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r0, r0, r5)
-    data(2, 0x4443)
-    ldr(r4, [r3, 0])
-    ldrb(r5, [r2, 4])
-    data(2, 0xB26D)
-    mul(r5, r4)
-    add(r0, r0, r5)
-    data(2, 0x4443)
+    b(DWF)  # the first of the channel's run of inside outputs: DWF runs them all
     label(DWR)  # requant (acc M + rnd) >> shift, clamped
     ldr(r4, [r7, 32])
     mul(r0, r4)
@@ -1363,6 +1362,7 @@ def _run(r0, r1, r2, r3):
     add(r1, r1, r4)  # i0 += st
     ldr(r4, [r7, 108])
     add(r3, r3, r4)  # the next output's tap 0
+    label(DWTN)
     ldr(r4, [r7, 112])
     cmp(r1, r4)
     bne(DWT)
@@ -1397,6 +1397,101 @@ def _run(r0, r1, r2, r3):
     ldr(r1, [r7, 120])
     ldr(r6, [r7, 116])
     b(DWR)
+    # The channel's run of outputs whose five taps are inside the window (n of them: 68, 124),
+    # entered at its first with r0 = b[o]: the weights in r1, r2, r5, r6, r7, r9 the state
+    # base, r10 y's walker, r11 the run's y end, r12 F*4 (the runner's r12 saved at 52), lr
+    # the step from tap 4 to the next output's tap 0; then r9..r12 back and on to the tail.
+    label(DWF)
+    str(r1, [r7, 120])  # i0 of the run's first output
+    mov(r4, r12)
+    str(r4, [r7, 52])
+    mov(r9, r7)
+    mov(r10, r6)
+    ldr(r4, [r7, 68])
+    add(r4, r4, r6)
+    mov(r11, r4)
+    ldr(r4, [r7, 56])
+    mov(r12, r4)
+    ldr(r4, [r7, 108])
+    data(2, 0x4444)  # add r4, r8: st C*4 - 4 dil C*4
+    data(2, 0x46A6)  # mov lr, r4
+    ldrb(r1, [r2, 0])
+    data(2, 0xB249)  # sxtb r1, r1
+    ldrb(r5, [r2, 2])
+    data(2, 0xB26D)  # sxtb r5, r5
+    ldrb(r6, [r2, 3])
+    data(2, 0xB276)  # sxtb r6, r6
+    ldrb(r7, [r2, 4])
+    data(2, 0xB27F)  # sxtb r7, r7
+    ldrb(r2, [r2, 1])
+    data(2, 0xB252)  # sxtb r2, r2
+    b(DWF1)
+    label(DWFT)
+    mov(r4, r9)
+    ldr(r0, [r4, 16])  # acc = b[o]
+    label(DWF1)
+    ldr(r4, [r3, 0])
+    mul(r4, r1)
+    add(r0, r0, r4)
+    data(2, 0x4443)  # add r3, r8
+    ldr(r4, [r3, 0])
+    mul(r4, r2)
+    add(r0, r0, r4)
+    data(2, 0x4443)
+    ldr(r4, [r3, 0])
+    mul(r4, r5)
+    add(r0, r0, r4)
+    data(2, 0x4443)
+    ldr(r4, [r3, 0])
+    mul(r4, r6)
+    add(r0, r0, r4)
+    data(2, 0x4443)
+    ldr(r4, [r3, 0])
+    mul(r4, r7)
+    add(r0, r0, r4)
+    data(2, 0x4473)  # add r3, lr: the next output's tap 0
+    mov(r4, r9)
+    ldr(r4, [r4, 32])
+    mul(r0, r4)  # acc M[o]
+    mov(r4, r9)
+    ldr(r4, [r4, 36])
+    add(r0, r0, r4)  # + rnd
+    mov(r4, r9)
+    ldr(r4, [r4, 40])
+    asr(r0, r4)  # >> shift
+    mov(r4, r9)
+    ldr(r4, [r4, 44])
+    cmp(r0, r4)
+    bge(DWFLO)
+    mov(r0, r4)
+    label(DWFLO)
+    mov(r4, r9)
+    ldr(r4, [r4, 48])
+    cmp(r0, r4)
+    ble(DWFHI)
+    mov(r0, r4)
+    label(DWFHI)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    data(2, 0x4464)  # add r4, r12: y's next row
+    mov(r10, r4)
+    data(2, 0x45DA)  # cmp r10, r11
+    bne(DWFT)
+    mov(r7, r9)
+    mov(r6, r10)
+    ldr(r1, [r7, 120])
+    ldr(r4, [r7, 124])
+    add(r1, r1, r4)  # i0 past the run
+    ldr(r2, [r7, 28])
+    ldr(r4, [r7, 52])
+    mov(r12, r4)
+    ldr(r4, [r7, 20])
+    mov(r9, r4)  # dil
+    ldr(r4, [r7, 24])
+    mov(r10, r4)  # S_in
+    ldr(r4, [r7, 100])
+    mov(r11, r4)  # K
+    b(DWTN)
     label(DWDONE)
     ldr(r4, [r7, 0])
     mov(r8, r4)
@@ -1586,7 +1681,23 @@ def _run(r0, r1, r2, r3):
     cmp(r4, 0)
     bne(LDW)
     add(r6, r6, r2)
-    label(LDB)  # int8 x (embed's input): n bytes, then zeros
+    mov(r4, r1)
+    orr(r4, r2)
+    lsl(r4, r4, 30)
+    bne(LDB)  # xq or x not word-aligned: byte by byte
+    sub(r7, r5, r1)
+    lsr(r7, r7, 2)
+    lsl(r7, r7, 2)
+    add(r7, r7, r1)  # the end of xq's whole words
+    label(LDB4)  # int8 x (embed's input): four bytes a word, then the rest, then zeros
+    cmp(r1, r7)
+    beq(LDB)
+    ldr(r4, [r1, 0])
+    str(r4, [r2, 0])
+    add(r1, 4)
+    add(r2, 4)
+    b(LDB4)
+    label(LDB)
     cmp(r1, r5)
     beq(LDBZ)
     ldrb(r4, [r1, 0])
