@@ -18,18 +18,21 @@ embed's), of y, nc, the step count), then per step 7 words, the kernel's code (_
 and the addresses of the step's six buffers (0 for None). `fuse(prog)` (called by attention.py
 once at load) turns each run of a model's assembler steps into one such program; `whole()` makes
 a program of every step the model's whole int8 inference: with xq (not 0) `_run` first loads
-lp[0] int8 of it into x (zeros up to lp[1], as viper's load), and with out (not 0) it ends by
-copying y's nc logits into out and returns their argmax (the first maximum), so run_int8 makes
-one call. A kernel of INT8 called by itself (the stream's embed) runs as a one-step program
-(`_one`). `_run` loads a step's first three buffers into r0..r2 and the other three into
-_A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state in _A's words
-(byte offsets below; 116 and 120 are the program's walker and end).
+lp[0] int8 of it into x (a word at a time when both are word-aligned; zeros up to lp[1], as
+viper's load), and with out (not 0) it ends by copying y's nc logits into out and returns
+their argmax (the first maximum), so run_int8 makes one call. Such a model gets a run_int8 of
+its own (`setup`, `_checked`): the method's checks in native code, ~20 µs where the method's
+bytecode took ~115 (a third of Iris). A kernel of INT8 called by itself (the stream's embed)
+runs as a one-step program (`_one`). `_run` loads a step's first three buffers into r0..r2
+and the other three into _A[0..2], points r3 at _A and branches to the kernel, which keeps its
+loop state in _A's words (byte offsets below; 116 and 120 are the program's walker and end).
 
 - dense / embed (code 0 / 4; embed's input is int8 too): two outputs per pass over the input
   row (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls + adds), four inputs per
-  loop step), the last output of an odd n_out alone; then per output the requant
-  (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit
-  product is exact by the small-int budget (docs/quantization.md), as viper's.
+  loop step), the last output of an odd n_out alone; then the requant of the pair (DERQ2;
+  DERQ alone) (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min,
+  act_max]. The 32-bit product is exact by the small-int budget (docs/quantization.md), as
+  viper's.
 - attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
   of attention_kernels.softmax_q14 (the same idx, table product and rounding; e = 0 without the
   product past dmax_sm, where d M_sm may not fit 32 bits), ctx four columns at a time, each
@@ -41,9 +44,12 @@ _A[0..2], points r3 at _A and branches to the kernel, which keeps its loop state
   steps: q0 >= N / sum - 3).
 - add (2), pool (3), relu (5): the residual add's requant per element; the column sums and
   their requant; max(y, 0).
-- conv (6; the conv stem, depthwise and pointwise: one grouped kernel): per output row and
-  output, the group's channels times the taps inside the window (one unsigned compare a tap),
-  then dense's requant.
+- conv (6; the conv stem, depthwise and pointwise: one grouped kernel): a pointwise conv (K 1,
+  stride 1, no pad, one group) runs as dense's rows; a depthwise one channel by channel, the
+  outputs whose five taps lie inside the window (the same run in every channel) with the
+  weights in registers (DWF), the others with a bound a tap; any other, per output row and
+  output, the group's channels times the taps inside the window (one unsigned compare a
+  tap). Each output then dense's requant.
 - myquery, myattn (MyAttn models), load (the window copy, when the program is not whole): the
   viper kernels, each a step of its own between the fused runs of assembler steps.
 
