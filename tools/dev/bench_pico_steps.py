@@ -12,7 +12,7 @@ tools/bench_pico_cost.SHAPES (trained for one epoch: a model's time does not dep
 weights), by name; a model whose program is not one assembler call (a rocket or MyAttn model)
 is reported as such.
 
-    python -m tools.bench_pico_steps [--port TTY] [iris acsf1-alone-w16 ...]
+    python -m tinyattn.tools.dev.bench_pico_steps [--port TTY] [iris acsf1-alone-w16 ...]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def steps(names):
 def measure(port: str, blobs: dict[str, Path]) -> dict[str, dict]:
     """name -> {"steps": [(kernel, µs)], "program": µs, "run_int8": µs, "timer": µs}."""
     from tinyattn.board.flash import flash, mpremote
-    from tools.bench_pico_cost import GOLDEN
+    from tinyattn.tools.bench_pico_cost import GOLDEN
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         help="golden models and tools/bench_pico_cost.SHAPES (default: iris)",
     )
     args = p.parse_args(argv)
-    from tools.bench_pico_cost import models
-    from tools.emulated_boards import EmulatedBoard, skip_reason
+    from tinyattn.tools.bench_pico_cost import models
+    from tinyattn.tools.emulated_boards import EmulatedBoard, skip_reason
 
     with tempfile.TemporaryDirectory() as tmp:
         blobs = models(Path(tmp), tuple(args.names))
