@@ -105,22 +105,30 @@ def models(tmp: Path, names: tuple[str, ...] | None = None) -> dict[str, Path]:
     return out
 
 
-def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:
-    """µs of one int8 inference of each blob on the board at `port` (the fastest of REPEAT)."""
+def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, call: str) -> str:
+    """Flash the runtime (as .mpy), copy each blob as NAME.bin and `source` (its @REPEAT@
+    filled in) as `module`.py to the board at `port`, then run `module.call(names)` there; its
+    output."""
     from tinyattn.board.flash import flash, mpremote
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name, blob in blobs.items():
             (folder / f"{name}.bin").write_bytes(blob.read_bytes())
-        (folder / "bench_cost_dev.py").write_text(DEVICE.replace("@REPEAT@", str(REPEAT)))
+        (folder / f"{module}.py").write_text(source)
         flash(port, GOLDEN / "iris.bin", use_mpy=True, progress=False)
         chain = []
         for path in sorted(folder.iterdir()):
             chain += ["cp", str(path), ":", "+"]
         mpremote(port, *chain[:-1], timeout=600)
-    out = mpremote(port, "exec", "import bench_cost_dev as b; "
-                   f"b.bench({list(blobs)!r})", timeout=3600)  # fmt: skip
+    return mpremote(port, "exec", f"import {module} as b; b.{call}({list(blobs)!r})",
+                    timeout=3600)  # fmt: skip
+
+
+def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:
+    """µs of one int8 inference of each blob on the board at `port` (the fastest of REPEAT)."""
+    out = run_on_board(port, blobs, "bench_cost_dev", DEVICE.replace("@REPEAT@", str(REPEAT)),
+                       "bench")  # fmt: skip
     us = {}
     for line in out.splitlines():
         parts = line.split()

@@ -89,21 +89,10 @@ def steps(names):
 
 def measure(port: str, blobs: dict[str, Path]) -> dict[str, dict]:
     """name -> {"steps": [(kernel, µs)], "program": µs, "run_int8": µs, "timer": µs}."""
-    from tinyattn.board.flash import flash, mpremote
-    from tinyattn.tools.bench_pico_cost import GOLDEN
+    from tinyattn.tools.bench_pico_cost import run_on_board
 
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        for name, blob in blobs.items():
-            (folder / f"{name}.bin").write_bytes(blob.read_bytes())
-        (folder / "bench_steps_dev.py").write_text(DEVICE.replace("@REPEAT@", str(REPEAT)))
-        flash(port, GOLDEN / "iris.bin", use_mpy=True, progress=False)
-        chain = []
-        for path in sorted(folder.iterdir()):
-            chain += ["cp", str(path), ":", "+"]
-        mpremote(port, *chain[:-1], timeout=600)
-    out = mpremote(port, "exec", "import bench_steps_dev as b; "
-                   f"b.steps({list(blobs)!r})", timeout=3600)  # fmt: skip
+    source = DEVICE.replace("@REPEAT@", str(REPEAT))
+    out = run_on_board(port, blobs, "bench_steps_dev", source, "steps")
     res: dict[str, dict] = {}
     for line in out.splitlines():
         parts = line.split()
