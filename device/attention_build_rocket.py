@@ -9,9 +9,10 @@ ops after it (a row model on its K features: the dense head) built by attention_
   steps summed), with margins of M0 = 4·(the largest dilation) zero steps;
 - rocket (float flag p[11]): the groups' convolutions, counts and features into the K
   features buffer the head reads.
-The int8 program takes attention_viper_rocket's beside a compiled kernel set (viper, native,
-thumb) where the port has the viper emitter, else attention_kernels_rocket's (the pure ones,
-which the float program always runs).
+The int8 program takes attention_thumb_rocket's (the hot loops in Thumb assembler) beside the
+thumb set, attention_viper_rocket's beside another compiled set (viper, native; or thumb where
+its rocket module cannot import) where the port has the viper emitter, else
+attention_kernels_rocket's (the pure ones, which the float program always runs).
 Both steps share their parameter array p (rocket_in writes the exponent p[8]; p[0] = n', the
 window's pooled steps, is set before each run through `rows`). xp and the scratch A (the shared
 sums and a group's thresholds) serve both programs (they never run at once, and each writes
@@ -22,6 +23,7 @@ Load-time only, dropped with attention_build.
 """
 
 import array
+import sys
 
 import attention_build
 import attention_kernels_rocket as _kr
@@ -79,13 +81,20 @@ def _tables(op):
 
 def _int8_kernels(kernels):
     """(rocket_in, rocket) of the int8 program beside the kernel set whose INT8 tuple is
-    `kernels`: the viper ones beside a compiled set, the pure ones beside the pure set."""
-    if kernels[0] is not __import__("attention_kernels").dense:
+    `kernels`: attention_thumb_rocket's beside the thumb set, the viper ones beside another
+    compiled set (or the thumb set where its rocket module cannot import), the pure ones
+    beside the pure set."""
+    if kernels[0] is __import__("attention_kernels").dense:
+        return _kr.rocket_in, _kr.rocket
+    names = ("attention_viper_rocket",)
+    th = sys.modules.get("attention_thumb")
+    if th is not None and kernels is th.INT8:
+        names = ("attention_thumb_rocket",) + names
+    for name in names:
         try:
-            import attention_viper_rocket as v
-
+            v = __import__(name)
             return v.rocket_in, v.rocket
-        except (ImportError, SyntaxError, ValueError):  # no viper emitter on this port
+        except (ImportError, SyntaxError, ValueError):  # no emitter or assembler here
             pass
     return _kr.rocket_in, _kr.rocket
 

@@ -2,8 +2,9 @@
 """The kernels of a rocket model (op 0 rocket: MiniRocket's transform, docs/quantization.md
 "rocket"), steps `kernel(a, b, c, d, e, p)` as in attention_kernels.py. A module of its own,
 imported only by a rocket model (attention_build_rocket, attention.Model for its window load),
-so every other model's runtime stays as small as it was. Every kernel set (pure, native, viper,
-thumb) runs these pure ones for the rocket op: they are the reference.
+so every other model's runtime stays as small as it was. They are the reference: the pure set
+and every float program run them; the compiled sets run attention_viper_rocket's int8 ones
+(and the thumb set attention_thumb_rocket's rocket).
 
 int8 and float (the float flag p[11] set, buffers array('f')) share the code:
 rocket_in (x, xp, s, -, -, p)  p as rocket's (below): the window x (n'·P·C values: the

@@ -1,18 +1,28 @@
 # Device (MicroPython only): the rocket op's int8 kernels as @micropython.viper machine code.
 # ruff: noqa: F821  (ptr32 and `int` casts are viper builtins)
-"""Viper versions of attention_kernels_rocket.py's rocket_in and rocket, the int8 path only
-(the float program runs the pure ones): same signatures, same results bit for bit (the tests
+"""Viper versions of attention_kernels_rocket.py's load (of the int32 window: attention.py
+takes it beside a compiled kernel set), rocket_in and rocket, the int8 path only (the float
+program runs the pure ones): same signatures, same results bit for bit (the tests
 compare them on windows of every length, pooled and capped, with attention_viper's sign
 rules: a word read through ptr32 is restored with `(v ^ sg) - sg`, sg = 2**31, a no-op on a
 32-bit port). Every intermediate stays within 2**30 (docs/quantization.md "rocket": the
 convolution bound, the saturated thresholds, the PPV numerator), so 32-bit words hold it.
 
 Imported by attention_build_rocket for a rocket model whose int8 kernel set is compiled
-(viper, native, thumb); on a port without the viper emitter the import fails and the pure
-kernels run.
+(viper, native; thumb takes rocket_in here and rocket from attention_thumb_rocket); on a port
+without the viper emitter the import fails and the pure kernels run.
 """
 
 import micropython
+
+
+@micropython.viper
+def load(xq: ptr32, x: ptr32, _a, _b, _c, p: ptr32):
+    n = int(p[0])
+    for i in range(n):
+        x[i] = xq[i]
+    for i in range(n, int(p[1])):
+        x[i] = 0
 
 
 @micropython.viper

@@ -130,3 +130,102 @@ def conv_case(folder: Path) -> np.ndarray:
         write_xq(folder / f"conv-{kernels}.xq", nt, xq)
     return run_int8(blob, xq, nt)
 
+
+
+# The rocket kernel of a compiled set against the pure one (attention_kernels_rocket.rocket)
+# on the board: rocket_kernel_cases() writes the cases as rocket_kernel.cases (int32 words,
+# little-endian: per case the lengths of p, tab, ft, xp, x and A, then p, tab, ft, xp, x) and
+# ROCKET_KERNEL_RUNNER as rocket_kernel_runner.py; go(module) prints "R k same e y..." per
+# case, `same` when the module's rocket_in (e and xp, from the window x) and rocket (y, on the
+# case's xp) equal the pure kernels'.
+ROCKET_KERNEL_RUNNER = """
+import array
+import attention_kernels_rocket as P
+
+
+def _words(f, n):
+    a = array.array("i", [0] * n)
+    f.readinto(a)
+    return a
+
+
+def go(module):
+    M = __import__(module)
+    k = 0
+    with open("rocket_kernel.cases", "rb") as f:
+        while True:
+            h = _words(f, 6)
+            if h[0] == 0:
+                break
+            p, tab, ft, xp, x = (_words(f, h[i]) for i in range(5))
+            out = []
+            for mod in (P, M):
+                q = array.array("i", p)
+                X = array.array("i", xp)  # rocket_in's output over the case's xp
+                mod.rocket_in(x, X, None, None, None, q)
+                y = array.array("i", [0] * p[6])
+                mod.rocket(array.array("i", xp), y, tab, ft, array.array("i", [0] * h[5]), q)
+                out.append((q[8], list(X), list(y)))
+            print("R", k, out[0] == out[1], out[1][0], out[1][2][:8])
+            k += 1
+"""
+
+
+def rocket_kernel_cases(folder: Path, count: int = 60, seed: int = 42) -> int:
+    """`count` random calls of the rocket kernel (docs/quantization.md "rocket") as
+    rocket_kernel.cases in folder, with the runner; returns the count. Each case: 1-4
+    channels, pooled (P 1-4, so |xp| < P 2**15), a positions cap N (0 or below n'), groups
+    of pad 0 and 1 at several dilations in any order (a dilation again after another: its
+    shared sums again), combinations of 1..C channels, 1-6 features, windows as short as one
+    step (n' < 9d: no position counted for pad 0), bias exponents and mantissas that
+    saturate at +-(2**30 - 1) or shift right, half the thresholds among the convolutions,
+    and every value of xp (margins too) random, a tenth of them at the bounds
+    +-(P 2**15 - 1); every fifth case on values -1..1 with thresholds there (ties); and a
+    window x for rocket_in of levels up to 2**(1..29) (block exponents 0..14), a twentieth
+    at the negative bound."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for k in range(count):
+        C = int(rng.integers(1, 5))
+        P = int(rng.integers(1, 5))
+        S = int(rng.integers(1, 40))
+        n = int(rng.integers(1, S + 1)) if k % 4 else S
+        N = 0 if k % 3 == 0 else int(rng.integers(1, n + 1))
+        dils = sorted({int(d) for d in rng.integers(1, 12, size=int(rng.integers(1, 4)))})
+        G = int(rng.integers(1, 7))
+        e = int(rng.integers(0, 4))
+        small = k % 5 == 0  # xp in -1..1 and thresholds there: conv = thr ties (not counted)
+        top = 1 if small else P * 2**15 - 1
+        shift = int(rng.integers(12, 24))
+        mq = 1 << (shift - 8)  # |(q - z) M| >> shift below ~128: features rarely saturate
+        tab, ft, nmax = [], [], 0
+        for _ in range(G):
+            d = int(rng.choice(dils))
+            taps = sorted(rng.choice(9, 3, replace=False).tolist())
+            nch = int(rng.integers(1, C + 1))
+            nf = int(rng.integers(1, 7))
+            eb = int(rng.integers(0, 31)) if k % 2 else e + int(rng.integers(-1, 3))
+            eb = max(eb, 0)
+            tab += [d, int(rng.integers(0, 2)), *taps, nch, nf, eb]
+            tab += sorted(rng.choice(C, nch, replace=False).tolist())
+            nmax = max(nmax, nf)
+            for _ in range(nf):
+                if rng.random() < 0.5:  # anywhere: saturated or shifted past every conv
+                    b = int(rng.integers(-(2**30) + 1, 2**30)) >> int(rng.integers(0, 31))
+                else:  # a threshold among the convolutions (or the small values' ties)
+                    thr = int(rng.integers(-1, 2) if small else rng.normal(0, top * nch))
+                    b = thr >> (eb - e) if eb >= e else thr << (e - eb)
+                ft += [b, int(rng.integers(0, 32769)), int(rng.integers(-mq, mq + 1))]
+        xp = rng.integers(-top, top + 1, size=(S + 8 * max(dils)) * C)
+        edge = rng.random(xp.shape) < 0.1
+        xp[edge] = rng.choice([-top, top], int(edge.sum()))
+        p = [n, S, C, P, 4 * max(dils), G, len(ft) // 3, shift, e, -(2**29), 2**29 - 1, 0, N]
+        big = 2 ** int(rng.integers(1, 30))  # the window: levels up to 2**29 (e 0..14)
+        x = rng.integers(-big + 1, big, size=S * P * C)
+        x[rng.random(x.shape) < 0.05] = -big + 1
+        parts = (p, tab, ft, xp, x)
+        cases.append(np.concatenate([[len(a) for a in parts] + [S * C + nmax], *parts]))
+    cases.append(np.zeros(6))  # the end
+    (folder / "rocket_kernel.cases").write_bytes(np.concatenate(cases).astype("<i4").tobytes())
+    (folder / "rocket_kernel_runner.py").write_text(ROCKET_KERNEL_RUNNER)
+    return count

@@ -12,6 +12,8 @@ kernels among them.
   every window of BasicMotions with thumb; the slower sets and JapaneseVowels' 640 windows a
   stated subset).
 - A conv-stem model (random weights) with each kernel set: every logit exact on 24 windows.
+- A rocket model with each kernel set (every logit exact on 12 windows), and the thumb and
+  viper rocket kernels against the pure ones on random calls.
 - A log-view and a clip-view model flashed and checked by `parity` from raw values, as a user
   runs it: the input stage in single precision, every xq and logit equal to the host's.
 - The thumb attention kernel against the pure one on extreme int8 q, k where max - score
@@ -36,6 +38,7 @@ from emulated_support import (
     conv_case,
     golden_files,
     rocket_case,
+    rocket_kernel_cases,
     running_board,
 )
 from seq_models import view_model
@@ -59,6 +62,7 @@ def pico(tmp_path_factory):
         golden_files(files)
         board.conv_logits = conv_case(files)
         board.rocket_logits = rocket_case(files)
+        board.rocket_kernel_cases = rocket_kernel_cases(files)
         board.flash_code = cli.main(["flash", "--port", board.tty, "--blob",
                                      str(GOLDEN / "iris.bin"), "--quiet"])  # fmt: skip
         chain = []
@@ -148,7 +152,8 @@ def test_emulated_pico_conv_stem_int8_exact(pico, kernels):
 def test_emulated_pico_rocket_int8_exact(pico, kernels):
     """A rocket model on the Pico (int32 input grid, pooled, levels over six decades): every
     logit of 12 windows of random lengths equal to the host integer reference's, with each
-    kernel set (thumb and viper: attention_viper_rocket's kernels; 32-bit words)."""
+    kernel set (thumb: attention_thumb_rocket's kernels; viper: attention_viper_rocket's;
+    32-bit words)."""
     out = mpremote(pico.tty, "exec", f"import golden_runner; golden_runner.go('rocket', "
                    f"{kernels!r})", timeout=TIMEOUT["pico"])  # fmt: skip
     rows, chosen, _ = parse_golden(out)
@@ -156,6 +161,21 @@ def test_emulated_pico_rocket_int8_exact(pico, kernels):
     assert sorted(rows) == list(range(len(pico.rocket_logits))), out[-2000:]
     for i, logits in enumerate(pico.rocket_logits):
         assert rows[i] == logits.tolist(), (kernels, i)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["attention_thumb_rocket", "attention_viper_rocket"])
+def test_emulated_pico_rocket_kernels_equal_pure(pico, module):
+    """The compiled rocket kernels (thumb: Thumb assembler; viper) against the pure ones on the
+    Pico, on random calls (emulated_support.rocket_kernel_cases: pooled and capped, pad 0 and
+    1, dilations in any order, combinations of 1..4 channels, windows shorter than 9d,
+    values at the bounds, ties, saturated thresholds): rocket_in's block exponent and grid,
+    rocket's features, all equal."""
+    out = mpremote(pico.tty, "exec", f"import rocket_kernel_runner as r; r.go({module!r})",
+                   timeout=600)  # fmt: skip
+    rows = [line.split() for line in out.splitlines() if line.startswith("R ")]
+    assert len(rows) == pico.rocket_kernel_cases, out[-2000:]
+    assert all(r[2] == "True" for r in rows), [r for r in rows if r[2] != "True"]
 
 
 @pytest.mark.slow

