@@ -254,17 +254,6 @@ def _forget(keep):
     _gc.collect()
 
 
-def _rocket_load(kernels):
-    """The window load of a rocket model's int32 grid: attention_viper_rocket's beside a
-    compiled kernel set where the port has the viper emitter, else the pure one."""
-    if kernels != "pure":
-        try:
-            return __import__("attention_viper_rocket").load
-        except (ImportError, SyntaxError, ValueError):  # no viper emitter on this port
-            pass
-    return __import__("attention_kernels_rocket").load
-
-
 def _kernel_module(name):
     """The kernel module of set `name`, or None when it cannot be imported here."""
     if name == "thumb" and not _THUMB:
@@ -376,7 +365,7 @@ class Model:
                 self.int8_kernels = _kernel_module(kernels).INT8
                 self._load = self.int8_kernels[8]
                 if bits > 8:  # a wider grid's window (int32, a rocket model): its load
-                    self._load = _rocket_load(kernels)
+                    self._load = __import__("attention_kernels_rocket").load
                 self.embed = self._prog8[0]  # the Stream's run_tokens starts after it
                 self._tail8 = self._prog8[1:]
             if kernels == "thumb":  # whole programs in one call (attention_thumb.setup)

@@ -12,7 +12,9 @@ ops after it (a row model on its K features: the dense head) built by attention_
 The int8 program takes attention_thumb_rocket's (the hot loops in Thumb assembler) beside the
 thumb set, attention_viper_rocket's beside another compiled set (viper, native; or thumb where
 its rocket module cannot import) where the port has the viper emitter, else
-attention_kernels_rocket's (the pure ones, which the float program always runs).
+attention_kernels_rocket's (the pure ones, which the float program always runs); and points
+attention_kernels_rocket.load, the int32 window's load attention.py takes after the build, at
+that module's.
 Both steps share their parameter array p (rocket_in writes the exponent p[8]; p[0] = n', the
 window's pooled steps, is set before each run through `rows`). xp and the scratch A (the shared
 sums and a group's thresholds) serve both programs (they never run at once, and each writes
@@ -80,23 +82,27 @@ def _tables(op):
 
 
 def _int8_kernels(kernels):
-    """(rocket_in, rocket) of the int8 program beside the kernel set whose INT8 tuple is
-    `kernels`: attention_thumb_rocket's beside the thumb set, the viper ones beside another
-    compiled set (or the thumb set where its rocket module cannot import), the pure ones
-    beside the pure set."""
+    """(rocket_in, rocket, load of the int32 window) of the int8 program beside the kernel set
+    whose INT8 tuple is `kernels`: attention_thumb_rocket's beside the thumb set, the viper
+    ones beside another compiled set (or the thumb set where its rocket module cannot
+    import), the pure ones beside the pure set."""
     if kernels[0] is __import__("attention_kernels").dense:
-        return _kr.rocket_in, _kr.rocket
-    names = ("attention_viper_rocket",)
+        return _kr.rocket_in, _kr.rocket, _kr.copy
     th = sys.modules.get("attention_thumb")
     if th is not None and kernels is th.INT8:
-        names = ("attention_thumb_rocket",) + names
-    for name in names:
         try:
-            v = __import__(name)
-            return v.rocket_in, v.rocket
-        except (ImportError, SyntaxError, ValueError):  # no emitter or assembler here
+            import attention_thumb_rocket as t
+
+            return t.rocket_in, t.rocket, t.load
+        except (ImportError, SyntaxError, ValueError):  # no inline assembler here
             pass
-    return _kr.rocket_in, _kr.rocket
+    try:
+        import attention_viper_rocket as v
+
+        return v.rocket_in, v.rocket, v.load
+    except (ImportError, SyntaxError, ValueError):  # no viper emitter on this port
+        pass
+    return _kr.rocket_in, _kr.rocket, _kr.copy
 
 
 def build(blob, kernels, float_kernels, bufs):
@@ -123,7 +129,10 @@ def build(blob, kernels, float_kernels, bufs):
         p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
                               -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
         s = array.array("f", [blob.input_scale]) if fl else None
-        k_in, k_roc = (_kr.rocket_in, _kr.rocket) if fl else _int8_kernels(ks)
+        if fl:
+            k_in, k_roc = _kr.rocket_in, _kr.rocket
+        else:  # and the int32 window's load attention.py takes right after this build
+            k_in, k_roc, _kr.load = _int8_kernels(ks)
         steps = ((k_in, b[0], xp, s, None, None, p), (k_roc, xp, prog[1], tab, ft, A, p))
         out.append((steps + prog[0], b[0], prog[2], ((p, 0, 1, 1),), ()))
     return out[0], out[1]

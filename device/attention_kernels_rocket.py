@@ -28,20 +28,27 @@ rocket (xp, y, tab, ft, A, p)  p = n', S, C, P, M0, G, K, shift, e, lo, hi, floa
        positions counted, q = (count << 15) // npos (0 when npos = 0) and
        y[f] = clamp(((q - z) M + 2**(shift-1)) >> shift, -128, 127); float: y[f] =
        (count·2**15/npos - z)·M / 2**shift (docs/quantization.md "rocket")
-load  (xq, x, -, -, -, p)  p = n, end: the window load of an int32 input grid (the
-       attention_kernels load; viper's and thumb's are typed for int8 windows): x[i] = xq[i]
-       for i < n, 0 for n <= i < end.
+copy  (xq, x, -, -, -, p)  p = n, end: the window load of an int32 input grid (the
+       attention_kernels load; attention_viper's and attention_thumb's are typed for int8
+       windows, attention_viper_rocket's and attention_thumb_rocket's for int32 ones): x[i] =
+       xq[i] for i < n, 0 for n <= i < end. `load` (below) is the one attention.py takes.
 """
 
 import math
 
 
-def load(xq, x, _a, _b, _c, p):
+def copy(xq, x, _a, _b, _c, p):
     n = p[0]
     for i in range(n):
         x[i] = xq[i]
     for i in range(n, p[1]):
         x[i] = 0
+
+
+# the load attention.py takes for a rocket model's int32 window: attention_build_rocket points
+# it at the one beside the int8 kernels it chose (this copy beside the pure set, a compiled
+# module's beside a compiled set) as it builds the model, which takes it right after
+load = copy
 
 
 def _grid(f, s, lo, hi):

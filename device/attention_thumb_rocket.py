@@ -20,6 +20,8 @@ kernels).
    + A[t·C + c], i = (M0 + t)·C + c, and y[f] += 1 for each feature whose threshold conv
    passes (signed: conv > thr);
 3. turns each count into its feature as the pure kernel (the division by npos stays here).
+`load(xq, x, -, -, -, p)` (viper): the int32 window's load, x[i] = xq[i] for i < p[0], 0
+up to p[1] (attention_kernels_rocket.copy).
 `rocket_in(x, xp, -, -, -, p)` (viper): the block exponent e of the window (the scan of
 max |x| in `_top`), then `_pool`: xp[(M0 + t)·C + c] = sum_{k<P} (x[(tP + k)·C + c] +
 2**e // 2) >> e (arithmetic shift) for t < n', and zeros for n' <= t < S.
@@ -118,6 +120,15 @@ def _pool(r0, r1, r2):
     mov(r9, r4)
     ldr(r4, [r2, 36])
     mov(r10, r4)
+
+
+@micropython.viper
+def load(xq: ptr32, x: ptr32, _a, _b, _c, p: ptr32):
+    n = int(p[0])
+    for i in range(n):
+        x[i] = xq[i]
+    for i in range(n, int(p[1])):
+        x[i] = 0
 
 
 @micropython.viper

@@ -1,9 +1,9 @@
 # Device (MicroPython only): the rocket op's int8 kernels as @micropython.viper machine code.
 # ruff: noqa: F821  (ptr32 and `int` casts are viper builtins)
-"""Viper versions of attention_kernels_rocket.py's load (of the int32 window: attention.py
-takes it beside a compiled kernel set), rocket_in and rocket, the int8 path only (the float
-program runs the pure ones): same signatures, same results bit for bit (the tests
-compare them on windows of every length, pooled and capped, with attention_viper's sign
+"""Viper versions of attention_kernels_rocket.py's copy (the int32 window's load,
+attention_build_rocket's choice beside a compiled kernel set), rocket_in and rocket, the int8
+path only (the float program runs the pure ones): same signatures, same results bit for bit
+(the tests compare them on windows of every length, pooled and capped, with attention_viper's sign
 rules: a word read through ptr32 is restored with `(v ^ sg) - sg`, sg = 2**31, a no-op on a
 32-bit port). Every intermediate stays within 2**30 (docs/quantization.md "rocket": the
 convolution bound, the saturated thresholds, the PPV numerator), so 32-bit words hold it.
