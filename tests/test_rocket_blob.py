@@ -288,8 +288,9 @@ def test_fuzz_rocket_values_agree_and_run_the_same(attention):
 @pytest.mark.parametrize("name", ["uni", "pooled", "capped"])
 def test_rocket_blob_time_model_terms_are_its_operations(name):
     """A board's time model counts a rocket blob's work as the fit counted it (`rocketmodel.ops`,
-    the positions cap and the pooling included): its window, its shared sums, its compares,
-    and the head's MACs as `dense`."""
+    the positions cap and the pooling included): its window, its shared sums, its
+    convolutions' adds (counted here position by position), its compares, its groups, and the
+    head's MACs as `dense`."""
     from tinyattn.board.cost import terms
     from tinyattn.intmodel.blob_rocket import params
     from tinyattn.learn.rocketmodel import ops
@@ -301,6 +302,14 @@ def test_rocket_blob_time_model_terms_are_its_operations(name):
     t = terms(blob)
     assert t["rocket_counts"] == work["compares"] > 0
     assert 0 < t["rocket_sums"] == work["shared"] < work["adds"]
+    S = -(-ip["T"] // ip["P"])  # the convolutions: per counted position, 4 a channel and 1
+    s = -(-S // ip["N"]) if ip["N"] else 1
+    g = params(op)
+    convs = 0
+    for d, pad, nch in zip(g.dilation, g.pad, g.n_channels, strict=True):
+        lo = 0 if pad else 4 * int(d)
+        convs += sum(1 for u in range(0, S, s) if lo <= u < S - lo) * (4 * int(nch) + 1)
+    assert t["rocket_convs"] == convs > 0 and t["rocket_groups"] == ip["G"] > 0
     assert t["dense"] == work["macs"] == ip["K"] * head.iparams["out"]
     assert t["rocket_values"] == ip["T"] * ip["C"] and t["values"] == 0
     assert t["op"] == 2 and t["inference"] == 1

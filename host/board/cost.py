@@ -15,7 +15,9 @@
 | `softmax` | attention's query rows (S·H): a row's max, sum and division | attn |
 | `rocket_values` | a rocket window's values (T·C): load, block exponent, pooling | rocket_in |
 | `rocket_sums` | the shared sums' adds (`rocketmodel.ops`: `shared`) | rocket |
-| `rocket_counts` | the compares (a feature and position, with its taps) | rocket |
+| `rocket_convs` | the convolutions' adds (a position: 4 a channel, and 1) | rocket |
+| `rocket_counts` | the compares (a feature and position) | rocket |
+| `rocket_groups` | the groups (G): setup, thresholds, the features' division | rocket |
 
 and a board's table (host/board/NAME.json, "cost") holds a µs rate per term, fitted by
 tools/bench_pico_cost.py to the µs measured on the board (least squares on the relative error,
@@ -30,7 +32,8 @@ from typing import Any
 import numpy as np
 
 TERMS = ("inference", "op", "values", "dense", "scores", "conv", "pool", "outputs", "softmax",
-         "rocket_values", "rocket_sums", "rocket_counts")  # fmt: skip
+         "rocket_values", "rocket_sums", "rocket_convs", "rocket_counts",
+         "rocket_groups")  # fmt: skip
 
 
 def terms(blob: Any) -> dict[str, int]:
@@ -79,7 +82,9 @@ def terms(blob: Any) -> dict[str, int]:
             work = ops(params(op), ip["T"], ip["C"], ip["P"], 0, ip["N"])
             t["rocket_values"] += ip["T"] * ip["C"]
             t["rocket_sums"] += work["shared"]
+            t["rocket_convs"] += work["adds"] - 3 * ip["T"] * ip["C"] - work["shared"]
             t["rocket_counts"] += work["compares"]
+            t["rocket_groups"] += ip["G"]
             rows = 1
         elif kind == "myattn":
             t["dense"] += ip["v1"] * (ip["q"] + ip["k"]) + ip["v1"] * ip["v2"]
