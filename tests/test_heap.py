@@ -64,3 +64,18 @@ def test_heap_model_estimate_bounds_the_load_on_the_unix_port(name):
     model, stream = load(blob)
     f = heap.features(blob.read_bytes())
     assert 0 < model + (stream if f["stream"] else 0) <= heap.model_heap(f)
+
+
+def test_heap_kind_modules_counts_a_rocket_op_modules_but_not_its_thumb_one():
+    """A rocket blob's own modules (checks, builder, pure and viper kernels) count, as the fit
+    was made; attention_thumb_rocket does not: it takes viper's place on a Thumb port and is
+    absent elsewhere."""
+    from rocket_models import rocket_cases
+
+    from tinyattn.paths import device_dir
+
+    raw = rocket_cases()["pooled"][0]
+    names = ("ops", "build", "kernels", "viper")
+    want = sum((device_dir() / f"attention_{n}_rocket.py").stat().st_size for n in names)
+    assert (device_dir() / "attention_thumb_rocket.py").is_file()
+    assert heap.kind_modules(raw) == want

@@ -96,13 +96,16 @@ def kind_modules(blob: bytes) -> int:
     """Source bytes of the device modules of the blob's op kinds (`attention_*_<kind>.py`:
     a conv stem's checks and builder, a rocket op's checks, builder and pure and viper
     kernels), which the runtime imports for that blob alone: their code sits on the heap
-    beside the model's arrays."""
+    beside the model's arrays. The Thumb assembler ones (`attention_thumb_<kind>.py`) are
+    not counted: on a Thumb port the thumb set imports them instead of the viper ones (the
+    fit was made with the viper ones), and elsewhere they are not there."""
     from tinyattn.intmodel.blob import read_blob
     from tinyattn.paths import device_dir
 
     kinds = {op.kind for op in read_blob(bytes(blob)).ops}
     return sum(p.stat().st_size for k in sorted(kinds)
-               for p in device_dir().glob(f"attention_*_{k}.py"))  # fmt: skip
+               for p in device_dir().glob(f"attention_*_{k}.py")
+               if not p.name.startswith("attention_thumb_"))  # fmt: skip
 
 
 def _linear(fit: tuple[float, ...], counts: tuple[int, ...]) -> int:
