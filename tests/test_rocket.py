@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyattn.learn import ridge, rocket
+from tinyattn.learn import ridge, rocket, rocketcli
 from tinyattn.learn.model import ModelFile, load_model, save_model
 from tinyattn.learn.rocketmodel import (
     GRID_MAX,
@@ -212,3 +212,37 @@ def test_a_fitted_model_survives_its_file(tmp_path):
     assert np.mean(mf.predict(X, n) == y) > 0.9
     again = fit_rocket(X, n, y, 3, cfg)  # deterministic given TRAIN
     assert np.array_equal(again.model.theta, fit.model.theta)
+
+
+def test_a_heap_bound_prunes_to_the_boards_estimate_and_refuses_in_words_below_the_least():
+    """`max_heap` prunes, best first, until the heap estimate every command uses (the blob
+    `tinyattn export` writes, loaded by the device runtime) fits; a bound below what one
+    feature needs (`least_heap`, the search's pre-check) is refused in one sentence that says
+    what to change."""
+    from tinyattn.board.heap import features, model_heap
+    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.quantize import quantize
+    from tinyattn.learn.rocketheap import estimator, least_heap
+    from tinyattn.learn.train import npz_model
+
+    rng = np.random.default_rng(4)
+    y = np.arange(24) % 3
+    X = rng.normal(size=(24, 50, 2)) + y[:, None, None] * np.linspace(0, 1, 50)[None, :, None]
+    n = rng.integers(20, 51, 24)
+    names = ["a", "b", "c"]
+    heap = estimator(X, n, names)
+    free = fit_rocket(X, n, y, 3, RocketConfig(num_features=420, keep=200))
+    full = heap(free.model, free.norm_std)
+    least = least_heap(50, 2, 1, 0, 3)
+    assert least < full
+    bound = (least + full) // 2
+    fit = fit_rocket(X, n, y, 3, RocketConfig(num_features=420, keep=200, max_heap=bound),
+                     heap=heap)  # fmt: skip
+    assert 1 <= fit.history["features"] < free.history["features"]
+    res = rocketcli.as_result(fit)
+    blob = blob_bytes(quantize(npz_model(res, names), X, n))  # as tinyattn export writes it
+    assert model_heap(features(blob)) <= bound
+    with pytest.raises(ValueError, match=r"one feature needs about [\d,]+ B .* --rocket-max-heap"):
+        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_heap=least - 1), heap=heap)
+    with pytest.raises(ValueError, match="needs the board's heap estimate"):
+        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_heap=bound))

@@ -170,8 +170,8 @@ def rocket_within(cand: Candidate, budget, data: Windows) -> Candidate:
     """The candidate pruned to the budget: its fit keeps the features that fit `budget`'s MACs
     (as integer operations an inference), its µs on a board with a time model (`--max-ms`:
     the operations the rest of the µs leaves after its window's, each at the dearest rate of
-    its work: a shared sum's add, a count's compare or the head's MAC) and its blob bytes
-    (rocketmodel.fit_rocket)."""
+    its work: a shared sum's add, a count's compare or the head's MAC), its blob bytes and its
+    heap (rocketmodel.fit_rocket)."""
     r = cand.rocket
     ops = budget.max_macs if budget.max_macs is not None else r.max_ops
     rates = dict(budget.rates)
@@ -181,17 +181,20 @@ def rocket_within(cand: Candidate, budget, data: Windows) -> Candidate:
         per_op = max(rates["rocket_counts"], rates.get("rocket_sums", 0.0),
                      rates.get("dense", 0.0))  # fmt: skip
         ops = min(ops, max(int((budget.max_us - fixed) / per_op), 0))
-    return replace(cand, rocket=replace(r, max_ops=ops, max_bytes=budget.max_bytes))
+    return replace(cand, rocket=replace(r, max_ops=ops, max_bytes=budget.max_bytes,
+                                        max_heap=budget.max_heap))  # fmt: skip
 
 
 def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, Any]:
     from tinyattn.learn.losses import softmax
     from tinyattn.learn.rocketcli import as_result
+    from tinyattn.learn.rocketheap import estimator
     from tinyattn.learn.rocketmodel import fit_rocket
     from tinyattn.learn.seqtrain import evaluate_seq
 
     X, n, y = data.X, data.lengths, data.y
-    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, replace(cand.rocket, seed=seed))
+    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, replace(cand.rocket, seed=seed),
+                     heap=estimator(X[tr], n[tr], list(data.class_names)))  # fmt: skip
     res = as_result(fit)
     ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
     xn, nn = res.normalize(X[te], n[te])
@@ -202,18 +205,17 @@ def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str
 
 
 def _rocket_cost(data: Windows, cand: Candidate) -> dict[str, int]:
-    """Bounds the fit keeps (rocket_within): its operations, its blob's bytes, and the heap of
-    that blob's arrays and the runtime's buffers (the window, the pooled grid with its margins
-    of 4·(largest dilation ≤ (S-1)/8) steps, the shared sums: int32 each); its work terms for
-    a board's time model: its window, and its operations bounded as compares (the dearest of
-    its work on the boards measured; rocket_within bounds them at the dearest rate)."""
-    from tinyattn.board.heap import MODEL_MARGIN
+    """Bounds the fit keeps (rocket_within): its operations, its blob's bytes and its heap
+    (the board's estimate of the model and its Stream: the fit prunes to it, and a budget
+    below the least a one-feature model of this data's shapes needs refuses the candidate
+    before any fit); its work terms for a board's time
+    model: its window, and its operations bounded as compares (the dearest of its work on the
+    boards measured; rocket_within bounds them at the dearest rate)."""
+    from tinyattn.learn.rocketheap import least_heap
 
     r = cand.rocket
-    C, T = data.X.shape[2], int(np.max(data.lengths))
-    S = -(-T // r.pool)
-    buffers = 4 * C * (S * r.pool + S + 8 * max((S - 1) // 8, 1) + S)
-    heap = r.max_bytes + buffers + MODEL_MARGIN
+    T, C = int(np.max(data.lengths)), data.X.shape[2]
+    heap = max(r.max_heap or 0, least_heap(T, C, r.pool, r.positions, data.n_classes))
     return {"macs": r.max_ops, "bytes": r.max_bytes, "heap": heap,
             "terms": {"inference": 1, "op": 2, "rocket_values": T * C,
                       "rocket_counts": r.max_ops}}  # fmt: skip

@@ -19,10 +19,13 @@ import numpy as np
 from tinyattn.learn.rocketmodel import RocketConfig, RocketFit, fit_rocket
 
 # The default budget (DESIGN §16: ≤ 150k integer operations an inference, as the search's
-# default MAC limit, and its 32 KiB blob), the features MiniRocket draws before pruning to it,
-# and at most 64 positions a window (a longer window's PPVs on 64 evenly spaced positions).
+# default MAC limit, and its 32 KiB blob; no heap bound unless --rocket-max-heap: as the other
+# families' plain `train`, flash and parity say when a board lacks the heap), the features
+# MiniRocket draws before pruning to it, and at most 64 positions a window (a longer window's
+# PPVs on 64 evenly spaced positions).
 DEFAULT = RocketConfig(num_features=10_000, max_ops=150_000, max_bytes=32 * 1024, positions=64)
-FLAGS = ("--rocket-features", "--rocket-keep", "--rocket-pool", "--rocket-max-ops")
+FLAGS = ("--rocket-features", "--rocket-keep", "--rocket-pool", "--rocket-max-ops",
+         "--rocket-max-heap")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rocket-max-ops", type=int, metavar="OPS",
                    help=f"integer operations one inference may take (default "
                         f"{DEFAULT.max_ops:,})")  # fmt: skip
+    g.add_argument("--rocket-max-heap", type=int, metavar="B",
+                   help="board heap the model and its Stream may take, as flash and parity "
+                        "estimate it (default: no bound; the search's budget has one)")
 
 
 def setup(args: argparse.Namespace, train) -> tuple[RocketConfig, Any]:
@@ -47,7 +53,8 @@ def setup(args: argparse.Namespace, train) -> tuple[RocketConfig, Any]:
     from tinyattn.learn.train import TrainConfig
 
     given = {"num_features": args.rocket_features, "keep": args.rocket_keep,
-             "pool": args.rocket_pool, "max_ops": args.rocket_max_ops}  # fmt: skip
+             "pool": args.rocket_pool, "max_ops": args.rocket_max_ops,
+             "max_heap": args.rocket_max_heap}  # fmt: skip
     try:
         cfg = replace(DEFAULT, seed=args.seed or 0,
                       **{k: v for k, v in given.items() if v is not None})  # fmt: skip
@@ -70,6 +77,7 @@ def as_result(fit: RocketFit):
 def run_one(args, data, recipe: tuple, log, extra: dict | None = None) -> dict[str, Any]:
     """Fit on the train part, evaluate on the test part, write the model file."""
     from tinyattn.learn import seqcli
+    from tinyattn.learn.rocketheap import estimator
     from tinyattn.learn.seqtrain import evaluate_seq
     from tinyattn.learn.train import write_run
 
@@ -83,7 +91,13 @@ def run_one(args, data, recipe: tuple, log, extra: dict | None = None) -> dict[s
         print(f"seq-rocket: {cfg.num_features:,} MiniRocket features on {len(train.y)} TRAIN "
               f"{data.train.unit}, pruned to {cfg.keep or 'what fits'} (≤ {cfg.max_ops:,} "
               "operations an inference)" if cfg.max_ops else "", file=log)  # fmt: skip
-    fit = fit_rocket(train.X, train.lengths, train.y, train.n_classes, cfg)
+    try:
+        heap = estimator(train.X, train.lengths, list(data.train.class_names))
+        fit = fit_rocket(train.X, train.lengths, train.y, train.n_classes, cfg, heap=heap)
+    except ValueError as exc:
+        from tinyattn.errors import CLIError
+
+        raise CLIError(f"seq-rocket: {exc}") from None
     result = as_result(fit)
     if len(test.y):
         ev = evaluate_seq(result, train.X, train.lengths, test.X, test.lengths, test.y)

@@ -15,7 +15,9 @@ Fitting (`fit_rocket`) is deterministic given TRAIN (its random draws are seeded
 TRAIN's values, MiniRocket's parameters, the PPVs standardized, a ridge whose penalty is chosen
 by closed-form leave-one-out, then pruning to `keep` features as Detach-ROCKET does (rank the
 standardized features by the ridge's |coefficients|, keep the best, refit; here halving the set
-each round), and to what fits `max_ops` operations an inference (`ops`), best first.
+each round), and to what fits `max_ops` operations an inference (`ops`), `max_bytes` of blob
+(`blob_size`) and `max_heap` of board heap (the one estimate every command uses, on the blob
+`tinyattn export` would write: host/learn/rocketheap.py), best first.
 
 The model file (docs/model-format.md) holds two ops: `rocket` (the transform and the
 standardization; its parameters `group [G, 8]`, `channel [L]`, `bias [K]`, `mean [K]`, `std
@@ -57,6 +59,7 @@ class RocketConfig:
     keep: int | None = None  # prune to the k most important features (None: keep them all)
     max_ops: int | None = None  # prune further until an inference takes at most this (`ops`)
     max_bytes: int | None = None  # and until its blob takes at most this (`blob_size`)
+    max_heap: int | None = None  # and until the board's heap for it and its Stream is at most this
     drop: float = 0.5  # the share of the features a pruning round drops (Detach-ROCKET: 0.05)
     seed: int = 0  # the channel combinations and the windows the biases come from
 
@@ -293,14 +296,19 @@ def _longest_fit(order: np.ndarray, fits: Callable[[np.ndarray], bool]) -> int:
 
 
 def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int,
-               config: RocketConfig | None = None,
-               max_steps: int | None = None) -> RocketFit:  # fmt: skip
+               config: RocketConfig | None = None, max_steps: int | None = None,
+               heap: Callable[[RocketModel, np.ndarray], int] | None = None,
+               ) -> RocketFit:  # fmt: skip
     """Fit `seq-rocket` on TRAIN windows `X [N, T', C]` (raw), `lengths [N]`, labels `y`:
     the grid, the transform, the standardization, the ridge, the pruning (`prune`: to
-    `config.keep` features, then to `config.max_ops` operations an inference). T: the longest
-    TRAIN window (or `max_steps`)."""
+    `config.keep` features, then to `config.max_ops` operations an inference and
+    `config.max_bytes` of blob; then, best first, to `config.max_heap` of board heap as
+    `heap(model, norm_std)` estimates it: rocketheap.estimator). T: the longest TRAIN window
+    (or `max_steps`)."""
     t0 = time.perf_counter()
     config = config or RocketConfig()
+    if config.max_heap is not None and heap is None:
+        raise ValueError("max_heap needs the board's heap estimate (heap: rocketheap.estimator)")
     lengths = np.asarray(lengths, np.int64)
     T = int(max_steps or lengths.max())
     X, n, _ = fit_to_model(np.asarray(X, np.float64), lengths, T)
@@ -325,13 +333,38 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
     def on_round(idx: np.ndarray, head: ridge.Ridge) -> None:
         rounds.append({"features": int(len(idx)), "alpha": head.alpha})
 
-    keep, head = prune((F - mean) / fstd, y, n_classes, config.keep,
+    Z = (F - mean) / fstd
+    keep, head = prune(Z, y, n_classes, config.keep,
                        None if config.max_ops is None and config.max_bytes is None else fits,
                        config.drop,
                        on_round)  # fmt: skip
+
+    def build(idx: np.ndarray) -> RocketModel:
+        kept = params.subset(idx)
+        model = build_rocket_from_ops(rocket_ops(T, C, P, s_in, kept, n_classes, N))
+        model.rocket.set_params(kept, mean[idx], fstd[idx])
+        return model
+
+    if config.max_heap is not None:
+
+        def heap_of(idx: np.ndarray) -> int:
+            return heap(build(idx), std)
+
+        if heap_of(keep) > config.max_heap:
+            order = keep[np.argsort(-head.importance(), kind="stable")]
+            if heap_of(order[:1]) > config.max_heap:
+                raise ValueError(
+                    f"a seq-rocket model of one feature needs about {heap_of(order[:1]):,} B of "
+                    f"board heap with its Stream, more than the {config.max_heap:,} B allowed: "
+                    "raise it (train --rocket-max-heap, or --max-heap with --search), or pool "
+                    "the window (--rocket-pool) to shorten its buffers")
+            n_fit = _longest_fit(order, lambda idx: heap_of(idx) <= config.max_heap)
+            keep = np.sort(order[:n_fit])
+            head = ridge.fit(Z[:, keep], y, n_classes)
+            on_round(keep, head)
+
     kept = params.subset(keep)
-    model = build_rocket_from_ops(rocket_ops(T, C, P, s_in, kept, n_classes, N))
-    model.rocket.set_params(kept, mean[keep], fstd[keep])
+    model = build(keep)
     model.layers[1].params["W"][...] = head.W
     model.layers[1].params["b"][...] = head.b
     history = {"rounds": rounds, "alpha": head.alpha, "features": int(len(keep)),

@@ -25,7 +25,8 @@ generic:
   stage starts from the dataset's tuned defaults when it has them, else from
   `generic_defaults`; when none of the first stage's candidates fits the budget (a start over
   it: tuned defaults may take more heap than the default budget, and `view` to `distill`
-  keep the start's size), the `arch` stage runs first to find one within it;
+  keep the start's size), the `arch` stage runs first (before `family`, so the other
+  families are compared with a start within the budget) to find one within it;
   the stages before `distill` train without teachers
   (a fold with 4 teachers costs 5 trainings) and `distill` starts from the start's own.
 - **One standard error.** In a stage, the best mean int8 accuracy m has a standard error s
@@ -572,12 +573,16 @@ def search(
     stages = tuple(stages)
     lead = next((i for i, st in enumerate(stages) if st != "family"), None)
     first = stage_candidates(stages[lead], data, pick) if lead is not None else []
-    if lead is not None and stages[lead:lead + 1] != ("arch",) and first and all(
-            budget.over(cost_of(data, c, costs)) for c in first):
+    family_first = lead is not None and "family" in stages[:lead]
+    if lead is not None and first and (
+            stages[lead] != "arch" and all(budget.over(cost_of(data, c, costs)) for c in first)
+            or family_first and budget.over(cost_of(data, pick, costs))):  # fmt: skip
         # the start is over the budget and the first stage that varies it cannot leave its
-        # size: the `arch` stage finds an architecture within the budget first
-        arch_first = stages[lead]
-        stages = (*stages[:lead], "arch", *stages[lead:])
+        # size, or `family` would compare the other families with nothing: the `arch` stage
+        # finds an architecture within the budget first (before `family`)
+        at = stages.index("family") if family_first else lead
+        arch_first = stages[at]
+        stages = (*stages[:at], "arch", *stages[at:])
     perfect = False  # a stage's pick scored 1.000 on every fold
     for stage in stages:
         if perfect and stage != "distill":

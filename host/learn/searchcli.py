@@ -176,8 +176,8 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if res.arch_first:
-        print(f"search: no {res.arch_first} candidate fits the budget (the start is over it), "
-              "so the arch stage ran first to find an architecture within it",
+        print(f"search: the start is over the budget, so the arch stage ran before the "
+              f"{res.arch_first} stage to find an architecture within it",
               file=log)  # fmt: skip
     pick = res.pick
     cv = _score_of(res.stages, pick.key())
