@@ -214,15 +214,16 @@ def test_a_fitted_model_survives_its_file(tmp_path):
     assert np.array_equal(again.model.theta, fit.model.theta)
 
 
-def test_a_heap_bound_prunes_to_the_boards_estimate_and_refuses_in_words_below_the_least():
-    """`max_heap` prunes, best first, until the heap estimate every command uses (the blob
-    `tinyattn export` writes, loaded by the device runtime) fits; a bound below what one
-    feature needs (`least_heap`, the search's pre-check) is refused in one sentence that says
-    what to change."""
+def test_heap_and_time_bounds_prune_to_the_boards_estimates_and_refuse_in_words_below_the_least():
+    """`max_heap` and `max_us` prune, best first, until the estimates every command uses (the
+    blob `tinyattn export` writes: its heap as the device runtime loads it, its µs from its op
+    list at a board's rates) fit; a bound below what one feature needs (`least`, the search's
+    pre-check) is refused in one sentence that says what to change."""
+    from tinyattn.board.cost import predict_us
     from tinyattn.board.heap import features, model_heap
-    from tinyattn.intmodel.blob import blob_bytes
+    from tinyattn.intmodel.blob import blob_bytes, read_blob
     from tinyattn.intmodel.quantize import quantize
-    from tinyattn.learn.rocketheap import estimator, least_heap
+    from tinyattn.learn.rocketboard import estimator, least
     from tinyattn.learn.train import npz_model
 
     rng = np.random.default_rng(4)
@@ -230,19 +231,35 @@ def test_a_heap_bound_prunes_to_the_boards_estimate_and_refuses_in_words_below_t
     X = rng.normal(size=(24, 50, 2)) + y[:, None, None] * np.linspace(0, 1, 50)[None, :, None]
     n = rng.integers(20, 51, 24)
     names = ["a", "b", "c"]
-    heap = estimator(X, n, names)
+    rates = (("inference", 40.0), ("op", 1.0), ("rocket_values", 0.9), ("rocket_sums", 0.06),
+             ("rocket_convs", 0.06), ("rocket_counts", 0.04), ("rocket_groups", 14.0),
+             ("dense", 0.035), ("outputs", 0.6))  # fmt: skip
+    board = estimator(X, n, names, rates)
     free = fit_rocket(X, n, y, 3, RocketConfig(num_features=420, keep=200))
-    full = heap(free.model, free.norm_std)
-    least = least_heap(50, 2, 1, 0, 3)
-    assert least < full
-    bound = (least + full) // 2
-    fit = fit_rocket(X, n, y, 3, RocketConfig(num_features=420, keep=200, max_heap=bound),
-                     heap=heap)  # fmt: skip
-    assert 1 <= fit.history["features"] < free.history["features"]
-    res = rocketcli.as_result(fit)
-    blob = blob_bytes(quantize(npz_model(res, names), X, n))  # as tinyattn export writes it
-    assert model_heap(features(blob)) <= bound
+    full = board(free.model, free.norm_std)
+    low = least(50, 2, 1, 0, 3, rates)
+    assert low["heap"] < full["heap"] and low["us"] < full["us"]
+
+    def exported(fit):  # as tinyattn export writes it
+        return blob_bytes(quantize(npz_model(rocketcli.as_result(fit), names), X, n))
+
+    for bound in ({"max_heap": (low["heap"] + full["heap"]) // 2},
+                  {"max_us": (low["us"] + full["us"]) / 2, "rates": rates}):  # fmt: skip
+        cfg = RocketConfig(num_features=420, keep=200, **bound)
+        fit = fit_rocket(X, n, y, 3, cfg, board=board)
+        assert 1 <= fit.history["features"] < free.history["features"]
+        blob = exported(fit)
+        if "max_heap" in bound:
+            assert model_heap(features(blob)) <= bound["max_heap"]
+        else:
+            assert predict_us(read_blob(blob), dict(rates)) <= bound["max_us"]
     with pytest.raises(ValueError, match=r"one feature needs about [\d,]+ B .* --rocket-max-heap"):
-        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_heap=least - 1), heap=heap)
-    with pytest.raises(ValueError, match="needs the board's heap estimate"):
-        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_heap=bound))
+        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_heap=low["heap"] - 1),
+                   board=board)  # fmt: skip
+    with pytest.raises(ValueError, match=r"one feature needs about [\d.]+ ms an inference"):
+        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_us=low["us"] / 2, rates=rates),
+                   board=board)  # fmt: skip
+    with pytest.raises(ValueError, match="need the board's estimates"):
+        fit_rocket(X, n, y, 3, RocketConfig(num_features=420, max_heap=low["heap"]))
+    with pytest.raises(ValueError, match="needs the board's time model"):
+        RocketConfig(max_us=1000.0)

@@ -217,13 +217,18 @@ def test_search_rocket_candidates_fit_the_budget_and_vary_positions_and_pooling(
     board = S.Budget(max_us=1e9, rates=(("inference", 1.0),))
     assert "not timed on this board" in board.over(c)[0]
     rates = (("inference", 100.0), ("op", 10.0), ("rocket_values", 1.0), ("rocket_sums", 0.3),
-             ("rocket_counts", 0.5), ("dense", 0.25))  # fmt: skip
+             ("rocket_convs", 0.3), ("rocket_counts", 0.5), ("rocket_groups", 20.0),
+             ("dense", 0.25), ("outputs", 1.0))  # fmt: skip
     timed = S.Budget(max_bytes=9000, max_macs=None, max_us=10_000.0, rates=rates)
     pruned = S.rocket_within(rocket, timed, data)
-    C = data.X.shape[2]
-    assert pruned.rocket.max_ops == int((10_000 - (100 + 2 * 10 + T * C)) / 0.5)
-    c = S.FAMILIES["seq-rocket"].cost(data, pruned)
-    assert timed.us(c) <= 10_000 and not timed.over(c)
+    assert pruned.rocket.max_us == 10_000.0 and pruned.rocket.rates == rates
+    assert pruned.rocket.max_ops is None  # the µs take the default MAC limit's place
+    assert S.Candidate.from_dict(json.loads(json.dumps(pruned.as_dict()))) == pruned
+    c = S.FAMILIES["seq-rocket"].cost(data, pruned)  # a one-feature model's work: the least
+    assert 0 < timed.us(c) <= 10_000 and not timed.over(c)
+    tight = replace(timed, max_us=timed.us(c) / 2)
+    assert "ms > " in " ".join(tight.over(S.FAMILIES["seq-rocket"].cost(
+        data, S.rocket_within(rocket, tight, data))))  # refused before any fit
 
 
 def test_search_trains_teachers_only_in_the_distill_stage_which_starts_from_the_start(

@@ -83,7 +83,7 @@ FINAL_SEEDS = 5  # the pick's final training repeated with seeds 0..4 (0: the wr
 
 def _seed_run(name: str, pick: dict[str, Any], seed: int) -> dict[str, float]:
     """The pick fitted on all of TRAIN with `seed` as `train --search` fits it (a seq-rocket
-    pick as `train --model seq-rocket` does, its heap bound included), TEST read once."""
+    pick as `train --model seq-rocket` does, its heap and µs bounds included), TEST read once."""
     from dataclasses import replace
 
     from threadpoolctl import threadpool_limits
@@ -95,13 +95,13 @@ def _seed_run(name: str, pick: dict[str, Any], seed: int) -> dict[str, float]:
     train, test = load_ts_dataset(name, "train"), load_ts_dataset(name, "test")
     with threadpool_limits(limits=1):
         if c.family == "seq-rocket":
+            from tinyattn.learn.rocketboard import estimator
             from tinyattn.learn.rocketcli import as_result
-            from tinyattn.learn.rocketheap import estimator
             from tinyattn.learn.rocketmodel import fit_rocket
 
-            heap = estimator(train.X, train.lengths, list(train.class_names))
+            board = estimator(train.X, train.lengths, list(train.class_names), c.rocket.rates)
             res = as_result(fit_rocket(train.X, train.lengths, train.y, train.n_classes,
-                                       replace(c.rocket, seed=seed), heap=heap))  # fmt: skip
+                                       replace(c.rocket, seed=seed), board=board))  # fmt: skip
         else:
             res = train_seq(train.X, train.lengths, train.y, train.n_classes, c.arch,
                             replace(c.train, seed=seed), c.augment, average=c.average,

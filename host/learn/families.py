@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from tinyattn.board.cost import predict_from_terms
 from tinyattn.data.windows import Windows, view_to_op
 from tinyattn.learn.seqmodel import SeqAttnConfig, build_seq_model, default_max_steps, macs
 from tinyattn.learn.seqtrain import fit_input_view
@@ -168,33 +167,28 @@ def _row_label(cand: Candidate) -> str:
 
 def rocket_within(cand: Candidate, budget, data: Windows) -> Candidate:
     """The candidate pruned to the budget: its fit keeps the features that fit `budget`'s MACs
-    (as integer operations an inference), its µs on a board with a time model (`--max-ms`:
-    the operations the rest of the µs leaves after its window's, each at the dearest rate of
-    its work: a shared sum's add, a count's compare or the head's MAC), its blob bytes and its
-    heap (rocketmodel.fit_rocket)."""
+    (as integer operations an inference), its blob bytes, its heap and, on a board with a time
+    model (`--max-ms`), its µs as that model predicts them from the fitted blob's op list
+    (rocketmodel.fit_rocket, rocketboard.estimator)."""
     r = cand.rocket
-    ops = budget.max_macs if budget.max_macs is not None else r.max_ops
-    rates = dict(budget.rates)
-    if budget.max_us is not None and rates.get("rocket_counts"):
-        T, C = int(np.max(data.lengths)), data.X.shape[2]
-        fixed = predict_from_terms({"inference": 1, "op": 2, "rocket_values": T * C}, rates)
-        per_op = max(rates["rocket_counts"], rates.get("rocket_sums", 0.0),
-                     rates.get("dense", 0.0))  # fmt: skip
-        ops = min(ops, max(int((budget.max_us - fixed) / per_op), 0))
+    timed = budget.max_us is not None  # then the µs take the default MAC limit's place
+    ops = budget.max_macs if budget.max_macs is not None or timed else r.max_ops
     return replace(cand, rocket=replace(r, max_ops=ops, max_bytes=budget.max_bytes,
-                                        max_heap=budget.max_heap))  # fmt: skip
+                                        max_heap=budget.max_heap,
+                                        max_us=budget.max_us if timed else None,
+                                        rates=budget.rates if timed else ()))  # fmt: skip
 
 
 def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str, Any]:
     from tinyattn.learn.losses import softmax
+    from tinyattn.learn.rocketboard import estimator
     from tinyattn.learn.rocketcli import as_result
-    from tinyattn.learn.rocketheap import estimator
     from tinyattn.learn.rocketmodel import fit_rocket
     from tinyattn.learn.seqtrain import evaluate_seq
 
-    X, n, y = data.X, data.lengths, data.y
-    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, replace(cand.rocket, seed=seed),
-                     heap=estimator(X[tr], n[tr], list(data.class_names)))  # fmt: skip
+    X, n, y, r = data.X, data.lengths, data.y, cand.rocket
+    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, replace(r, seed=seed),
+                     board=estimator(X[tr], n[tr], list(data.class_names), r.rates))  # fmt: skip
     res = as_result(fit)
     ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])
     xn, nn = res.normalize(X[te], n[te])
@@ -205,20 +199,19 @@ def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str
 
 
 def _rocket_cost(data: Windows, cand: Candidate) -> dict[str, int]:
-    """Bounds the fit keeps (rocket_within): its operations, its blob's bytes and its heap
-    (the board's estimate of the model and its Stream: the fit prunes to it, and a budget
-    below the least a one-feature model of this data's shapes needs refuses the candidate
-    before any fit); its work terms for a board's time
-    model: its window, and its operations bounded as compares (the dearest of its work on the
-    boards measured; rocket_within bounds them at the dearest rate)."""
-    from tinyattn.learn.rocketheap import least_heap
+    """Bounds the fit keeps (rocket_within): its operations, its blob's bytes and its heap (the
+    board's estimate of the model and its Stream); its work terms for a board's time model are
+    a one-feature model's of this data's shapes (`rocketboard.least`: the fit prunes to the
+    budget's µs with the fitted blob's own). A budget that even the one-feature model exceeds
+    refuses the candidate before any fit."""
+    from tinyattn.learn.rocketboard import least
 
     r = cand.rocket
     T, C = int(np.max(data.lengths)), data.X.shape[2]
-    heap = max(r.max_heap or 0, least_heap(T, C, r.pool, r.positions, data.n_classes))
-    return {"macs": r.max_ops, "bytes": r.max_bytes, "heap": heap,
-            "terms": {"inference": 1, "op": 2, "rocket_values": T * C,
-                      "rocket_counts": r.max_ops}}  # fmt: skip
+    low = least(T, C, r.pool, r.positions, data.n_classes, r.rates)
+    return {"macs": low["ops"] if r.max_ops is None else max(r.max_ops, low["ops"]),
+            "bytes": r.max_bytes, "heap": max(r.max_heap or 0, low["heap"]),
+            "terms": low["terms"]}  # fmt: skip
 
 
 def rocket_grid(data: Windows, base: Candidate) -> list[Candidate]:

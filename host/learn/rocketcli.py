@@ -77,7 +77,7 @@ def as_result(fit: RocketFit):
 def run_one(args, data, recipe: tuple, log, extra: dict | None = None) -> dict[str, Any]:
     """Fit on the train part, evaluate on the test part, write the model file."""
     from tinyattn.learn import seqcli
-    from tinyattn.learn.rocketheap import estimator
+    from tinyattn.learn.rocketboard import estimator
     from tinyattn.learn.seqtrain import evaluate_seq
     from tinyattn.learn.train import write_run
 
@@ -92,8 +92,8 @@ def run_one(args, data, recipe: tuple, log, extra: dict | None = None) -> dict[s
               f"{data.train.unit}, pruned to {cfg.keep or 'what fits'} (≤ {cfg.max_ops:,} "
               "operations an inference)" if cfg.max_ops else "", file=log)  # fmt: skip
     try:
-        heap = estimator(train.X, train.lengths, list(data.train.class_names))
-        fit = fit_rocket(train.X, train.lengths, train.y, train.n_classes, cfg, heap=heap)
+        board = estimator(train.X, train.lengths, list(data.train.class_names), cfg.rates)
+        fit = fit_rocket(train.X, train.lengths, train.y, train.n_classes, cfg, board=board)
     except ValueError as exc:
         from tinyattn.errors import CLIError
 

@@ -16,8 +16,9 @@ TRAIN's values, MiniRocket's parameters, the PPVs standardized, a ridge whose pe
 by closed-form leave-one-out, then pruning to `keep` features as Detach-ROCKET does (rank the
 standardized features by the ridge's |coefficients|, keep the best, refit; here halving the set
 each round), and to what fits `max_ops` operations an inference (`ops`), `max_bytes` of blob
-(`blob_size`) and `max_heap` of board heap (the one estimate every command uses, on the blob
-`tinyattn export` would write: host/learn/rocketheap.py), best first.
+(`blob_size`), and to `max_heap` of board heap and `max_us` on a board (the estimates every
+command uses, on the blob `tinyattn export` would write: host/learn/rocketboard.py), best
+first.
 
 The model file (docs/model-format.md) holds two ops: `rocket` (the transform and the
 standardization; its parameters `group [G, 8]`, `channel [L]`, `bias [K]`, `mean [K]`, `std
@@ -59,7 +60,9 @@ class RocketConfig:
     keep: int | None = None  # prune to the k most important features (None: keep them all)
     max_ops: int | None = None  # prune further until an inference takes at most this (`ops`)
     max_bytes: int | None = None  # and until its blob takes at most this (`blob_size`)
-    max_heap: int | None = None  # and until the board's heap for it and its Stream is at most this
+    max_heap: int | None = None  # and until the board's heap for it and its Stream is at most it
+    max_us: float | None = None  # and until an inference's µs on that board are at most this
+    rates: tuple[tuple[str, float], ...] = ()  # that board's time model (tinyattn.board.cost)
     drop: float = 0.5  # the share of the features a pruning round drops (Detach-ROCKET: 0.05)
     seed: int = 0  # the channel combinations and the windows the biases come from
 
@@ -72,6 +75,10 @@ class RocketConfig:
             raise ValueError(f"keep {self.keep}: at least 1 feature")
         if not 0.0 < self.drop < 1.0:
             raise ValueError(f"drop {self.drop}: a share between 0 and 1")
+        if self.max_us is not None and not self.rates:
+            raise ValueError("max_us needs the board's time model (rates)")
+        # a record read back (JSON) gives lists: the config stays hashable
+        object.__setattr__(self, "rates", tuple((str(k), float(v)) for k, v in self.rates))
 
 
 # -- the input grid --------------------------------------------------------------------------
@@ -297,18 +304,21 @@ def _longest_fit(order: np.ndarray, fits: Callable[[np.ndarray], bool]) -> int:
 
 def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int,
                config: RocketConfig | None = None, max_steps: int | None = None,
-               heap: Callable[[RocketModel, np.ndarray], int] | None = None,
+               board: Callable[[RocketModel, np.ndarray], dict[str, Any]] | None = None,
                ) -> RocketFit:  # fmt: skip
     """Fit `seq-rocket` on TRAIN windows `X [N, T', C]` (raw), `lengths [N]`, labels `y`:
     the grid, the transform, the standardization, the ridge, the pruning (`prune`: to
     `config.keep` features, then to `config.max_ops` operations an inference and
-    `config.max_bytes` of blob; then, best first, to `config.max_heap` of board heap as
-    `heap(model, norm_std)` estimates it: rocketheap.estimator). T: the longest TRAIN window
-    (or `max_steps`)."""
+    `config.max_bytes` of blob; then, best first, to `config.max_heap` of board heap and
+    `config.max_us` as `board(model, norm_std)` estimates them: rocketboard.estimator). T: the
+    longest TRAIN window (or `max_steps`)."""
     t0 = time.perf_counter()
     config = config or RocketConfig()
-    if config.max_heap is not None and heap is None:
-        raise ValueError("max_heap needs the board's heap estimate (heap: rocketheap.estimator)")
+    limits = {k: v for k, v in (("heap", config.max_heap), ("us", config.max_us))
+              if v is not None}  # fmt: skip
+    if limits and board is None:
+        raise ValueError("max_heap and max_us need the board's estimates "
+                         "(board: rocketboard.estimator)")  # fmt: skip
     lengths = np.asarray(lengths, np.int64)
     T = int(max_steps or lengths.max())
     X, n, _ = fit_to_model(np.asarray(X, np.float64), lengths, T)
@@ -345,20 +355,26 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
         model.rocket.set_params(kept, mean[idx], fstd[idx])
         return model
 
-    if config.max_heap is not None:
+    if limits:
 
-        def heap_of(idx: np.ndarray) -> int:
-            return heap(build(idx), std)
+        def over(idx: np.ndarray) -> list[str]:
+            """What the model of features `idx` exceeds on the board, in words."""
+            m = board(build(idx), std)
+            return [f"{m['heap']:,} B of board heap with its Stream, more than the "
+                    f"{config.max_heap:,} B allowed" if k == "heap" else
+                    f"{m['us'] / 1000:,.1f} ms an inference on the board, more than the "
+                    f"{config.max_us / 1000:,.1f} ms allowed"
+                    for k in limits if m[k] > limits[k]]  # fmt: skip
 
-        if heap_of(keep) > config.max_heap:
+        if over(keep):
             order = keep[np.argsort(-head.importance(), kind="stable")]
-            if heap_of(order[:1]) > config.max_heap:
+            if over(order[:1]):
+                needs = " and ".join(over(order[:1]))
                 raise ValueError(
-                    f"a seq-rocket model of one feature needs about {heap_of(order[:1]):,} B of "
-                    f"board heap with its Stream, more than the {config.max_heap:,} B allowed: "
-                    "raise it (train --rocket-max-heap, or --max-heap with --search), or pool "
+                    f"a seq-rocket model of one feature needs about {needs}: raise the limit "
+                    "(train --rocket-max-heap, or --max-heap / --max-ms with --search), or pool "
                     "the window (--rocket-pool) to shorten its buffers")
-            n_fit = _longest_fit(order, lambda idx: heap_of(idx) <= config.max_heap)
+            n_fit = _longest_fit(order, lambda idx: not over(idx))
             keep = np.sort(order[:n_fit])
             head = ridge.fit(Z[:, keep], y, n_classes)
             on_round(keep, head)
