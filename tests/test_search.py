@@ -223,6 +223,8 @@ def test_search_rocket_candidates_fit_the_budget_and_vary_positions_and_pooling(
     pruned = S.rocket_within(rocket, timed, data)
     assert pruned.rocket.max_us == 10_000.0 and pruned.rocket.rates == rates
     assert pruned.rocket.max_ops is None  # the µs take the default MAC limit's place
+    assert "<= 10 ms" in pruned.label() and "ops" not in pruned.label()
+    assert "<= 20,000 ops" in fitted.label()
     assert S.Candidate.from_dict(json.loads(json.dumps(pruned.as_dict()))) == pruned
     c = S.FAMILIES["seq-rocket"].cost(data, pruned)  # a one-feature model's work: the least
     assert 0 < timed.us(c) <= 10_000 and not timed.over(c)

@@ -242,7 +242,9 @@ def _rocket_label(cand: Candidate) -> str:
     r = cand.rocket
     cap = f" N{r.positions}" if r.positions else ""
     pool = f" P{r.pool}" if r.pool > 1 else ""
-    return f"rocket {r.num_features} -> <= {r.max_ops:,} ops{cap}{pool}"
+    bounds = [f"<= {r.max_ops:,} ops"] if r.max_ops is not None else []
+    bounds += [f"<= {r.max_us / 1000:g} ms"] if r.max_us is not None else []
+    return f"rocket {r.num_features} -> {', '.join(bounds) or 'every feature'}{cap}{pool}"
 
 
 FAMILIES: dict[str, Family] = {

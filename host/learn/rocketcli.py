@@ -88,9 +88,12 @@ def run_one(args, data, recipe: tuple, log, extra: dict | None = None) -> dict[s
               f"{data.train.unit} (stratified {config.test_fraction:g}, seed {config.seed}) as "
               "the test part", file=log)  # fmt: skip
     if not args.quiet:
+        limits = [f"≤ {v:,} {unit}" for v, unit in ((cfg.max_ops, "operations an inference"),
+                  (cfg.max_bytes, "B blob"), (cfg.max_heap, "B heap")) if v is not None]
+        limits += [f"≤ {cfg.max_us / 1000:g} ms an inference"] if cfg.max_us is not None else []
         print(f"seq-rocket: {cfg.num_features:,} MiniRocket features on {len(train.y)} TRAIN "
-              f"{data.train.unit}, pruned to {cfg.keep or 'what fits'} (≤ {cfg.max_ops:,} "
-              "operations an inference)" if cfg.max_ops else "", file=log)  # fmt: skip
+              f"{data.train.unit}, pruned to {cfg.keep or 'what fits'}"
+              + (f" ({', '.join(limits)})" if limits else ""), file=log)  # fmt: skip
     try:
         board = estimator(train.X, train.lengths, list(data.train.class_names), cfg.rates)
         fit = fit_rocket(train.X, train.lengths, train.y, train.n_classes, cfg, board=board)
