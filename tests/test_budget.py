@@ -227,3 +227,21 @@ def test_budget_intermediates_bounded_by_the_format_limits():
     assert dim * q14 < BUDGET  # sum of e over S (or v1) <= 65535 entries
     assert (q14 << 14) + (dim * q14 >> 1) < BUDGET  # numerator (e << 14) + (sum >> 1)
     assert q14 * x < BUDGET and x * x < BUDGET  # products p·v and x·W
+
+
+def test_choose_shift_refuses_a_huge_multiplier_without_an_invalid_cast():
+    """A multiplier so large that r·2**shift does not fit an int64 at the top shifts (a
+    softmax's score scale before choose_softmax_shift clips it) is compared as a float first:
+    QuantizeError, which that caller handles, and no numpy "invalid value encountered in cast"
+    warning (it reached the search's output); a softmax index of that scale still gets its
+    clipped shift."""
+    import warnings
+
+    from tinyattn.intmodel.quantize import QuantizeError, choose_shift, choose_softmax_shift
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(QuantizeError, match="no shift in 1..30"):
+            choose_shift(np.array([0.5, 3.0e13]), np.array([1, 1]), "test")
+        M, shift = choose_softmax_shift(3.0e13, 100, "test")
+    assert 0 < M < 1 << 15 and 1 <= shift <= 30

@@ -139,9 +139,11 @@ def choose_shift(r: np.ndarray, max_acc: np.ndarray, what: str) -> tuple[np.ndar
             "wide (or a bias too large) for the small-int budget"
         )
     for shift in range(SHIFT_MAX, SHIFT_MIN - 1, -1):
-        M = np.rint(r * 2.0**shift).astype(np.int64)
-        if np.all(M < M_LIMIT) and np.all(max_acc * M + (1 << (shift - 1)) < BUDGET):
-            return M, shift
+        M = np.rint(r * 2.0**shift)  # compared as floats first: a huge r would not cast
+        if np.all(M < M_LIMIT):
+            M = M.astype(np.int64)
+            if np.all(max_acc * M + (1 << (shift - 1)) < BUDGET):
+                return M, shift
     raise QuantizeError(
         f"{what}: no shift in 1..30 keeps M < 2**15 and max|acc|·M < 2**30 (real multiplier "
         f"up to {r.max():.4g}, max|acc| up to {max_acc.max()}); the scales are out of range — "
