@@ -250,11 +250,13 @@ def format_table(result: dict[str, Any]) -> str:
         m, p = r.get("measured_us"), r["predicted_us"]
         delta = f"{100 * (m - p) / p:+.1f}" if m else "n/a"
         ok = within(r)
-        limit = "n/a (no --max-ms)" if r.get("max_us") is None else \
-            f"{'yes' if ok else 'NO' if ok is False else '?'} ({r['max_us'] / 1000:g} ms)"  # fmt: skip
+        verdict = "yes" if ok else "NO" if ok is False else "?"
+        limit = ("n/a (no --max-ms)" if r.get("max_us") is None
+                 else f"{verdict} ({r['max_us'] / 1000:g} ms)")  # fmt: skip
         lines.append(f"{r['name']:<22}{r['label'][:33]:<34}{r['bytes']:>8}"
                      f"{parity_cell(r.get('pico')):>10}{parity_cell(r.get('cortex-m3')):>11}"
-                     f"{m if m is not None else 'n/a':>9}{p:>10.0f}{delta:>7}  {limit}")  # fmt: skip
+                     f"{'n/a' if m is None else m:>9}{p:>10.0f}{delta:>7}"
+                     f"  {limit}")  # fmt: skip
     bad = failures(result)
     lines.append("failures: " + ("; ".join(bad) if bad else "none"))
     return "\n".join(lines)
