@@ -85,3 +85,12 @@ def test_pick_info_reads_the_search_budget_and_exports_a_missing_blob(tmp_path):
     assert (info["dataset"], info["label"], info["max_us"]) == ("iris", "embed 8", 50_000.0)
     assert info["bytes"] == (work / "model.bin").stat().st_size > 0
     assert bench_picks.find_picks(tmp_path) == [work]
+
+
+def test_bench_picks_without_a_search_names_the_fix(tmp_path, monkeypatch, capsys):
+    """`tinyattn bench --picks` where no search left a pick: exit 2, one line naming --search."""
+    from tinyattn import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--picks"]) == 2
+    assert "--picks: no pick in build/bench-search; run --search first" in capsys.readouterr().err

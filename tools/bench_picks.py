@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from tinyattn.bench import PICKS_TITLE as TITLE
 from tinyattn.tools.bench_search import OUT_DIR
 
 BOARDS = ("pico", "cortex-m3")
 WINDOWS = 100  # TEST windows checked per pick and board (the first ones; 0: all)
 TIMEOUT = 3600  # seconds one pick's parity run may take on one board
-TITLE = "The search's picks on the emulated Pico and Cortex-M3"
 
 
 def rp2040_json() -> Path:
@@ -244,7 +244,7 @@ def format_table(result: dict[str, Any]) -> str:
     for kind, why in result["boards"].items():
         if why:
             lines.append(f"{kind}: skipped ({why})")
-    lines.append(f"{'problem':<22}{'pick':<34}{'blob B':>8}{'Pico':>10}{'Cortex-M3':>11}"
+    lines.append(f"{'problem':<22}{'pick':<40}{'blob B':>8}{'Pico':>10}{'Cortex-M3':>11}"
                  f"{'Pico µs':>9}{'predicted':>10}{'Δ %':>7}  ≤ max-ms?")  # fmt: skip
     for r in result["picks"]:
         m, p = r.get("measured_us"), r["predicted_us"]
@@ -253,7 +253,7 @@ def format_table(result: dict[str, Any]) -> str:
         verdict = "yes" if ok else "NO" if ok is False else "?"
         limit = ("n/a (no --max-ms)" if r.get("max_us") is None
                  else f"{verdict} ({r['max_us'] / 1000:g} ms)")  # fmt: skip
-        lines.append(f"{r['name']:<22}{r['label'][:33]:<34}{r['bytes']:>8}"
+        lines.append(f"{r['name']:<22}{r['label'][:39]:<40}{r['bytes']:>8}"
                      f"{parity_cell(r.get('pico')):>10}{parity_cell(r.get('cortex-m3')):>11}"
                      f"{'n/a' if m is None else m:>9}{p:>10.0f}{delta:>7}"
                      f"  {limit}")  # fmt: skip
