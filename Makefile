@@ -14,7 +14,7 @@ BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
 .PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
-        parity demo board bench bench-train bench-pico test-boards test-boards-all bench-device bench-accuracy bench-stream report lint wheel-check clean \
+        parity demo board bench bench-train bench-pico test-boards test-boards-all bench-device bench-accuracy bench-picks bench-stream report lint wheel-check clean \
         train-board
 
 help:  ## list targets
@@ -104,6 +104,9 @@ bench-device: export  ## µs/inference under MicroPython: float/int8, pure/accel
 SEARCH_BUDGET ?=
 bench-accuracy: install  ## ~50 min: 10x5-fold CV on Iris+Wine, the time series' TEST splits, and train --search on the seven development problems, ours vs peers
 	$(BIN)/tinyattn bench --accuracy --search $(SEARCH_BUDGET) --write docs/benchmarks.md
+
+bench-picks: install  ## ~2 min a pick (~15 min for seven): the picks the last bench-accuracy search left in build/bench-search on the emulated Pico and Cortex-M3: parity, Pico µs vs the time model and each pick's --max-ms
+	$(BIN)/tinyattn bench --picks --write docs/benchmarks.md
 
 bench-stream: install  ## ~1 min: BasicMotions TEST as one live stream, host vs the app on a virtual board
 	$(BIN)/tinyattn bench --stream --write docs/benchmarks.md

@@ -44,6 +44,11 @@
   `make bench-accuracy` runs it with `--accuracy`; `--write FILE` replaces only its section.
   `--search-board rp2040 --search-max-ms 50` runs every search under that preset instead, its
   table a section of its own (`make bench-accuracy SEARCH_BUDGET="..."`).
+- picks (not part of `--all`: ~2 min a pick): the picks the last search left in
+  build/bench-search on the emulated Pico and Cortex-M3: parity on their first TEST windows,
+  the Pico's µs on its clock next to the time model's, within each pick's --max-ms
+  (tools/bench_picks.py; after `--search` when both are given). A board not there: skipped,
+  with the reason, and a committed section is kept.
 Speed targets are met here, never in unit tests: shared machines are noisy. Nothing is
 written unless `--write FILE` is given (`make bench` passes `--write docs/benchmarks.md`, the
 tracked table with the machine it ran on). `--device` and `--link` read the blob with the host
@@ -90,6 +95,7 @@ SEQ_TITLE = "Accuracy on sensor windows (official TEST splits, peers on the same
 STREAM_TITLE = "Stream (BasicMotions TEST as one live stream, the app on a virtual board)"
 PICO_TITLE = "Pico (emulated RP2040, rp2 firmware; µs on the board's own clock)"
 SEARCH_TITLE = "Model search on the development problems (peers on the same split, same run)"
+PICKS_TITLE = "The search's picks on the emulated Pico and Cortex-M3"
 
 
 def search_title(budget=()) -> str:
@@ -326,6 +332,7 @@ EXTRAS = {
     ACCURACY_TITLE: "the scikit-learn peers (make install-peers)",
     SEQ_TITLE: "the sktime peers (make install-peers)",
     SEARCH_TITLE: "the sktime peers (make install-peers)",
+    PICKS_TITLE: "an emulated board (../shared/boards)",
 }
 
 
@@ -348,6 +355,8 @@ def skipped_sections(result: dict[str, Any]) -> set[str]:
     found = result.get("search", {}).get("problems", {}).values()
     if any("skipped" in p for e in found for p in e["peers"].values()):
         out.add(search_title(result["search"].get("budget", ())))
+    if any(result.get("picks", {}).get("boards", {}).values()):  # a board's reason to skip
+        out.add(PICKS_TITLE)
     return out
 
 
@@ -537,6 +546,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the int8 kernel sets and the stream on an emulated Pico (../shared/boards), on "
         "its own clock; writes host/board/rp2040.json (the rp2040 search preset)",
     )  # fmt: skip
+    parser.add_argument(
+        "--picks", action="store_true",
+        help="the picks the last --search left in build/bench-search on the emulated Pico and "
+        "Cortex-M3: parity, and µs on the Pico's clock vs the time model and the pick's "
+        "--max-ms (~2 min a pick; not part of --all)",
+    )  # fmt: skip
     parser.add_argument("--write", type=Path, help="also write the tables to this Markdown file")
     parser.add_argument("--json", action="store_true", help="print all figures as JSON last")
 
@@ -579,10 +594,11 @@ def main(args: argparse.Namespace) -> int:
     budget = budget_flags(args.search_board, args.search_max_ms)
     if budget and not args.search:
         raise CLIError("--search-board: the budget of --search; add --search")
-    chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "pico", "search")
-              if getattr(args, k)}  # fmt: skip
+    chosen = {k for k in ("train", "device", "link", "accuracy", "stream", "pico", "search",
+                          "picks") if getattr(args, k)}  # fmt: skip
     if args.all or not chosen:
-        chosen = {"train", "device", "link", "accuracy", "stream", "pico"} | (chosen & {"search"})
+        chosen = {"train", "device", "link", "accuracy", "stream", "pico"} | (
+            chosen & {"search", "picks"})
         print("== every benchmark: about 9 minutes on a 2-core machine", flush=True)
     needs_blob = chosen & {"device", "link"}
     if needs_blob:
@@ -662,6 +678,19 @@ def main(args: argparse.Namespace) -> int:
                                         budget=budget)  # fmt: skip
         sections.append((search_title(budget), search_table(result["search"])))
         print(sections[-1][1], flush=True)
+    if "picks" in chosen:
+        from tinyattn.tools import bench_picks
+
+        print("\n== picks: the search's picks on the emulated Pico and Cortex-M3 (~2 min a "
+              "pick) ...", flush=True)  # fmt: skip
+        if not bench_picks.find_picks(bench_picks.OUT_DIR):
+            raise CLIError(f"--picks: no pick in {bench_picks.OUT_DIR}; run --search first")
+        result["picks"] = bench_picks.bench_picks(progress=lambda w: print(f"  {w}", flush=True))
+        sections.append((PICKS_TITLE, bench_picks.format_table(result["picks"])))
+        print(sections[-1][1], flush=True)
+        bad = bench_picks.failures(result["picks"])
+        if bad:  # a parity not exact, a pick over its max-ms: listed by failures() below
+            result["picks"]["error"] = "; ".join(bad)
     if needs_blob:
         result["blob_bytes"] = args.blob.stat().st_size
     if "link" in chosen:
@@ -688,7 +717,7 @@ def main(args: argparse.Namespace) -> int:
     rows = summary_rows(result)
     if rows:  # a search-only run has its table above and no summary row
         print("\n== summary\n" + format_table(rows))
-    if args.write and chosen <= {"accuracy", "stream", "search", "pico"} and not args.all:
+    if args.write and chosen <= {"accuracy", "stream", "search", "pico", "picks"} and not args.all:
         m = result["machine"]
         run = f"\nrun: {m['date']}, {m['cpu']}, NumPy {m['numpy']}"
         committed, notes = read_doc(args.write)[0], []
