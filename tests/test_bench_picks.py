@@ -94,3 +94,22 @@ def test_bench_picks_without_a_search_names_the_fix(tmp_path, monkeypatch, capsy
     monkeypatch.chdir(tmp_path)
     assert cli.main(["bench", "--picks"]) == 2
     assert "--picks: no pick in build/bench-search; run --search first" in capsys.readouterr().err
+
+
+def test_reference_reads_a_test_window_longer_than_the_model_on_its_last_steps(tmp_path):
+    """JapaneseVowels' TEST has windows longer than any TRAIN window (the model's T): the
+    host reference takes their last T steps, as parity does (it raised "window 7 has 29
+    steps, the model takes 1..28")."""
+    from tinyattn import cli
+    from tinyattn.data.timeseries import load_ts_dataset
+
+    work = tmp_path / "japanesevowels"
+    work.mkdir()
+    assert cli.main(["train", "--dataset", "japanesevowels", "--model", "seq-rocket",
+                     "--rocket-features", "84", "--out", str(work / "model.npz"),
+                     "--quiet"]) == 0  # fmt: skip
+    info = bench_picks.pick_info(work)
+    test = load_ts_dataset("japanesevowels", "test")
+    assert test.lengths.max() > load_ts_dataset("japanesevowels", "train").lengths.max()
+    logits = bench_picks.reference(info, 0, tmp_path)
+    assert logits.shape == (len(test.y), test.n_classes)

@@ -80,6 +80,7 @@ def reference(info: dict[str, Any], windows: int, folder: Path) -> np.ndarray:
     """The pick's first `windows` TEST windows (0: all) quantized on the host, written as
     NAME.bin and NAME-auto.xq in `folder` (tools/emulated_boards.write_xq); returns the host
     integer reference's logits [N, K]."""
+    from tinyattn.board.parity import fit_windows
     from tinyattn.data.timeseries import load_ts_dataset
     from tinyattn.intmodel.blob import read_blob
     from tinyattn.intmodel.intref import quantize_input, run_int8
@@ -91,6 +92,7 @@ def reference(info: dict[str, Any], windows: int, folder: Path) -> np.ndarray:
     X, n = test.X, test.lengths
     if windows:
         X, n = X[:windows], n[:windows]
+    X, n, _ = fit_windows(blob, X, n)  # a window longer than T: its last T steps, as parity
     xq = quantize_input(blob, X, n)
     (folder / f"{info['name']}.bin").write_bytes(raw)
     write_xq(folder / f"{info['name']}-auto.xq", n, xq, wide=xq.dtype.itemsize > 1)
