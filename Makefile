@@ -33,7 +33,7 @@ install-oracle: install  ## add PyTorch (CPU) so the oracle tests and bench-trai
 install-cluster: install  ## add dask.distributed (extra 'cluster') so the search runs on a Dask cluster
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[cluster]'
 
-install-peers: install  ## add scikit-learn, sktime and numba (extra 'peers'): the peers bench-accuracy compares
+install-peers: install  ## add scikit-learn, sktime, numba and dtaidistance (extra 'peers'): the peers bench-accuracy compares
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 
 # The suite runs in parallel (pytest-xdist); a real board on TINYATTN_PORT is one board, so
