@@ -258,6 +258,27 @@ def test_search_cli_scheduler_nobody_answers_is_one_line(capsys, monkeypatch, tm
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.host
+@pytest.mark.usefixtures("tmp_cwd")
+def test_rocket_positions_flag_sets_the_blobs_positions_cap(ts_pair, capsys):
+    """`--rocket-positions N` is the op's positions cap N in the exported blob (the search's
+    picks carry one; tools/bench_pico_cost times such shapes); a negative N is refused in one
+    line."""
+    from tinyattn.intmodel.blob import read_blob
+
+    tr, te = ts_pair
+    _train(capsys, "--ts", str(tr), "--test", str(te), "--model", "seq-rocket",
+           "--rocket-features", "840", "--rocket-positions", "5", "--quiet", "--out", "m.npz")
+    assert cli.main(["export", "--model", "m.npz", "--out", "m.bin"]) == 0
+    capsys.readouterr()
+    op = read_blob(Path("m.bin").read_bytes()).ops[0]
+    assert op.kind == "rocket" and op.iparams["N"] == 5, op.iparams  # 16 steps, 5 counted
+    code = cli.main(["train", "--ts", str(tr), "--model", "seq-rocket", "--rocket-positions",
+                     "-1"])  # fmt: skip
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "positions -1" in lines[0], lines
+
+
 @pytest.mark.serial
 @pytest.mark.usefixtures("tmp_cwd")
 def test_rocket_model_end_to_end_and_the_family_stage(ts_pair, capsys, tmp_path, vboard):

@@ -257,7 +257,10 @@ def table(r: dict) -> list[str]:
         from tinyattn.board.cost import table as cost_table
 
         lines += ["", "Pico time model (tinyattn.board.cost; µs rates "
-                  + ", ".join(f"{k} {v:g}" for k, v in cm["rates"].items() if v) + "):", ""]
+                  + ", ".join(f"{k} {v:g}" for k, v in cm["rates"].items() if v) + "), "
+                  "each model on a full window (the budget's case; the kernel table above "
+                  "times a golden model's first input, which can be shorter: JapaneseVowels' "
+                  "has 20 of 26 steps):", ""]  # fmt: skip
         lines += cost_table({n: m["terms"] for n, m in cm["measured"].items()},
                             {n: m["us"] for n, m in cm["measured"].items()},
                             cm["rates"]).splitlines()  # fmt: skip

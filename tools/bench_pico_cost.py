@@ -61,6 +61,14 @@ SHAPES = {  # name: train flags (the search's grid shapes)
     "coffee-rocket-40k": ["--dataset", "coffee", "--model", "seq-rocket", "--rocket-max-ops",
                           "40000"],
     "trace-rocket": ["--dataset", "trace", "--model", "seq-rocket"],
+    # the rp2040 preset's rocket picks' shapes: long windows, 128 positions, ~700 features
+    "plaid-rocket-n128": ["--dataset", "plaid", "--model", "seq-rocket", "--rocket-positions",
+                          "128", "--rocket-keep", "780", "--rocket-max-ops", "10000000"],
+    "acsf1-rocket-n128": ["--dataset", "acsf1", "--model", "seq-rocket", "--rocket-positions",
+                          "128", "--rocket-keep", "660", "--rocket-max-ops", "10000000"],
+    # the default budget's JapaneseVowels pick's shape
+    "jv-p4-e16": ["--dataset", "japanesevowels", "--patch", "4", "--embed", "16", "--heads",
+                  "4", "--blocks", "1"],
 }  # fmt: skip
 
 DEVICE = """

@@ -24,8 +24,8 @@ from tinyattn.learn.rocketmodel import RocketConfig, RocketFit, fit_rocket
 # MiniRocket draws before pruning to it, and at most 64 positions a window (a longer window's
 # PPVs on 64 evenly spaced positions).
 DEFAULT = RocketConfig(num_features=10_000, max_ops=150_000, max_bytes=32 * 1024, positions=64)
-FLAGS = ("--rocket-features", "--rocket-keep", "--rocket-pool", "--rocket-max-ops",
-         "--rocket-max-heap")
+FLAGS = ("--rocket-features", "--rocket-keep", "--rocket-pool", "--rocket-positions",
+         "--rocket-max-ops", "--rocket-max-heap")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--rocket-max-ops)")  # fmt: skip
     g.add_argument("--rocket-pool", type=int, metavar="P",
                    help="sum P steps into one before the transform (long windows; default 1)")
+    g.add_argument("--rocket-positions", type=int, metavar="N",
+                   help=f"count each feature on at most N evenly spaced positions of the "
+                        f"(pooled) window, 0 for every position (default {DEFAULT.positions})")
     g.add_argument("--rocket-max-ops", type=int, metavar="OPS",
                    help=f"integer operations one inference may take (default "
                         f"{DEFAULT.max_ops:,})")  # fmt: skip
@@ -53,7 +56,8 @@ def setup(args: argparse.Namespace, train) -> tuple[RocketConfig, Any]:
     from tinyattn.learn.train import TrainConfig
 
     given = {"num_features": args.rocket_features, "keep": args.rocket_keep,
-             "pool": args.rocket_pool, "max_ops": args.rocket_max_ops,
+             "pool": args.rocket_pool, "positions": args.rocket_positions,
+             "max_ops": args.rocket_max_ops,
              "max_heap": args.rocket_max_heap}  # fmt: skip
     try:
         cfg = replace(DEFAULT, seed=args.seed or 0,
