@@ -108,6 +108,16 @@ def search_title(budget=()) -> str:
             f"{flags['--max-ms']} ms (peers on the same split, same run)")  # fmt: skip
 
 
+def picks_title(picks: dict[str, Any]) -> str:
+    """The picks section's title: PICKS_TITLE for the default budget's picks, else with the
+    preset they were searched under (`--board rp2040 --max-ms 50`), so both tables stand."""
+    rows = [r for r in picks.get("picks", ()) if r.get("max_us") is not None]
+    if not rows:
+        return PICKS_TITLE
+    board, ms = rows[0].get("board") or "board", rows[0]["max_us"] / 1000
+    return f"{PICKS_TITLE}, {board} preset at {ms:g} ms"
+
+
 def bench_link(blob: Path, model: Path) -> dict[str, Any]:
     """Flash a fresh virtual board and run parity over it: link and device figures."""
     from tinyattn.board.flash import flash
@@ -338,7 +348,9 @@ EXTRAS = {
 
 def extra_of(title: str) -> str:
     """What a run lacked to measure the section `title` whole (every search table: the peers)."""
-    return EXTRAS[SEARCH_TITLE if title.startswith("Model search") else title]
+    if title.startswith("Model search"):
+        return EXTRAS[SEARCH_TITLE]
+    return EXTRAS[PICKS_TITLE if title.startswith(PICKS_TITLE) else title]
 
 
 def skipped_sections(result: dict[str, Any]) -> set[str]:
@@ -356,7 +368,7 @@ def skipped_sections(result: dict[str, Any]) -> set[str]:
     if any("skipped" in p for e in found for p in e["peers"].values()):
         out.add(search_title(result["search"].get("budget", ())))
     if any(result.get("picks", {}).get("boards", {}).values()):  # a board's reason to skip
-        out.add(PICKS_TITLE)
+        out.add(picks_title(result["picks"]))
     return out
 
 
@@ -686,7 +698,8 @@ def main(args: argparse.Namespace) -> int:
         if not bench_picks.find_picks(bench_picks.OUT_DIR):
             raise CLIError(f"--picks: no pick in {bench_picks.OUT_DIR}; run --search first")
         result["picks"] = bench_picks.bench_picks(progress=lambda w: print(f"  {w}", flush=True))
-        sections.append((PICKS_TITLE, bench_picks.format_table(result["picks"])))
+        sections.append((picks_title(result["picks"]),
+                         bench_picks.format_table(result["picks"])))  # fmt: skip
         print(sections[-1][1], flush=True)
         bad = bench_picks.failures(result["picks"])
         if bad:  # a parity not exact, a pick over its max-ms: listed by failures() below

@@ -113,3 +113,16 @@ def test_reference_reads_a_test_window_longer_than_the_model_on_its_last_steps(t
     assert test.lengths.max() > load_ts_dataset("japanesevowels", "train").lengths.max()
     logits = bench_picks.reference(info, 0, tmp_path)
     assert logits.shape == (len(test.y), test.n_classes)
+
+
+def test_a_presets_picks_get_a_section_of_their_own():
+    """The default budget's picks and a preset's stand side by side in docs/benchmarks.md: the
+    preset's section title names it; the default's is the plain title."""
+    from tinyattn.bench import PICKS_TITLE, extra_of, picks_title
+
+    assert picks_title(_result(_row("coffee"), _row("trace"))) == PICKS_TITLE
+    preset = _row("plaid", max_us=50_000)
+    preset["board"] = "rp2040"
+    title = picks_title(_result(preset))
+    assert title == f"{PICKS_TITLE}, rp2040 preset at 50 ms"
+    assert extra_of(title) == extra_of(PICKS_TITLE)

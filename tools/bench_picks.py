@@ -289,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"TEST windows checked per pick, the first ones (default {WINDOWS}; "
                         "0: every one)")
     parser.add_argument("--write", type=Path, metavar="FILE",
-                        help=f"put the table in FILE's section '{TITLE}' (others kept)")
+                        help=f"put the table in FILE's section '{TITLE}' (a preset's picks: "
+                        "its own section, the title naming the preset; others kept)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     boards = [b.strip() for b in args.boards.split(",") if b.strip()]
@@ -308,9 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     table = format_table(result)
     print(json.dumps(result, indent=1, default=str) if args.json else table)
     if args.write:
-        from tinyattn.bench import update_doc_section
+        from tinyattn.bench import picks_title, update_doc_section
 
-        update_doc_section(args.write, TITLE, table)
+        update_doc_section(args.write, picks_title(result), table)
     return 1 if failures(result) else 0
 
 
