@@ -126,3 +126,20 @@ def test_a_presets_picks_get_a_section_of_their_own():
     title = picks_title(_result(preset))
     assert title == f"{PICKS_TITLE}, rp2040 preset at 50 ms"
     assert extra_of(title) == extra_of(PICKS_TITLE)
+
+
+def test_a_presets_pick_with_no_room_on_a_smaller_board_is_said_not_failed():
+    """The rp2040 preset's pick (a 95.6 KB model) raising MemoryError on the Cortex-M3 is 'no
+    room', not a parity failure; the same on the Pico (its own board) or for a default-budget
+    pick is a failure."""
+    info = {"board": "rp2040", "max_heap": 95_592}
+    assert bench_picks.no_room(info, "cortex-m3", "MemoryError: memory allocation failed")
+    assert not bench_picks.no_room(info, "pico", "MemoryError: memory allocation failed")
+    assert not bench_picks.no_room({"board": None}, "cortex-m3", "MemoryError: ...")
+    assert not bench_picks.no_room(info, "cortex-m3", "TimeoutError: ...")
+    big = _row("plaid", max_us=50_000, m3=None)
+    big["cortex-m3"] = {"no_room": "MemoryError: searched for rp2040's 95,592 B of model heap"}
+    r = _result(big)
+    assert bench_picks.failures(r) == []
+    table = bench_picks.format_table(r)
+    assert "no room" in table and "plaid on cortex-m3 (MemoryError" in table
