@@ -17,7 +17,8 @@ Model and runs. No read takes longer than HANG_S (a SIGALRM guard — a hang det
 speed test). Every TRACE_EVERY-th blob is read under tracemalloc: the peak must stay within
 PEAK_FIXED + PEAK_PER_BYTE × the input size, so no count in the blob can make a reader
 allocate more than the bytes it was given justify. Hypothesis runs derandomized (the same
-blobs in every run); the numbers of blobs per kind are in N_EXAMPLES (10,000 in all).
+blobs in every run); the numbers of blobs per kind are in N_EXAMPLES (10,000 in all, behind
+the `fuzz` marker: `make test-fuzz`, which CI runs; `make test` reads a fifth of them).
 
 Issue 10 §2 (last section): CRC-fixed mutations of multipliers, shifts, biases and weights,
 many at the small-int budget's boundary. Every accepted blob gives the same logits on intref,
@@ -63,6 +64,7 @@ N_EXAMPLES = {  # mutated blobs per kind, 10,000 in all (each goes to both reade
     "length_fields": 2500,
     "huge_counts": 1500,
 }
+QUICK = 5  # make test reads N_EXAMPLES[kind] // QUICK of each kind; make test-fuzz all
 N_MICROPYTHON = 500
 HANG_S = 10.0  # one read of a few KB taking this long is a hang
 TRACE_EVERY = 10
@@ -380,17 +382,23 @@ class Checker:
 
 
 @pytest.mark.parametrize("kind", list(N_EXAMPLES))
-def test_fuzz_blob_readers_raise_only_blob_error(bases, attention, kind):
+@pytest.mark.parametrize(
+    "volume", ["quick", pytest.param("fuzz", marks=[pytest.mark.fuzz, pytest.mark.slow])]
+)  # fmt: skip
+def test_fuzz_blob_readers_raise_only_blob_error(bases, attention, kind, volume):
+    """N_EXAMPLES[kind] blobs behind the `fuzz` marker (make test-fuzz; CI runs it), a fifth
+    of them (QUICK) in make test."""
     check = Checker(attention)
+    n = N_EXAMPLES[kind] // QUICK if volume == "quick" else N_EXAMPLES[kind]
 
-    @settings(FUZZ, max_examples=N_EXAMPLES[kind])
+    @settings(FUZZ, max_examples=n)
     @given(st.data())
     def run(data):
         check(_mutate(data.draw, kind, bases))
 
     run()
     print("\n" + check.report(kind))
-    assert check.n >= N_EXAMPLES[kind]
+    assert check.n >= n
     assert check.n - check.accepted >= check.n // 10  # the mutations do reach the checks
     assert len(check.problems) >= 4, check.problems  # and many different ones
     assert not [p for p in check.problems if p.startswith("other")], check.problems

@@ -275,16 +275,13 @@ def request_lines(draw) -> str:
     return frame(obj).decode().rstrip("\n") if draw(st.booleans()) else line
 
 
-@pytest.mark.host
-@settings(
-    max_examples=1000,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(line=request_lines())  # fmt: skip
-def test_no_code_from_data_handle_line_under_tripwires(server, line):
+LINES = {"quick": 200, "fuzz": 1000}  # request lines: make test, and make test-fuzz (CI)
+TRIPWIRE_SETTINGS = dict(deadline=None, derandomize=True, database=None,
+                         suppress_health_check=[HealthCheck.too_slow,
+                                                HealthCheck.function_scoped_fixture])  # fmt: skip
+
+
+def _handle_line_under_tripwires(server, line: str) -> None:
     srv, model = server
     fired: list[str] = []
     with _tripwires(fired):
@@ -297,6 +294,22 @@ def test_no_code_from_data_handle_line_under_tripwires(server, line):
         # kernel's softmax on a feature far outside the training range
         known = "OverflowError" in reply["error"] or "ZeroDivisionError" in reply["error"]
         assert known and _largest_number(line) >= 1e5, (line, reply)
+
+
+@pytest.mark.host
+@settings(max_examples=LINES["quick"], **TRIPWIRE_SETTINGS)
+@given(line=request_lines())  # fmt: skip
+def test_no_code_from_data_handle_line_under_tripwires(server, line):
+    _handle_line_under_tripwires(server, line)
+
+
+@pytest.mark.host
+@pytest.mark.fuzz
+@pytest.mark.slow
+@settings(max_examples=LINES["fuzz"], **TRIPWIRE_SETTINGS)
+@given(line=request_lines())  # fmt: skip
+def test_no_code_from_data_handle_line_under_tripwires_fuzz_volume(server, line):
+    _handle_line_under_tripwires(server, line)
 
 
 def _largest_number(line: str) -> float:
