@@ -113,10 +113,13 @@ def models(tmp: Path, names: tuple[str, ...] | None = None) -> dict[str, Path]:
     return out
 
 
-def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, call: str) -> str:
+def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, call: str,
+                 each: bool = False) -> str:  # fmt: skip
     """Flash the runtime (as .mpy), copy each blob as NAME.bin and `source` (its @REPEAT@
     filled in) as `module`.py to the board at `port`, then run `module.call(names)` there; its
-    output."""
+    output. `each`: one run a blob, `module.call([name])`, each after mpremote's soft reset
+    (a fresh heap: large models one after another fragment it; the rp2040 preset's 32 KB
+    blobs found no span after a 95 KB model)."""
     from tinyattn.board.flash import flash, mpremote
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,14 +132,15 @@ def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, ca
         for path in sorted(folder.iterdir()):
             chain += ["cp", str(path), ":", "+"]
         mpremote(port, *chain[:-1], timeout=600)
-    return mpremote(port, "exec", f"import {module} as b; b.{call}({list(blobs)!r})",
-                    timeout=3600)  # fmt: skip
+    groups = [[name] for name in blobs] if each else [list(blobs)]
+    return "\n".join(mpremote(port, "exec", f"import {module} as b; b.{call}({names!r})",
+                               timeout=3600) for names in groups)  # fmt: skip
 
 
 def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:
     """µs of one int8 inference of each blob on the board at `port` (the fastest of REPEAT)."""
     out = run_on_board(port, blobs, "bench_cost_dev", DEVICE.replace("@REPEAT@", str(REPEAT)),
-                       "bench")  # fmt: skip
+                       "bench", each=True)  # fmt: skip
     us = {}
     for line in out.splitlines():
         parts = line.split()
