@@ -22,8 +22,8 @@
   need the `peers` extra); targets are the issue-10 gates. Then the time-series archive's
   official TEST splits (BasicMotions, JapaneseVowels): seq-attn float/int8 over 5 seeds, blob
   bytes, MACs, training seconds, next to MiniRocket, 1-NN DTW and logistic regression on the
-  same split (tools/bench_seq.py; sktime in the `peers` extra). `--accuracy --write FILE` replaces
-  only the accuracy section of FILE.
+  same split (tools/bench_seq.py; sktime and dtaidistance in the `peers` extra). `--accuracy
+  --write FILE` replaces only the accuracy section of FILE.
 - stream: BasicMotions' 40 TEST windows as one live stream, a decision every second (hop 10),
   smoothing k = 1, 3, 5: accuracy inside one recording / one activity / overall, latency after
   a class change, µs per decision and real-time factor of the app on a virtual board, host =
@@ -340,8 +340,8 @@ def format_table(rows: list[tuple[str, str, str, str] | str]) -> str:
 EXTRAS = {
     TRAIN_TITLE: "PyTorch (make install-oracle)",
     ACCURACY_TITLE: "the scikit-learn peers (make install-peers)",
-    SEQ_TITLE: "the sktime peers (make install-peers)",
-    SEARCH_TITLE: "the sktime peers (make install-peers)",
+    SEQ_TITLE: "the time-series peers (make install-peers)",
+    SEARCH_TITLE: "the time-series peers (make install-peers)",
     PICKS_TITLE: "an emulated board (../shared/boards)",
 }
 
@@ -355,7 +355,8 @@ def extra_of(title: str) -> str:
 
 def skipped_sections(result: dict[str, Any]) -> set[str]:
     """The titles of the sections this run measured only in part: an optional extra (PyTorch,
-    scikit-learn, sktime) was not installed, so some of their rows are "skipped" or "—"."""
+    scikit-learn, sktime, dtaidistance) was not installed, so some of their rows are "skipped"
+    or "—"."""
     out = set()
     if any(result.get(k, {}).get("torch_seconds", 0) is None for k in ("train", "train_seq")):
         out.add(TRAIN_TITLE)
@@ -526,7 +527,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--accuracy", action="store_true",
         help="10 x 5-fold CV accuracy on Iris and Wine, float and int8, next to scikit-learn "
         "peers on the same folds; seq-attn on the BasicMotions and JapaneseVowels TEST splits "
-        "next to sktime peers (make install-peers)",
+        "next to the time-series peers (make install-peers)",
     )  # fmt: skip
     parser.add_argument(
         "--blob", type=Path, default=BUILD_DIR / "model.bin",
@@ -543,7 +544,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--search", action="store_true",
-        help="the model search on the seven development problems, next to the sktime peers, "
+        help="the model search on the seven development problems, next to the peers, "
         "and its --jobs 1 vs 2 speed-up (~40 min on 2 cores; not part of --all)",
     )  # fmt: skip
     parser.add_argument(
@@ -656,8 +657,8 @@ def main(args: argparse.Namespace) -> int:
         from tinyattn.tools.bench_seq import bench_seq
         from tinyattn.tools.bench_seq import format_table as seq_table
 
-        print(f"\n== accuracy: time-series TEST splits, {SEQ_SEEDS} seeds, vs sktime peers ...",
-              flush=True)  # fmt: skip
+        print(f"\n== accuracy: time-series TEST splits, {SEQ_SEEDS} seeds, vs the time-series "
+              "peers ...", flush=True)  # fmt: skip
         result["accuracy_seq"] = bench_seq(seeds=SEQ_SEEDS)
         sections.append((SEQ_TITLE, seq_table(result["accuracy_seq"])))
         print(sections[-1][1], flush=True)

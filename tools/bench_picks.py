@@ -46,13 +46,6 @@ WINDOWS = 100  # TEST windows checked per pick and board (the first ones; 0: all
 TIMEOUT = 3600  # seconds one pick's parity run may take on one board
 
 
-def rp2040_json() -> Path:
-    """host/board/rp2040.json of the installed package (or of the clone)."""
-    from tinyattn.board import cost
-
-    return Path(cost.__file__).resolve().parent / "rp2040.json"
-
-
 def find_picks(folder: Path) -> list[Path]:
     """The pick directories under `folder` (a model.npz with a search record), by name."""
     return sorted(p for p in folder.iterdir() if (p / "model.npz").is_file()) \
@@ -167,8 +160,9 @@ def predicted_us(blob: Path) -> float:
     """µs of one int8 inference on the RP2040 by its time model (host/board/rp2040.json)."""
     from tinyattn.board.cost import predict_us
     from tinyattn.intmodel.blob import read_blob
+    from tinyattn.tools.bench_pico import RESULT  # host/board/rp2040.json
 
-    rates = json.loads(rp2040_json().read_text())["cost"]["rates"]
+    rates = json.loads(RESULT.read_text())["cost"]["rates"]
     return predict_us(read_blob(blob.read_bytes()), rates)
 
 
