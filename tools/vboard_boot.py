@@ -89,10 +89,14 @@ def _print_exc(e):
         _out(b"\n")
 
 
-def _exec(src, name, kind, eof):
-    """parse_compile_execute: True when the code asked for a soft reset (SystemExit)."""
+def _exec(src, name, kind, eof, start=None):
+    """parse_compile_execute: True when the code asked for a soft reset (SystemExit). `start`:
+    a control byte sent first, inside the handler (main.py's "M": from there Ctrl-C interrupts,
+    so the interrupt it lets in is caught here, as a board's pyexec catches it)."""
     soft = False
     try:
+        if start:
+            _ctl(start)
         if isinstance(src, bytearray):
             src = str(src, "utf8")
         if name != "<stdin>":
@@ -125,9 +129,7 @@ def _run_file(name):
             src = f.read()
     except OSError:
         return False
-    if name == "main.py":
-        _ctl(b"M")
-    return _exec(src, name, "exec", False)
+    return _exec(src, name, "exec", False, b"M" if name == "main.py" else None)
 
 
 def _raw_paste(cmd):
