@@ -57,11 +57,11 @@ DEFAULT_HEAP = "100k"  # a generic ESP32 build leaves roughly this much to Pytho
 MIN_HEAP = 16 * 1024
 MAX_HEAP = 64 * 1024 * 1024
 # A board's REPL lives in C; ours is Python on the same GC heap (bytecode + qstrs of
-# vboard_boot and its raw REPL: 13.1 KB allocated at a fresh prompt, measured 2026-12-01;
-# ~9.5 KiB when this was first set to 10 KiB). The interpreter gets heap + this, so that
-# gc.mem_free() at a fresh prompt is what `micropython -X heapsize=HEAP` shows at its start
-# (100k: 100.1 KB against 99.9 KB; with 10 KiB it was 98.1 KB).
-FIRMWARE_HEAP = 12 * 1024
+# vboard_boot and its raw REPL: 11.1 KB allocated at a fresh prompt, measured 2026-12-05 once
+# the flash became the C VfsPosix; 13.1 KB with the Python VFS class before, then 12 KiB).
+# The interpreter gets heap + this, so that gc.mem_free() at a fresh prompt is what
+# `micropython -X heapsize=HEAP` shows at its start (100k: 100,096 B against 100,128 B).
+FIRMWARE_HEAP = 10 * 1024
 SOURCE_BOOT_HEAP = 56 * 1024  # compiling vboard_boot.py from source (no mpy-cross) needs this
 
 _CHUNK = 65536
