@@ -201,9 +201,8 @@ class Stream:
                 self._patches(model)
             except MemoryError:
                 self.reuse = False
-        if not self.reuse:
-            self._xq = _zeros(code, model.input_len) if wide else array.array("b", bytes(
-                model.input_len))  # fmt: skip
+        if not self.reuse:  # the model's quantize buffer: each decision fills it whole first
+            self._xq = model._xq
         if wide:
             self._shift = self._powers(model)
             self._put = self._put_wide

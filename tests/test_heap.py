@@ -79,3 +79,49 @@ def test_heap_kind_modules_counts_a_rocket_op_modules_but_not_its_thumb_one():
     want = sum((device_dir() / f"attention_{n}_rocket.py").stat().st_size for n in names)
     assert (device_dir() / "attention_thumb_rocket.py").is_file()
     assert heap.kind_modules(raw) == want
+
+
+@pytest.mark.host
+def test_heap_counts_a_seq_models_int8_buffers_once_as_a_board_holds_them():
+    """On a board (viper, thumb) a seq-attn model's int8 program runs in its float program's
+    buffers but for its int8 input window; the pure kernels the estimate loads under CPython
+    allocate their own, which `features` takes out again: both ping-pong buffers [S*E], [S*F],
+    q, k, v, ctx [S*E] and the scores [2S] of JapaneseVowels (S = 26, E = 20, F = 40), in
+    4-byte words. A row model and a rocket model have nothing shared."""
+    from rocket_models import rocket_cases
+
+    from tinyattn.board.stream import device_modules
+
+    attention, _ = device_modules()
+    jv = (GOLDEN / "trained" / "japanesevowels.bin").read_bytes()
+    S, E, F = 26, 20, 40
+    assert heap._shared_int8(attention, jv) == (4 * (S * E + S * F + 4 * S * E + 2 * S), 7)
+    assert heap._shared_int8(attention, (GOLDEN / "trained" / "iris.bin").read_bytes()) == (0, 0)
+    assert heap._shared_int8(attention, rocket_cases()["uni"][0]) == (0, 0)
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("name", ["japanesevowels", "rocket"])
+def test_heap_seq_quantize_buffer_is_the_int8_window_and_keeps_the_window(attention, name):
+    """A seq model quantizes into its int8 program's input window (no second window on the
+    heap; a Stream uses the same), and run_int8 of that buffer leaves it as quantize wrote it
+    (the server reports it as the window's xq)."""
+    from rocket_models import rocket_cases
+
+    from tinyattn.board.stream import device_modules
+
+    _, attention_stream = device_modules()
+    if name == "rocket":
+        data, X, n = rocket_cases()["uni"]
+        window = X[0][: int(n[0])].reshape(-1).tolist()
+    else:
+        data = (GOLDEN / "trained" / "japanesevowels.bin").read_bytes()
+        window = [0.25 * ((i * 37) % 11 - 5) for i in range(20 * 12)]  # 20 of 26 steps
+    m = attention.Model(data, kernels="pure")
+    assert m._xq is m._x8 and len(m._xq) == m.input_len
+    q = m.quantize(window, m._xq)
+    before = list(q)
+    out = m.new_logits()
+    m.run_int8(q, out, len(window) // m.n_features)
+    assert list(q) == before and any(before)
+    assert attention_stream.Stream(m, 1, reuse=False)._xq is m._xq

@@ -379,14 +379,15 @@ def test_search_runs_arch_first_when_nothing_of_its_first_stage_fits(tmp_path):
     assert [st["stage"] for st in res.stages] == ["recipe"]
     assert res.pick.arch == _start().arch
     # with `family` first (the default stages): `arch` runs before it, so the family stage
-    # compares seq-rocket (here over the heap: refused before any fit) with a start that
-    # fits, not with nothing (it ended in "no family candidate fits the budget")
+    # compares seq-rocket with a start that fits, not with nothing (it ended in "no family
+    # candidate fits the budget"); whether seq-rocket fits this heap too depends on the
+    # estimate (a rocket candidate over it is refused before any fit: test above)
     res = S.search(data, big, budget, k=2, repeats=1, stages=("family", "recipe"),
                    cache_dir=tmp_path, progress=False)  # fmt: skip
     assert [st["stage"] for st in res.stages][:2] == ["arch", "family"]
     family = next(st for st in res.stages if st["stage"] == "family")
-    assert [r["over"] != [] for r in family["rows"]] == [False, True]
-    assert res.pick.family == "seq-attn" and not budget.over(S.cost(data, res.pick.arch))
+    assert len(family["rows"]) == 2 and family["rows"][0]["over"] == []
+    assert not budget.over(S.cost_of(data, res.pick, {}))  # whichever family won
     res = S.search(data, big, budget, k=2, repeats=1, stages=("family", "arch"),
                    cache_dir=tmp_path, progress=False)  # the default stages' order  # fmt: skip
     assert [st["stage"] for st in res.stages][:2] == ["arch", "family"] and res.arch_first
