@@ -296,6 +296,16 @@ def _blocked(pid: int) -> bool:
         return True
 
 
+def _signal(child: _Child) -> bool:
+    """Send the child its Ctrl-C signal (SIGINT only with a unix port of our own, not the pip
+    one: see _LAUNCHER); False when it has exited."""
+    try:
+        os.kill(child.proc.pid, child.kbd_signal)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def _poll_in(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
 
@@ -814,11 +824,7 @@ class VirtualBoard:
         if child is None:
             return
         self.interrupts += 1
-        try:  # SIGINT only with a unix port of our own (not the pip one): see _LAUNCHER
-            os.kill(child.proc.pid, child.kbd_signal)
-        except ProcessLookupError:
-            return
-        if child.kbd_signal == signal.SIGUSR2:
+        if _signal(child) and child.kbd_signal == signal.SIGUSR2:
             now = time.monotonic()
             child.kbd_until, child.kbd_next = now + _KBD_GIVE_UP_S, now + _KBD_RESEND_S
 
@@ -843,10 +849,7 @@ class VirtualBoard:
         if now >= child.kbd_next:
             child.kbd_next = now + _KBD_RESEND_S
             if _blocked(child.proc.pid):
-                try:
-                    os.kill(child.proc.pid, child.kbd_signal)
-                except ProcessLookupError:
-                    pass
+                _signal(child)
         return max(0.0, child.kbd_next - now)
 
     # board -> host
