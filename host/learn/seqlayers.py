@@ -231,20 +231,25 @@ class Conv1d(Layer):
             xp[:, self.pad : self.pad + S] = x
         else:
             np.copyto(xp[:, self.pad : self.pad + S], x, where=mask.tokens[:, :S, None])
-        span = (S_out - 1) * s + 1
-        cols = np.stack([xp[:, j * d : j * d + span : s] for j in range(K)], axis=2)
-        cols = cols.reshape(B, S_out, K, g, C // g)  # (B, S', K, g, C/g)
-        W = self.W.reshape(g, F // g, C // g, K)  # (g, F/g, C/g, K)
-        y = np.einsum("btjgc,gocj->btgo", cols, W, optimize=True).reshape(B, S_out, F)
+        xp = xp.reshape(B, L, g, C // g)
+        y = np.zeros((B, S_out, g, F // g), dtype=np.result_type(x, self.W))
+        for j in range(K):  # tap by tap: no [B, S', K, C] copy of the input
+            y += _tap(xp[:, j * d : j * d + (S_out - 1) * s + 1 : s], self._Wj(j))
+        y = y.reshape(B, S_out, F)
         if self.use_bias:
             y += self.b
         if self.relu:
             np.maximum(y, 0.0, out=y)
-        self._cache = (x.shape, L, cols, y, mask) if training else None
+        self._cache = (x.shape, xp, y, mask) if training else None
         return y
 
+    def _Wj(self, j: int) -> np.ndarray:
+        """Tap j's weights as `[g, C/g, F/g]` (a view of W)."""
+        g, F, C, K = self.groups, self.filters, self.channels, self.kernel
+        return self.W.reshape(g, F // g, C // g, K)[..., j].transpose(0, 2, 1)
+
     def backward(self, dy: np.ndarray) -> np.ndarray:
-        shape, L, cols, y, mask = self._need_cache(self._cache)
+        shape, xp, y, mask = self._need_cache(self._cache)
         B, S, C = shape
         K, s, d, g, F = self.kernel, self.stride, self.dilation, self.groups, self.filters
         S_out = dy.shape[1]
@@ -253,18 +258,40 @@ class Conv1d(Layer):
         if self.use_bias:
             np.sum(dy, axis=(0, 1), out=self.gb)
         dyg = dy.reshape(B, S_out, g, F // g)  # (B, S', g, F/g)
-        gW = np.einsum("btgo,btjgc->gocj", dyg, cols, optimize=True)  # (g, F/g, C/g, K)
-        self.gW[...] = gW.reshape(F, (C // g) * K)
-        W = self.W.reshape(g, F // g, C // g, K)
-        dcols = np.einsum("btgo,gocj->btjgc", dyg, W, optimize=True).reshape(B, S_out, K, C)
-        dxp = np.zeros((B, L, C), dtype=dy.dtype)
+        gW = self.gW.reshape(g, F // g, C // g, K)  # a view: written tap by tap
+        dxp = np.zeros(xp.shape, dtype=dy.dtype)  # (B, L, g, C/g)
         span = (S_out - 1) * s + 1
         for j in range(K):
-            dxp[:, j * d : j * d + span : s] += dcols[:, :, j]
-        dx = dxp[:, self.pad : self.pad + S]
+            xj = xp[:, j * d : j * d + span : s]
+            gW[..., j] = _tap_grad_w(xj, dyg)
+            dxp[:, j * d : j * d + span : s] += _tap(dyg, self._Wj(j).transpose(0, 2, 1))
+        dx = dxp.reshape(B, -1, C)[:, self.pad : self.pad + S]
         if mask is not None:
             dx = dx * mask.tokens[:, :S, None]  # padded tokens do not reach the output
         return dx
+
+
+def _tap(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """`out[b, t, g, o] = Σ_c x[b, t, g, c]·w[g, c, o]`: one tap of a grouped conv (and its
+    input gradient, with w's last two axes swapped). One matrix product over all groups'
+    tokens when there is one group; a broadcast product when a group has one channel
+    (depthwise, or a 1-channel input); per group otherwise."""
+    B, S, g, c = x.shape
+    if g == 1:
+        return (x.reshape(B * S, c) @ w[0]).reshape(B, S, 1, -1)
+    if c == 1:
+        return x * w[:, 0]
+    return np.einsum("btgc,gco->btgo", x, w)
+
+
+def _tap_grad_w(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """`gw[g, o, c] = Σ_{b,t} dy[b, t, g, o]·x[b, t, g, c]`: one tap's weight gradient."""
+    B, S, g, c = x.shape
+    if g == 1:
+        return (dy.reshape(B * S, -1).T @ x.reshape(B * S, c))[None]
+    if c == 1 and dy.shape[3] == 1:
+        return np.einsum("btg,btg->g", dy[..., 0], x[..., 0])[:, None, None]
+    return np.einsum("btgo,btgc->goc", dy, x)
 
 
 BN_EPS = 1e-5  # batch norm's variance epsilon (PyTorch's)
@@ -305,14 +332,15 @@ class BatchNorm(Layer):
         B, S, F = x.shape
         if F != self.channels:
             raise ValueError(f"batch_norm: {F} channels, the layer takes {self.channels}")
-        w = None if mask is None else mask.tokens[:, :S, None].astype(x.dtype)  # (B, S, 1)
+        w = None if mask is None else mask.tokens[:, :S].reshape(-1).astype(x.dtype)  # (B·S,)
         if training or self.collect:
+            x2 = x.reshape(-1, F)
             n = B * S if w is None else float(w.sum())
-            xs = x if w is None else x * w  # padded tokens hold finite values (see above)
-            mu = xs.sum(axis=(0, 1)) / n
+            # a padded token weighs 0 (it holds finite values, see above): one pass a sum
+            mu = (x2.sum(axis=0) if w is None else w @ x2) / n
             xc = x - mu
-            xcw = xc if w is None else xc * w
-            var = (xcw * xc).sum(axis=(0, 1)) / n
+            sq = np.square(xc).reshape(-1, F)
+            var = (sq.sum(axis=0) if w is None else w @ sq) / n
             if self.collect:
                 self.mean[...], self.var[...] = mu, var
             else:
@@ -337,15 +365,16 @@ class BatchNorm(Layer):
         if self.relu:
             dy = dy * (y > 0.0)
         if w is not None:
-            dy = dy * w  # a padded token's output reaches no logit
+            dy = dy * w.reshape(B, S, 1)  # a padded token's output reaches no logit
         n = B * S if w is None else float(w.sum())
-        np.sum(dy, axis=(0, 1), out=self.gbeta)
-        np.sum(dy * xhat, axis=(0, 1), out=self.ggamma)
-        dxhat = dy * self.gamma
-        dx = inv * (dxhat - (dxhat.sum(axis=(0, 1)) + xhat * (dxhat * xhat).sum(axis=(0, 1)))
-                    / n)  # fmt: skip
+        dy2, xhat2 = dy.reshape(-1, F), xhat.reshape(-1, F)
+        np.sum(dy2, axis=0, out=self.gbeta)
+        self.ggamma[...] = np.einsum("ij,ij->j", dy2, xhat2)
+        # dx = inv·(dxhat - (Σ dxhat + xhat·Σ dxhat·xhat)/n), dxhat = gamma·dy: both sums are
+        # gamma times the two gradients just summed
+        dx = (dy - (xhat * self.ggamma + self.gbeta) / n) * (self.gamma * inv)
         if w is not None:
-            dx = dx * w
+            dx = dx * w.reshape(B, S, 1)
         return dx
 
 
