@@ -289,8 +289,6 @@ def _tap_grad_w(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
     B, S, g, c = x.shape
     if g == 1:
         return (dy.reshape(B * S, -1).T @ x.reshape(B * S, c))[None]
-    if c == 1 and dy.shape[3] == 1:
-        return np.einsum("btg,btg->g", dy[..., 0], x[..., 0])[:, None, None]
     return np.einsum("btgo,btgc->goc", dy, x)
 
 
@@ -356,17 +354,16 @@ class BatchNorm(Layer):
         y = self.gamma * xhat + self.beta
         if self.relu:
             np.maximum(y, 0.0, out=y)
-        self._cache = (xhat, inv, w, y) if training else None
+        self._cache = (xhat, inv, w, n, y) if training else None
         return y
 
     def backward(self, dy: np.ndarray) -> np.ndarray:
-        xhat, inv, w, y = self._need_cache(self._cache)
+        xhat, inv, w, n, y = self._need_cache(self._cache)
         B, S, F = dy.shape
         if self.relu:
             dy = dy * (y > 0.0)
         if w is not None:
             dy = dy * w.reshape(B, S, 1)  # a padded token's output reaches no logit
-        n = B * S if w is None else float(w.sum())
         dy2, xhat2 = dy.reshape(-1, F), xhat.reshape(-1, F)
         np.sum(dy2, axis=0, out=self.gbeta)
         self.ggamma[...] = np.einsum("ij,ij->j", dy2, xhat2)
