@@ -13,7 +13,7 @@ MODEL  ?= $(if $(filter iris,$(DATASET)),build/model.npz,build/$(DATASET).npz)
 BLOB   ?= $(if $(filter iris,$(DATASET)),build/model.bin,build/$(DATASET).bin)
 PORTARG := $(if $(PORT),--port $(PORT) --baud $(BAUD),)
 
-.PHONY: help install install-dev install-oracle install-cluster install-peers test test-host train export flash \
+.PHONY: help install install-dev install-oracle install-cluster install-peers test test-slow test-host train export flash \
         parity demo board bench bench-train bench-pico test-boards test-boards-all bench-device bench-accuracy bench-picks bench-stream report lint wheel-check clean \
         train-board
 
@@ -37,7 +37,10 @@ install-peers: install  ## add scikit-learn, sktime, numba and dtaidistance (ext
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 
 # The suite runs in parallel (pytest-xdist); a real board on TINYATTN_PORT is one board, so
-# then the tests run in one process. The large fuzz volumes are `make test-fuzz` (CI runs both).
+# then the tests run in one process. `make test` leaves out the long end-to-end sessions (the
+# `slow` marker: ~5 s or more each here, most of them a whole flash/parity/training session on a
+# virtual board) and the large fuzz volumes: `make test-slow` and `make test-fuzz` (CI runs all
+# three). On 2 cores: test ~4.5 min; test-slow ~6 min.
 # WORKERS: one and a half per core, because a third of a worker's time is spent waiting, not
 # computing (serial links, virtual boards starting and resetting, timeouts a test provokes):
 # on 2 cores the suite took ~572 CPU-s in 408 s of wall time with 2 workers (70 % busy).
@@ -47,8 +50,11 @@ install-peers: install  ## add scikit-learn, sktime, numba and dtaidistance (ext
 WORKERS ?= $(shell $(PYTHON) -c 'import os; n = os.cpu_count() or 1; print(n + (n + 1) // 2)')
 XDIST = $(if $(TINYATTN_PORT),,-n $(WORKERS) --dist worksteal)
 
-test: install  ## run the test suite in parallel (starts virtual boards itself)
-	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated"
+test: install  ## run the test suite in parallel, but the slow sessions (starts virtual boards itself)
+	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated and not slow"
+
+test-slow: install  ## the long end-to-end sessions (marker `slow`: on-board training to default epochs, the app, fleets; CI runs them)
+	$(BIN)/python -m pytest $(XDIST) -m "slow and not fuzz and not emulated"
 
 test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~4 min
 	$(BIN)/python -m pytest -m emulated

@@ -268,6 +268,7 @@ def test_api_sklearn_check_estimator(estimator, check):
 # -- the board: export, flash, parity -----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 @pytest.mark.parametrize("kind", ["rows", "windows"])
 def test_api_export_passes_tinyattn_parity_on_a_virtual_board(kind, vboard, tmp_cwd, capsys):

@@ -45,6 +45,7 @@ def steps() -> np.ndarray:
     return d.X[:4].astype(np.float32).reshape(-1, 6)  # 4 windows: 400 steps
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 def test_app_runs_at_reset_monitor_shows_it_flash_removes_it(
     vboard_factory, tmp_path, steps, capsys

@@ -43,6 +43,7 @@ def _run(argv: list[str], capsys) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 @pytest.mark.parametrize("kind", ["default", "reset-on-open"])
 def test_app_installed_every_command_reaches_the_board_and_the_app_runs_again(

@@ -532,6 +532,7 @@ def test_device_train_seq_gather_shifts_as_host_augment_batch(at):
     assert np.array_equal(dev[:, : x.shape[1]], host) and not dev[:, x.shape[1] :].any()
 
 
+@pytest.mark.slow
 @pytest.mark.host
 def test_device_train_seq_pieces_evaluate_and_step_as_the_whole_batch(at):
     """rows=3 of a batch of 16: evaluate (forward in pieces) gives the same loss and hits, and
@@ -711,6 +712,7 @@ def test_device_train_seq_iris_net_does_not_load_the_sequence_module():
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.host
 def test_device_train_seq_averager_checkpoint_rules(at, tmp_path):
     """The weight average in the board file (TAFM flag AVERAGE): written while the run has one,

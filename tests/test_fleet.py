@@ -28,6 +28,7 @@ def fleet(reference_model, tmp_cwd):
     return blob
 
 
+@pytest.mark.slow
 def test_fleet_three_virtual_boards_flash_and_parity_pass(fleet, capsys, tmp_cwd):
     assert cli.main(["flash", "--boards", "3", "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -47,6 +48,7 @@ def test_fleet_three_virtual_boards_flash_and_parity_pass(fleet, capsys, tmp_cwd
     print(f"parity wall time: 3 boards {float(wall[1]):.2f} s, 1 board {float(one[1]):.2f} s")
 
 
+@pytest.mark.slow
 def test_fleet_one_board_failing_exits_nonzero_naming_it(fleet, capsys, tmp_cwd, tmp_path):
     assert cli.main(["flash", "--boards", "3", "--quiet"]) == 0
     capsys.readouterr()

@@ -272,6 +272,7 @@ def test_link_faults_resets_beyond_limit_keep_partial_report(
     print(f"\nreset on every batch >= 3: {seconds:.1f} s, kept {s['answered']} rows: {line}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("enc", ENCODINGS)
 def test_link_faults_board_goes_silent_mid_run(
     vb, reference_model, iris, monkeypatch, capsys, tmp_path, enc

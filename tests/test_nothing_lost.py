@@ -265,6 +265,7 @@ def _reset_after_steps(monkeypatch, board, n: int) -> None:
     monkeypatch.setattr(rec.Steps, "add", add_then_reset)
 
 
+@pytest.mark.slow
 def test_record_and_monitor_with_an_app_reset_or_unplugged_end_in_one_line(
     vboard_factory, tmp_path, capsys, monkeypatch
 ):

@@ -76,6 +76,7 @@ def _off_key_bias(model, a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(np.asarray(a, np.float64) - b)[keep].max())
 
 
+@pytest.mark.slow
 @pytest.mark.host
 def test_onboard_seq_ops_train_with_shifts_and_average_as_host_train_seq(server):
     import server_train

@@ -160,6 +160,7 @@ def test_record_app_source_and_ctrl_c_keeps_what_arrived(
     assert (fs / "replay.tasr").exists()  # the app's files stay
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 def test_record_uart_paced_with_damaged_bytes_keeps_intact_windows(
     vboard_factory, bm, tmp_path, capsys

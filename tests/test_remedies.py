@@ -135,6 +135,7 @@ def test_remedies_outside_a_clone_name_tinyattn_and_run(
     assert cli.main(["export", "--model", "build/new.npz", "--out", "build/new.bin"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 def test_remedies_parity_on_unflashed_boards_names_their_flash(capsys, tmp_cwd, reference_model):
     """Issue 18: `parity --boards 2` on boards never flashed says 'tinyattn flash --boards 2'
@@ -153,6 +154,7 @@ def test_remedies_parity_on_unflashed_boards_names_their_flash(capsys, tmp_cwd, 
     assert cli.main(["parity", "--boards", "2", "--bench", "0"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 def test_remedies_parity_and_predict_keep_port_baud_timeout_and_blob(
     capsys, vboard, reference_model, tmp_path

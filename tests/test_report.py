@@ -366,6 +366,7 @@ def seq_trained(tmp_path_factory) -> tuple[Path, Path, dict]:
     return npz, blob, export_model(npz, blob)
 
 
+@pytest.mark.slow
 def test_report_seq_model_draws_attention_over_time_for_test_windows(seq_trained, tmp_path):
     npz, blob, exported = seq_trained
     result = write_report(npz, blob, tmp_path / "out")

@@ -49,6 +49,7 @@ def _train(capsys, *argv):
     return json.loads(out.out.strip().splitlines()[-1]), out.err
 
 
+@pytest.mark.slow
 @pytest.mark.host
 @pytest.mark.usefixtures("tmp_cwd")
 def test_search_cli_records_the_search_in_json_model_file_and_report(ts_pair, capsys, tmp_path):
@@ -96,6 +97,7 @@ def test_search_cli_refuses_in_one_line(ts_pair, capsys):
         assert len(err) == 1 and words in err[0], (argv, err)
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 @pytest.mark.usefixtures("tmp_cwd")
 def test_search_cli_board_preset_pick_fits_and_passes_parity(ts_pair, capsys, tmp_path,
@@ -279,6 +281,7 @@ def test_rocket_positions_flag_sets_the_blobs_positions_cap(ts_pair, capsys):
     assert code == 2 and len(lines) == 1 and "positions -1" in lines[0], lines
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 @pytest.mark.usefixtures("tmp_cwd")
 def test_rocket_model_end_to_end_and_the_family_stage(ts_pair, capsys, tmp_path, vboard):

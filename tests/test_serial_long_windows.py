@@ -38,6 +38,7 @@ def test_long_windows_host_and_device_size_the_line_alike(monkeypatch):
     assert 4 * line_words(1460) >= (16 * 1460 + 2) // 3 + 400  # one ACSF1 window, base64
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 @pytest.mark.usefixtures("tmp_cwd")
 def test_long_windows_parity_exact_and_predict_on_the_board(tmp_path, vboard_factory, capsys):

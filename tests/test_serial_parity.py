@@ -164,6 +164,7 @@ def test_mip_install_of_device_package_runs_the_server(vboard_factory, mpremote,
         link.stop_server()
 
 
+@pytest.mark.slow
 def test_parity_wine_make_export_flash_parity_passes_on_a_fresh_checkout(tmp_cwd):
     """Issue 12, Must show 1: `tinyattn train --dataset wine && make export flash parity` in a
     fresh working directory (the Makefile of this checkout, its .venv). It used to fail with

@@ -125,6 +125,7 @@ def test_stream_quantizer_equals_model_quantize(mods):
         assert bad == 0, f"{bad} of {len(steps)} steps quantized unlike Model.quantize"
 
 
+@pytest.mark.slow
 @pytest.mark.host
 def test_stream_decisions_equal_run_int8_of_their_windows(mods, bm_steps, bm_short):
     """The short stream step by step (push, pure kernels): every decision's logits equal
