@@ -610,9 +610,11 @@ for line in open(sys.argv[2]):
 """
 
 
-@pytest.mark.parametrize(
-    "volume", ["quick", pytest.param("fuzz", marks=[pytest.mark.fuzz, pytest.mark.slow])]
-)
+@pytest.mark.parametrize(  # quick: ~13 s (every kernel set on the unix port), make test-slow
+    "volume",
+    [pytest.param("quick", marks=pytest.mark.slow),
+     pytest.param("fuzz", marks=[pytest.mark.fuzz, pytest.mark.slow])],
+)  # fmt: skip
 def test_fuzz_budget_mutants_compute_the_same_on_every_kernel_set(attention, tmp_path, volume):
     bases = budget_bases()
     targets = {name: _budget_targets(data) for name, data in bases.items()}

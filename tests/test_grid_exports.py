@@ -30,8 +30,10 @@ from tinyattn.learn.train import TrainConfig
 
 pytestmark = pytest.mark.host
 
-# ACSF1's 1,460 steps make a case ~15 s of pure kernels under CPython: `make test-slow` runs it
-PROBLEMS = ("basicmotions", "japanesevowels", "coffee", "trace", "pickupgesturewiimotez",
+# the long windows (Coffee 286, Trace 275, ACSF1 1,460 steps) make a case 5-15 s of pure
+# kernels under CPython: `make test-slow` runs them
+PROBLEMS = ("basicmotions", "japanesevowels", pytest.param("coffee", marks=pytest.mark.slow),
+            pytest.param("trace", marks=pytest.mark.slow), "pickupgesturewiimotez",
             pytest.param("acsf1", marks=pytest.mark.slow))  # fmt: skip
 SHAPE_STAGES = tuple(s for s in ("arch", "view", "stem") if s in S.STAGES)
 WINDOWS = 6  # TRAIN windows a model runs on the device, each cut at a random length
