@@ -50,7 +50,7 @@ install-peers: install  ## add scikit-learn, sktime, numba and dtaidistance (ext
 WORKERS ?= $(shell $(PYTHON) -c 'import os; n = os.cpu_count() or 1; print(n + (n + 1) // 2)')
 XDIST = $(if $(TINYATTN_PORT),,-n $(WORKERS) --dist worksteal)
 
-test: install  ## run the test suite in parallel, but the slow sessions (starts virtual boards itself)
+test: install  ## run the test suite in parallel, all but the slow sessions (starts virtual boards itself)
 	$(BIN)/python -m pytest $(XDIST) -m "not fuzz and not emulated and not slow"
 
 test-slow: install  ## the long end-to-end sessions (marker `slow`: on-board training to default epochs, the app, fleets; CI runs them)
