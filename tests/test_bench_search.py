@@ -95,3 +95,29 @@ def test_bench_search_gap_to_minirocket_is_signed_with_two_decimals():
     gap = 100 * ((0.90 - 0.71) + (0.978 - 0.986) + 0.0) / 3
     assert f": {gap:.2f} points" in bs.format_table(result)
     assert f"{gap:.2f}" == "6.07"
+
+
+def test_bench_search_rocket_pick_is_one_model_for_every_seed_and_shows_its_draws():
+    """A seq-rocket pick is the same model whatever `--seed` (its draws are its own): the five
+    final seeds give one figure, and the luck its fixed draws hold is shown beside it, over
+    its draws' generator seeds."""
+    from tinyattn.learn.rocketmodel import RocketConfig
+
+    pick = Candidate(SeqAttnConfig(), TrainConfig(model="seq-rocket"), family="seq-rocket",
+                     rocket=RocketConfig(num_features=840, keep=12, positions=64))  # fmt: skip
+    out = bs.seed_spread("coffee", pick.as_dict(), jobs=1, seeds=2)
+    assert out["int8"][0] == out["int8"][1] and out["float"][0] == out["float"][1]
+    d = out["draws"]
+    assert d["seeds"] == [0, 1] and d["int8"][0] == out["int8"][0]
+    assert d["int8_min"] <= d["int8_mean"] <= d["int8_max"]
+    ours = {"int8": 0.9, "float": 0.9, "cv_int8": 0.9, "cv_se": 0.0, "bytes": 1, "macs": 1,
+            "minutes": 1.0, "final_seeds": {**out, "draws": {**d, "int8": [0.9, 0.8],
+                                                             "int8_mean": 0.85,
+                                                             "int8_min": 0.8, "int8_max": 0.9}},
+            "pick": "rocket", "complete": True,
+            "parity": {"passed": True, "int8_exact": 1, "samples": 1}}  # fmt: skip
+    result = {"jobs": 2, "cores": 2, "problems": {"coffee": {"ours": ours, "peers": {}}},
+              "speedup": {"dataset": "trace", "stage": "augment", "speedup": 1.0,
+                          "jobs1": {"seconds": 1, "pick": "a"},
+                          "jobs2": {"seconds": 1, "pick": "a"}}}  # fmt: skip
+    assert "its draws' generator seeds 0-1: 0.850 [0.800, 0.900]" in bs.format_table(result)

@@ -81,9 +81,12 @@ def _train_search(name: str, flags: list[str], work: Path) -> tuple[dict[str, An
 FINAL_SEEDS = 5  # the pick's final training repeated with seeds 0..4 (0: the written model)
 
 
-def _seed_run(name: str, pick: dict[str, Any], seed: int) -> dict[str, float]:
-    """The pick fitted on all of TRAIN with `seed` as `train --search` fits it (a seq-rocket
-    pick as `train --model seq-rocket` does, its heap and µs bounds included), TEST read once."""
+def _seed_run(name: str, pick: dict[str, Any], seed: int, draws: bool = False,
+              ) -> dict[str, float]:  # fmt: skip
+    """The pick fitted on all of TRAIN with `seed` as `train --search --seed seed` fits it (a
+    seq-rocket pick as `train --model seq-rocket` does, its heap and µs bounds included: its
+    draws are its own, `--seed` does not change them), TEST read once; `draws`: a seq-rocket
+    pick with `seed` as its draws' generator (`--rocket-seed`) instead."""
     from dataclasses import replace
 
     from threadpoolctl import threadpool_limits
@@ -101,7 +104,8 @@ def _seed_run(name: str, pick: dict[str, Any], seed: int) -> dict[str, float]:
 
             board = estimator(train.X, train.lengths, list(train.class_names), c.rocket.rates)
             res = as_result(fit_rocket(train.X, train.lengths, train.y, train.n_classes,
-                                       replace(c.rocket, seed=seed), board=board))  # fmt: skip
+                                       replace(c.rocket, seed=seed) if draws else c.rocket,
+                                       board=board))  # fmt: skip
         else:
             res = train_seq(train.X, train.lengths, train.y, train.n_classes, c.arch,
                             replace(c.train, seed=seed), c.augment, average=c.average,
@@ -114,14 +118,21 @@ def seed_spread(name: str, pick: dict[str, Any], jobs: int = 2,
                 seeds: int = FINAL_SEEDS) -> dict[str, Any]:  # fmt: skip
     """The pick (`Candidate.as_dict`) trained on all of `name`'s TRAIN windows with final
     seeds 0…seeds-1, each TEST read once: per seed int8 and float accuracy, and the int8
-    mean, min and max."""
+    mean, min and max; for a seq-rocket pick (the same model for every seed) also `draws`,
+    the same over its draws' generator seeds 0…seeds-1 (the luck its fixed draws hold)."""
     import joblib
 
-    runs = joblib.Parallel(n_jobs=jobs)(joblib.delayed(_seed_run)(name, pick, s)
-                                        for s in range(seeds))  # fmt: skip
-    q = [r["int8"] for r in runs]
-    return {"seeds": list(range(seeds)), "int8": q, "float": [r["float"] for r in runs],
-            "int8_mean": sum(q) / len(q), "int8_min": min(q), "int8_max": max(q)}  # fmt: skip
+    def spread(draws: bool) -> dict[str, Any]:
+        runs = joblib.Parallel(n_jobs=jobs)(joblib.delayed(_seed_run)(name, pick, s, draws)
+                                            for s in range(seeds))  # fmt: skip
+        q = [r["int8"] for r in runs]
+        return {"seeds": list(range(seeds)), "int8": q, "float": [r["float"] for r in runs],
+                "int8_mean": sum(q) / len(q), "int8_min": min(q), "int8_max": max(q)}  # fmt: skip
+
+    out = spread(False)
+    if pick.get("family") == "seq-rocket":
+        out["draws"] = spread(True)
+    return out
 
 
 def parity(work: Path) -> dict[str, Any]:
@@ -254,7 +265,12 @@ def format_table(result: dict[str, Any]) -> str:
         incomplete = "" if o["complete"] else " (time limit: incomplete)"
         board = (f"PASS, int8 exact {b['int8_exact']}/{b['samples']}" if b["passed"] else
                  f"FAIL: {b.get('error') or b}")  # fmt: skip
-        lines.append(f"  {name}: pick {o['pick']}{incomplete}; virtual board parity {board}")
+        d = o["final_seeds"].get("draws")
+        draws = "" if d is None else (f"; its draws' generator seeds 0-{len(d['int8']) - 1}: "
+                                      f"{d['int8_mean']:.3f} [{d['int8_min']:.3f}, "
+                                      f"{d['int8_max']:.3f}]")  # fmt: skip
+        lines.append(f"  {name}: pick {o['pick']}{incomplete}{draws}; virtual board parity "
+                     f"{board}")  # fmt: skip
     if gaps:
         # two decimals: a mean over six TEST accuracies moves in steps of ~0.17 points, so
         # one decimal could show 3.0 for 3.03 against a target of 3

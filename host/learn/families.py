@@ -17,8 +17,9 @@ ops register with their builders (attention_build.KINDS):
 
 Families: `seq-attn` (patch or conv stem, attention blocks; the stages after `family` vary
 it), `row-attn` (the row model of `tinyattn train --csv`: features as tokens, for rows only),
-`seq-rocket` (MiniRocket's features and a ridge head, pruned to the budget: no seed lottery;
-the `family` stage prefers it within one standard error, and its `arch` stage tries the
+`seq-rocket` (MiniRocket's features and a ridge head, pruned to the budget: no seed lottery,
+its draws are the model's own `RocketConfig.seed`, which `score`'s seed does not change; the
+`family` stage prefers it within one standard error, and its `arch` stage tries the
 positions cap and the pooling, `rocket_grid`).
 """
 
@@ -187,7 +188,9 @@ def _rocket_score(data: Windows, cand: Candidate, tr, te, seed: int) -> dict[str
     from tinyattn.learn.seqtrain import evaluate_seq
 
     X, n, y, r = data.X, data.lengths, data.y, cand.rocket
-    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, replace(r, seed=seed),
+    # the model's draws are its own (r.seed): a fold scores the model `train` writes, whatever
+    # the repeat's seed, which only assigns the folds
+    fit = fit_rocket(X[tr], n[tr], y[tr], data.n_classes, r,
                      board=estimator(X[tr], n[tr], list(data.class_names), r.rates))  # fmt: skip
     res = as_result(fit)
     ev = evaluate_seq(res, X[tr], n[tr], X[te], n[te], y[te])

@@ -2,8 +2,10 @@
 
 The flow of seqcli (the same windows, split, evaluation and model file) with MiniRocket's
 transform and a ridge head in place of a trained network (host/learn/rocketmodel.py): no
-epochs and no seed lottery; `--seed` draws the channel combinations and the windows the biases
-come from, and holds out the test part when there is no TEST file.
+epochs and no seed lottery. The model is a function of TRAIN: MiniRocket's draws (the channel
+combinations, the windows the biases come from) are the model's own parameter,
+`--rocket-seed` (default 0), like its number of features; `--seed` only holds out the test
+part when there is no TEST file (and assigns `--cv`'s folds).
 
     recipe: (RocketConfig, TrainConfig)   (the TrainConfig's seed and test_fraction only)
 """
@@ -25,7 +27,7 @@ from tinyattn.learn.rocketmodel import RocketConfig, RocketFit, fit_rocket
 # PPVs on 64 evenly spaced positions).
 DEFAULT = RocketConfig(num_features=10_000, max_ops=150_000, max_bytes=32 * 1024, positions=64)
 FLAGS = ("--rocket-features", "--rocket-keep", "--rocket-pool", "--rocket-positions",
-         "--rocket-max-ops", "--rocket-max-heap")
+         "--rocket-max-ops", "--rocket-max-heap", "--rocket-seed")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rocket-max-heap", type=int, metavar="B",
                    help="board heap the model and its Stream may take, as flash and parity "
                         "estimate it (default: no bound; the search's budget has one)")
+    g.add_argument("--rocket-seed", type=int, metavar="S",
+                   help=f"the generator of MiniRocket's draws (channel combinations, the "
+                        f"windows the biases come from): a parameter of the model, which "
+                        f"--seed does not change (default {DEFAULT.seed})")  # fmt: skip
 
 
 def setup(args: argparse.Namespace, train) -> tuple[RocketConfig, Any]:
@@ -58,10 +64,9 @@ def setup(args: argparse.Namespace, train) -> tuple[RocketConfig, Any]:
     given = {"num_features": args.rocket_features, "keep": args.rocket_keep,
              "pool": args.rocket_pool, "positions": args.rocket_positions,
              "max_ops": args.rocket_max_ops,
-             "max_heap": args.rocket_max_heap}  # fmt: skip
+             "max_heap": args.rocket_max_heap, "seed": args.rocket_seed}  # fmt: skip
     try:
-        cfg = replace(DEFAULT, seed=args.seed or 0,
-                      **{k: v for k, v in given.items() if v is not None})  # fmt: skip
+        cfg = replace(DEFAULT, **{k: v for k, v in given.items() if v is not None})
     except ValueError as exc:
         raise CLIError(f"seq-rocket: {exc}") from None
     if cfg.pool > int(train.max_length):
@@ -147,8 +152,9 @@ def run_one(args, data, recipe: tuple, log, extra: dict | None = None) -> dict[s
 
 def run_cv(args, data, recipe: tuple, log) -> dict[str, Any]:
     """`tinyattn train --model seq-rocket --cv K` on the TRAIN windows (repeat r: seed + r for
-    the folds and the transform's draws); no model file."""
+    the folds; the transform's draws are the model's, `--rocket-seed`); no model file."""
     from tinyattn.data.tabular import stratified_kfold
+    from tinyattn.learn.rocketboard import estimator
     from tinyattn.learn.seqtrain import evaluate_seq
     from tinyattn.learn.train import cv_summary, run_folds
 
@@ -161,8 +167,14 @@ def run_cv(args, data, recipe: tuple, log) -> dict[str, Any]:
             seed = config.seed + r
             for f, (tr, te) in enumerate(stratified_kfold(ds.y, k, seed, ds.class_names,
                                                           ds.unit)):  # fmt: skip
-                fit = fit_rocket(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes,
-                                 replace(cfg, seed=cfg.seed + r))  # fmt: skip
+                board = estimator(ds.X[tr], ds.lengths[tr], list(ds.class_names), cfg.rates)
+                try:
+                    fit = fit_rocket(ds.X[tr], ds.lengths[tr], ds.y[tr], ds.n_classes, cfg,
+                                     board=board)  # fmt: skip
+                except ValueError as exc:
+                    from tinyattn.errors import CLIError
+
+                    raise CLIError(f"seq-rocket: {exc}") from None
                 res = as_result(fit)
                 ev = evaluate_seq(res, ds.X[tr], ds.lengths[tr], ds.X[te], ds.lengths[te],
                                   ds.y[te])  # fmt: skip

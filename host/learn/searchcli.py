@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -197,8 +197,8 @@ def run_search(args: argparse.Namespace, data, recipe: tuple, log) -> dict[str, 
     if pick.family == "seq-rocket":  # fitted as `tinyattn train --model seq-rocket` fits it
         from tinyattn.learn import rocketcli
 
-        cfg = replace(pick.rocket, seed=pick.train.seed)
-        return rocketcli.run_one(args, data, (cfg, pick.train), log, extra={"search": record})
+        return rocketcli.run_one(args, data, (pick.rocket, pick.train), log,
+                                 extra={"search": record})  # fmt: skip
     if pick.family == "row-attn":  # the row model, trained as plain `tinyattn train` trains it
         from tinyattn.learn import train as row_train
 
