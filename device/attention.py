@@ -16,7 +16,8 @@ passes the step count on: `m.run_int8(xq, out, m.window_steps(features))` (n=Non
 window of T steps). Every op then runs on the S_n = ceil(n/P) valid tokens
 only, so padding never changes a logit. A non-seq model is a window of one step (T = P = 1).
 A rocket model's input grid is wider than int8 (op 0's `bits`, up to 30): its xq is an
-array('i') (`m.xq_typecode`), the rest is the same.
+array('i') (`m.xq_typecode`), the rest is the same; its float path reads that grid too
+(run_float quantizes the window into the int8 program's window: docs/quantization.md "rocket").
 
 The op list of the blob is compiled at load into steps `(kernel, a, b, c, d, e, p)` over
 array buffers allocated once; `run_int8` / `run_float` only walk the steps. int8: docs/
@@ -335,7 +336,7 @@ class Model:
         self.float_kernels = float_set
         # view None: the raw values; the grid's bounds -1 - hi .. hi
         self._norm = (blob.mean, blob.std, blob.view, (1 << (bits - 1)) - 1)
-        self._prog8 = None
+        self._prog8 = self._x8 = None
         self._loadp = None  # the int8 path's load sizes (None: float32 weights only)
         loaded = [name for name in _READER if name in sys.modules]
         try:
@@ -542,6 +543,13 @@ class Model:
         (float32 overflow: features too large for the float path) OverflowError, never a
         class."""
         n = self.window_steps(features)
+        if self._xf is self._x8:  # a rocket model's float program reads the input grid
+            xq = self.quantize(features, self._xq)
+            if self._loadp[2] != n:
+                self._window(n)
+            self._load(xq, self._x8, None, None, None, self._loadp)  # as run_int8 loads it
+            self._tokens(n, self._rowsf)
+            return self._run_float(out)
         nf = n * self.n_features
         first = len(features) - nf  # a window longer than T: its last T steps
         x = self._xf
@@ -563,6 +571,9 @@ class Model:
                 c = 0
         for i in range(nf, self._tokens(n, self._rowsf)):
             x[i] = 0.0
+        return self._run_float(out)
+
+    def _run_float(self, out):
         for st in self._progf:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])
         y = self._yf

@@ -5,8 +5,10 @@ module registers its `buffers` and `build` in attention_build.KINDS for opcode 1
 imported; attention.Model imports it for a rocket blob): the rocket op's two steps, then the
 ops after it (a row model on its K features: the dense head) built by attention_build itself.
 
-- rocket_in (float with s = [s_in]): the window onto the pooled grid xp (block exponent, P
-  steps summed), with margins of M0 = 4·(the largest dilation) zero steps;
+- rocket_in (s = [s_in] for a float program's own float32 window; None: the int32 window of
+  grid values, which the float program beside an int8 program reads too): the window onto
+  the pooled grid xp (block exponent, P steps summed), with margins of M0 = 4·(the largest
+  dilation) zero steps;
 - rocket (float flag p[11]): the groups' convolutions, counts and features into the K
   features buffer the head reads.
 The int8 program takes attention_thumb_rocket's (the hot loops in Thumb assembler) beside the
@@ -16,10 +18,11 @@ attention_kernels_rocket's (the pure ones, which the float program always runs);
 attention_kernels_rocket.load, the int32 window's load attention.py takes after the build, at
 that module's.
 Both steps share their parameter array p (rocket_in writes the exponent p[8]; p[0] = n', the
-window's pooled steps, is set before each run through `rows`). xp and the scratch A (the shared
-sums and a group's thresholds) serve both programs (they never run at once, and each writes
-all it reads). The group and feature tables are packed once here: tab (per group d, pad, i0,
-i1, i2, channels, features, bias exponent, then its channels) and ft (per feature b, z, M).
+window's pooled steps, is set before each run through `rows`). The int32 window, xp and the
+scratch A (the shared sums and a group's thresholds) serve both programs (they never run at
+once, and each writes all it reads). The group and feature tables are packed once here: tab
+(per group d, pad, i0, i1, i2, channels, features, bias exponent, then its channels) and ft
+(per feature b, z, M).
 
 Load-time only, dropped with attention_build.
 """
@@ -43,16 +46,21 @@ class _Tail:
 
 def buffers(ops, int8, flt, shared=False):
     """[(window, tail buffers) or None, (…) or None] of the int8 and the float program: each
-    its input window (S·P·C: int32 / float32) and the buffers of the ops after the rocket op
-    (attention_build.buffers on its K features). `shared` is not used: a rocket model's
-    programs keep their own arrays."""
+    its input window (S·P·C) and the buffers of the ops after the rocket op
+    (attention_build.buffers on its K features). The window is the int8 program's int32 one
+    for both: the float program reads the input grid too (attention.Model.run_float puts a
+    window on it with quantize, as for the int8 path), so it needs no float32 window of its
+    own (5.8 KB for a window of 1,460 steps); a float program alone (no int8 program) has one.
+    `shared` is not used: the tails keep their own arrays."""
     ip = ops[0].ip
     n = -(-ip["T"] // ip["P"]) * ip["P"] * ip["C"]
     tail = attention_build.buffers(ops[1:], ip["K"], int8, flt)
+    win = _zeros("i", n) if tail[0] is not None else None
     out = [None, None]
-    for i, tc in ((1, "f"), (0, "i")):
-        if tail[i] is not None:
-            out[i] = (_zeros(tc, n), tail[i])
+    if win is not None:
+        out[0] = (win, tail[0])
+    if tail[1] is not None:
+        out[1] = (_zeros("f", n) if win is None else win, tail[1])
     return out
 
 
@@ -128,7 +136,9 @@ def build(blob, kernels, float_kernels, bufs):
             continue
         p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
                               -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
-        s = array.array("f", [blob.input_scale]) if fl else None
+        # the float program on the int8 program's window reads grid values, as the int8 one
+        grid = not fl or bufs[0] is not None and b[0] is bufs[0][0]
+        s = None if grid else array.array("f", [blob.input_scale])
         if fl:
             k_in, k_roc = _kr.rocket_in, _kr.rocket
         else:  # and the int32 window's load attention.py takes right after this build

@@ -10,7 +10,8 @@ references:
   int8 path counts: only its head is float);
 - padding invariance on the board: garbage past the window in xq changes no logit (windows
   come in random length order through the same buffers);
-- `run_int8` allocates nothing under `micropython.heap_lock()`.
+- `run_int8` allocates nothing under `micropython.heap_lock()`;
+- the float program reads the int8 program's window (one int32 window, no float32 one).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def test_rocket_device_cpython_int8_bit_exact_and_padding_invariant(attention, n
     data, X, n = rocket_cases()[name]
     m = attention.Model(data, kernels="pure")
     assert m.seq and m.xq_typecode == "i" and m.steps == read_blob(data).ops[0].iparams["T"]
+    assert m._xf is m._x8  # the float program reads the int8 window: no float32 window
     xq, lq, lf = host_window_reference(data, X, n)
     assert xq.dtype == np.int32 and np.abs(xq).max() > 2**20  # the wide grid in use
     for i, (dxq, dlq, djunk, dlf) in enumerate(_device_rows(m, X, n)):

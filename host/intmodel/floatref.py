@@ -21,10 +21,9 @@ past `n` read as 0 — exactly the float model's masked attention and pooling.
   seq blob's (dequantized) ops the same way in float32.
 
 A rocket blob (op 0 `rocket`): its float path counts exactly what the int8 path counts — the
-float32 normalized window put on the input grid (`floor(u) + [u - floor(u) >= 1/2]`, u = x /
-s_in: exact, every scale a power of two), the same integer transform — and its features are
-the unrounded `(count·2**15/npos - z)·M / 2**shift` (float32), then the dense head in float32
-(`rocket_features`).
+window on the input grid as the int8 path quantizes it (intref.quantize_seq_input), the same
+integer transform — and its features are the unrounded `(count·2**15/npos - z)·M / 2**shift`
+(float32), then the dense head in float32 (`rocket_features`).
 
 References: DESIGN §3 (attention math), docs/quantization.md "Float path".
 """
@@ -367,20 +366,14 @@ def _dequantized_seq(op, quantized: bool) -> dict[str, np.ndarray]:
 def rocket_features(blob: QuantModelSpec, X_raw: np.ndarray, lengths) -> np.ndarray:
     """The float features `[B, K]` (float32) of a rocket blob's op 0 on raw windows (a window
     longer than T: its last T steps), as the device's float program computes them."""
+    from tinyattn.intmodel.intref import quantize_seq_input  # (intref imports this module)
+
     op = blob.ops[0]
     ip, t = op.iparams, op.tensors
     X = np.asarray(X_raw)
-    X, n, _ = fit_to_model(X, valid_lengths(X, lengths, X.shape[1]), ip["T"])
-    mean, std = (np.asarray(v, dtype=np.float32) for v in (blob.norm_mean, blob.norm_std))
-    x = normalize_windows(X, n, mean, std, np.float32).astype(np.float64)  # array('f') values
-    u = x / float(np.float32(blob.input_scale))
-    q = np.floor(u)
-    lo, hi = -(1 << (ip["bits"] - 1)), (1 << (ip["bits"] - 1)) - 1
-    xq = np.clip(q + (u - q >= 0.5), lo, hi).astype(np.int64)  # (B, T', C)
-    S = seq_tokens(ip["T"], ip["P"])
-    flat = np.zeros((len(xq), S * ip["P"], ip["C"]), np.int64)
-    flat[:, : xq.shape[1]] = xq[:, : S * ip["P"]]
-    counts, n_pos = blob_rocket.counts(op, flat.reshape(len(xq), -1), n)
+    _, n, _ = fit_to_model(X, valid_lengths(X, lengths, X.shape[1]), ip["T"])
+    xq = quantize_seq_input(blob, X, lengths).astype(np.int64)  # the int8 path's grid
+    counts, n_pos = blob_rocket.counts(op, xq, n)
     ppv = np.where(n_pos > 0, counts * 32768.0 / np.maximum(n_pos, 1), 0.0)
     f = (ppv - t["z"]) * t["m"].astype(np.float64) / float(1 << ip["shift"])
     return f.astype(np.float32)
