@@ -27,12 +27,13 @@ runs as a one-step program (`_one`). `_run` loads a step's first three buffers i
 and the other three into _A[0..2], points r3 at _A and branches to the kernel, which keeps its
 loop state in _A's words (byte offsets below; 116 and 120 are the program's walker and end).
 
-- dense / embed (code 0 / 4; embed's input is int8 too): two outputs per pass over the input
-  row (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls + adds), four inputs per
-  loop step), the last output of an odd n_out alone; then the requant of the pair (DERQ2;
-  DERQ alone) (acc M[o] + 2**(shift-1)) >> shift (arithmetic), clamped to [act_min,
-  act_max]. The 32-bit product is exact by the small-int budget (docs/quantization.md), as
-  viper's.
+- dense / embed (code 0 / 4; embed's input is int8 too): a row of up to 16 inputs four
+  outputs per pass over it (DEQUAD, EMQUAD: one x load for four MACs, W walked down its
+  column), then two per pass (one x load for two MACs: ldr/ldrb + 2 x (ldrb + sxtb + muls +
+  adds), four inputs per loop step; a longer row's every pass), the last output of an odd
+  n_out alone; then the requant of the four, the pair (DERQ2) or the one (DERQ) (acc M[o] +
+  2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit product is
+  exact by the small-int budget (docs/quantization.md), as viper's.
 - attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
   of attention_kernels.softmax_q14 (the same idx, table product and rounding; e = 0 without the
   product past dmax_sm, where d M_sm may not fit 32 bits), ctx four columns at a time, each
@@ -148,6 +149,13 @@ def _run(r0, r1, r2, r3):
     ldr(r4, [r7, 36])
     str(r4, [r7, 72])  # outputs left
     ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 4)
+    blt(DENOQUAD)
+    ldr(r5, [r7, 76])
+    cmp(r5, 16)  # four outputs a pass for a row of up to 16 inputs (DEQUAD)
+    bgt(DENOQUAD)
+    b(DEQUAD)
+    label(DENOQUAD)
     cmp(r4, 2)
     bge(DEPAIR)
     b(DESINGLE)
@@ -347,6 +355,173 @@ def _run(r0, r1, r2, r3):
     ldr(r4, [r7, 84])
     mov(r8, r4)
     data(2, 0xBD00)  # pop {pc}
+    # Four outputs a pass (a row of n_in <= 16: as many inputs again cost the walk below about
+    # what the pass saves), entered from DEROW with r7 = _A, r2 = W row o: acc0..3 in r0, r3,
+    # r6, r7; x[j] loaded once for the four, W walked down the column (r2 += n_in in r8, the
+    # runner's _A and shift pushed) and back to the next (lr = 1 - 3 n_in), two inputs a loop
+    # step (an odd row enters at the second), r12 the x row's end. Then DERQ2's requant of the
+    # four, M, rnd and shift loaded once. Then the pairs (DEPAIR), or the last output, if any.
+    label(DEQUAD)
+    ldr(r1, [r7, 12])  # x row
+    mov(r4, r12)
+    push({r4, r7})  # shift, _A
+    ldr(r4, [r7, 80])
+    mov(r12, r4)  # xend
+    ldr(r5, [r7, 76])
+    mov(r8, r5)  # n_in: W's next row
+    lsl(r4, r5, 1)
+    add(r4, r4, r5)
+    mov(r5, 1)
+    sub(r4, r5, r4)
+    data(2, 0x46A6)  # mov lr, r4: 1 - 3 n_in, from row o + 3 to row o's next column
+    ldr(r4, [r7, 64])  # bptr
+    ldr(r0, [r4, 0])
+    ldr(r3, [r4, 4])
+    ldr(r6, [r4, 8])
+    mov(r5, r4)
+    add(r5, 16)
+    str(r5, [r7, 64])
+    ldr(r7, [r4, 12])
+    data(2, 0x4561)  # cmp r1, r12: no inputs (acc = b: the stream's requant, n_in 0)
+    beq(DEQJE)
+    mov(r5, r8)
+    lsr(r5, r5, 1)  # carry: n_in odd
+    bcc(DEQJ)
+    sub(r1, 4)  # an odd row enters at the loop's second input
+    b(DEQJ2)
+    label(DEQJ)  # two inputs a loop step
+    ldr(r4, [r1, 0])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    data(2, 0x4442)  # add r2, r8: row o + 1
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r3, r3, r5)
+    data(2, 0x4442)  # row o + 2
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    data(2, 0x4442)  # row o + 3
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r7, r7, r5)
+    data(2, 0x4472)  # add r2, lr: row o, the next column
+    label(DEQJ2)
+    ldr(r4, [r1, 4])
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    data(2, 0x4442)  # add r2, r8: row o + 1
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r3, r3, r5)
+    data(2, 0x4442)  # row o + 2
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    data(2, 0x4442)  # row o + 3
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r7, r7, r5)
+    data(2, 0x4472)  # add r2, lr: row o, the next column
+    add(r1, 8)
+    data(2, 0x4561)  # cmp r1, r12
+    bne(DEQJ)
+    label(DEQJE)
+    data(2, 0x4442)  # r2 = row o + 1: row o + 4 is three rows on
+    data(2, 0x4442)
+    data(2, 0x4442)
+    pop({r4, r5})
+    mov(r12, r4)  # shift
+    mov(r8, r5)  # _A
+    mov(r4, r9)
+    ldrh(r1, [r4, 0])  # M[o]
+    ldrh(r5, [r4, 2])
+    mul(r0, r1)
+    mul(r3, r5)
+    ldrh(r1, [r4, 4])
+    ldrh(r5, [r4, 6])
+    mul(r6, r1)
+    mul(r7, r5)
+    add(r4, 8)
+    mov(r9, r4)
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    data(2, 0x445B)  # add r3, r11
+    data(2, 0x445E)  # add r6, r11
+    data(2, 0x445F)  # add r7, r11
+    mov(r4, r12)
+    asr(r0, r4)
+    asr(r3, r4)
+    asr(r6, r4)
+    asr(r7, r4)
+    mov(r5, r8)
+    ldr(r4, [r5, 48])  # act_min
+    cmp(r0, r4)
+    bge(DEQL0)
+    mov(r0, r4)
+    label(DEQL0)
+    cmp(r3, r4)
+    bge(DEQL1)
+    mov(r3, r4)
+    label(DEQL1)
+    cmp(r6, r4)
+    bge(DEQL2)
+    mov(r6, r4)
+    label(DEQL2)
+    cmp(r7, r4)
+    bge(DEQL3)
+    mov(r7, r4)
+    label(DEQL3)
+    ldr(r4, [r5, 52])  # act_max
+    cmp(r0, r4)
+    ble(DEQH0)
+    mov(r0, r4)
+    label(DEQH0)
+    cmp(r3, r4)
+    ble(DEQH1)
+    mov(r3, r4)
+    label(DEQH1)
+    cmp(r6, r4)
+    ble(DEQH2)
+    mov(r6, r4)
+    label(DEQH2)
+    cmp(r7, r4)
+    ble(DEQH3)
+    mov(r7, r4)
+    label(DEQH3)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    str(r3, [r4, 4])
+    str(r6, [r4, 8])
+    str(r7, [r4, 12])
+    add(r4, 16)
+    mov(r10, r4)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 4)
+    str(r4, [r7, 72])  # outputs left
+    cmp(r4, 4)
+    blt(DEQ3)
+    b(DEQUAD)
+    label(DEQ3)
+    cmp(r4, 2)
+    blt(DEQ1)
+    b(DEPAIR)
+    label(DEQ1)
+    cmp(r4, 0)
+    beq(DEQ0)
+    b(DESINGLE)
+    label(DEQ0)
+    b(DEROWEND)
 
     label(AT)
     data(2, 0xB500)  # push {lr}
@@ -983,6 +1158,13 @@ def _run(r0, r1, r2, r3):
     ldr(r4, [r7, 36])
     str(r4, [r7, 72])  # outputs left
     ldr(r2, [r7, 20])  # w = W (its rows follow each other)
+    cmp(r4, 4)
+    blt(EMNOQUAD)
+    ldr(r5, [r7, 76])
+    cmp(r5, 16)  # four outputs a pass for a row of up to 16 inputs (EMQUAD)
+    bgt(EMNOQUAD)
+    b(EMQUAD)
+    label(EMNOQUAD)
     cmp(r4, 2)
     bge(EMPAIR)
     b(EMSINGLE)
@@ -1125,6 +1307,170 @@ def _run(r0, r1, r2, r3):
     ldr(r4, [r7, 84])
     mov(r8, r4)
     data(2, 0xBD00)  # pop {pc}
+    # EMQUAD: DEQUAD's four outputs a pass, x[j] an int8
+    label(EMQUAD)
+    ldr(r1, [r7, 12])  # x row
+    mov(r4, r12)
+    push({r4, r7})  # shift, _A
+    ldr(r4, [r7, 80])
+    mov(r12, r4)  # xend
+    ldr(r5, [r7, 76])
+    mov(r8, r5)  # n_in: W's next row
+    lsl(r4, r5, 1)
+    add(r4, r4, r5)
+    mov(r5, 1)
+    sub(r4, r5, r4)
+    data(2, 0x46A6)  # mov lr, r4: 1 - 3 n_in, from row o + 3 to row o's next column
+    ldr(r4, [r7, 64])  # bptr
+    ldr(r0, [r4, 0])
+    ldr(r3, [r4, 4])
+    ldr(r6, [r4, 8])
+    mov(r5, r4)
+    add(r5, 16)
+    str(r5, [r7, 64])
+    ldr(r7, [r4, 12])
+    data(2, 0x4561)  # cmp r1, r12: no inputs (acc = b: the stream's requant, n_in 0)
+    beq(EMQJE)
+    mov(r5, r8)
+    lsr(r5, r5, 1)  # carry: n_in odd
+    bcc(EMQJ)
+    sub(r1, 1)  # an odd row enters at the loop's second input
+    b(EMQJ2)
+    label(EMQJ)  # two inputs a loop step
+    ldrb(r4, [r1, 0])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    data(2, 0x4442)  # add r2, r8: row o + 1
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r3, r3, r5)
+    data(2, 0x4442)  # row o + 2
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    data(2, 0x4442)  # row o + 3
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r7, r7, r5)
+    data(2, 0x4472)  # add r2, lr: row o, the next column
+    label(EMQJ2)
+    ldrb(r4, [r1, 1])
+    data(2, 0xB264)  # sxtb r4, r4
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)  # sxtb r5, r5
+    mul(r5, r4)
+    add(r0, r0, r5)
+    data(2, 0x4442)  # add r2, r8: row o + 1
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r3, r3, r5)
+    data(2, 0x4442)  # row o + 2
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r6, r6, r5)
+    data(2, 0x4442)  # row o + 3
+    ldrb(r5, [r2, 0])
+    data(2, 0xB26D)
+    mul(r5, r4)
+    add(r7, r7, r5)
+    data(2, 0x4472)  # add r2, lr: row o, the next column
+    add(r1, 2)
+    data(2, 0x4561)  # cmp r1, r12
+    bne(EMQJ)
+    label(EMQJE)
+    data(2, 0x4442)  # r2 = row o + 1: row o + 4 is three rows on
+    data(2, 0x4442)
+    data(2, 0x4442)
+    pop({r4, r5})
+    mov(r12, r4)  # shift
+    mov(r8, r5)  # _A
+    mov(r4, r9)
+    ldrh(r1, [r4, 0])  # M[o]
+    ldrh(r5, [r4, 2])
+    mul(r0, r1)
+    mul(r3, r5)
+    ldrh(r1, [r4, 4])
+    ldrh(r5, [r4, 6])
+    mul(r6, r1)
+    mul(r7, r5)
+    add(r4, 8)
+    mov(r9, r4)
+    data(2, 0x4458)  # add r0, r11 (rnd)
+    data(2, 0x445B)  # add r3, r11
+    data(2, 0x445E)  # add r6, r11
+    data(2, 0x445F)  # add r7, r11
+    mov(r4, r12)
+    asr(r0, r4)
+    asr(r3, r4)
+    asr(r6, r4)
+    asr(r7, r4)
+    mov(r5, r8)
+    ldr(r4, [r5, 48])  # act_min
+    cmp(r0, r4)
+    bge(EMQL0)
+    mov(r0, r4)
+    label(EMQL0)
+    cmp(r3, r4)
+    bge(EMQL1)
+    mov(r3, r4)
+    label(EMQL1)
+    cmp(r6, r4)
+    bge(EMQL2)
+    mov(r6, r4)
+    label(EMQL2)
+    cmp(r7, r4)
+    bge(EMQL3)
+    mov(r7, r4)
+    label(EMQL3)
+    ldr(r4, [r5, 52])  # act_max
+    cmp(r0, r4)
+    ble(EMQH0)
+    mov(r0, r4)
+    label(EMQH0)
+    cmp(r3, r4)
+    ble(EMQH1)
+    mov(r3, r4)
+    label(EMQH1)
+    cmp(r6, r4)
+    ble(EMQH2)
+    mov(r6, r4)
+    label(EMQH2)
+    cmp(r7, r4)
+    ble(EMQH3)
+    mov(r7, r4)
+    label(EMQH3)
+    mov(r4, r10)
+    str(r0, [r4, 0])
+    str(r3, [r4, 4])
+    str(r6, [r4, 8])
+    str(r7, [r4, 12])
+    add(r4, 16)
+    mov(r10, r4)
+    mov(r7, r8)
+    ldr(r4, [r7, 72])
+    sub(r4, 4)
+    str(r4, [r7, 72])  # outputs left
+    cmp(r4, 4)
+    blt(EMQ3)
+    b(EMQUAD)
+    label(EMQ3)
+    cmp(r4, 2)
+    blt(EMQ1)
+    b(EMPAIR)
+    label(EMQ1)
+    cmp(r4, 0)
+    beq(EMQ0)
+    b(EMSINGLE)
+    label(EMQ0)
+    b(EMROWEND)
 
     label(RE)
     data(2, 0xB500)  # push {lr}
@@ -1200,9 +1546,10 @@ def _run(r0, r1, r2, r3):
     # 44 act_min, 48 act_max, 56 F*4, 60 st, 64 st C*4, 72 channels left, 76 b's walker, 80 M's
     # walker, 84 x's column, 88 y's column, 92 S_out, 96 -pad, 100 K, 104 4 dil, 108 the
     # step from an output's taps to the next's, 112 i0 past the last output, 116/120 r6/r1
-    # while an output is bounded); r8 = dil C*4, r9 = dil, r10 = S_in, r11 = K. An output
-    # whose five taps are inside the window (all but the edges) runs them unrolled without
-    # bounds: ~80 cycles an output, against ~190 in the grouped loop below.
+    # while an output is bounded, DWF's next tap 0 and first i0); r8 = dil C*4, r9 = dil,
+    # r10 = S_in, r11 = K. The outputs whose five taps are inside the window (all but the
+    # edges) run them unrolled without bounds, their sums in one pass and their requant in a
+    # second: ~70 cycles an output, against ~190 in the grouped loop below.
     label(CVGEN)
     ldr(r4, [r6, 28])
     cmp(r4, 1)  # Cg
@@ -1404,14 +1751,17 @@ def _run(r0, r1, r2, r3):
     ldr(r6, [r7, 116])
     b(DWR)
     # The channel's run of outputs whose five taps are inside the window (n of them: 68, 124),
-    # entered at its first with r0 = b[o]: the weights in r1, r2, r5, r6, r7, r9 the state
-    # base, r10 y's walker, r11 the run's y end, r12 F*4 (the runner's r12 saved at 52), lr
-    # the step from tap 4 to the next output's tap 0; then r9..r12 back and on to the tail.
+    # entered at its first with r0 = b[o], in two passes. Accumulate: the weights in r1, r2, r5,
+    # r6, r7 (the state base pushed), r9 b[o], r10 y's walker, r11 the run's y end, r12 F*4 (the
+    # runner's r12 saved at 52), lr the step from tap 4 to the next output's tap 0; each
+    # output's int32 sum goes to its y word. Requant: y's words again, in place, with M, rnd,
+    # shift, act_min and act_max held in r1, r2, r5, r6, r4 (one pass reloaded them from the
+    # state an output). Then r9..r12 back and on to the tail (the next tap 0 kept at 116).
     label(DWF)
     str(r1, [r7, 120])  # i0 of the run's first output
     mov(r4, r12)
     str(r4, [r7, 52])
-    mov(r9, r7)
+    mov(r9, r0)  # b[o]
     mov(r10, r6)
     ldr(r4, [r7, 68])
     add(r4, r4, r6)
@@ -1421,6 +1771,7 @@ def _run(r0, r1, r2, r3):
     ldr(r4, [r7, 108])
     data(2, 0x4444)  # add r4, r8: st C*4 - 4 dil C*4
     data(2, 0x46A6)  # mov lr, r4
+    push({r7})
     ldrb(r1, [r2, 0])
     data(2, 0xB249)  # sxtb r1, r1
     ldrb(r5, [r2, 2])
@@ -1431,11 +1782,8 @@ def _run(r0, r1, r2, r3):
     data(2, 0xB27F)  # sxtb r7, r7
     ldrb(r2, [r2, 1])
     data(2, 0xB252)  # sxtb r2, r2
-    b(DWF1)
     label(DWFT)
-    mov(r4, r9)
-    ldr(r0, [r4, 16])  # acc = b[o]
-    label(DWF1)
+    mov(r0, r9)  # acc = b[o]
     ldr(r4, [r3, 0])
     mul(r4, r1)
     add(r0, r0, r4)
@@ -1456,35 +1804,40 @@ def _run(r0, r1, r2, r3):
     mul(r4, r7)
     add(r0, r0, r4)
     data(2, 0x4473)  # add r3, lr: the next output's tap 0
-    mov(r4, r9)
-    ldr(r4, [r4, 32])
-    mul(r0, r4)  # acc M[o]
-    mov(r4, r9)
-    ldr(r4, [r4, 36])
-    add(r0, r0, r4)  # + rnd
-    mov(r4, r9)
-    ldr(r4, [r4, 40])
-    asr(r0, r4)  # >> shift
-    mov(r4, r9)
-    ldr(r4, [r4, 44])
-    cmp(r0, r4)
+    mov(r4, r10)
+    str(r0, [r4, 0])  # the sum, requantized by the next pass
+    data(2, 0x44E2)  # add r10, r12: y's next row
+    data(2, 0x45DA)  # cmp r10, r11
+    bne(DWFT)
+    pop({r7})
+    str(r3, [r7, 116])  # the tap 0 past the run
+    ldr(r4, [r7, 68])
+    mov(r3, r11)
+    sub(r3, r3, r4)  # y of the run's first output
+    ldr(r1, [r7, 32])  # M[o]
+    ldr(r2, [r7, 36])  # rnd
+    ldr(r5, [r7, 40])  # shift
+    ldr(r6, [r7, 44])  # act_min
+    ldr(r4, [r7, 48])  # act_max
+    label(DWFQ)  # requant (acc M + rnd) >> shift, clamped, as DWR
+    ldr(r0, [r3, 0])
+    mul(r0, r1)
+    add(r0, r0, r2)
+    asr(r0, r5)
+    cmp(r0, r6)
     bge(DWFLO)
-    mov(r0, r4)
+    mov(r0, r6)
     label(DWFLO)
-    mov(r4, r9)
-    ldr(r4, [r4, 48])
     cmp(r0, r4)
     ble(DWFHI)
     mov(r0, r4)
     label(DWFHI)
-    mov(r4, r10)
-    str(r0, [r4, 0])
-    data(2, 0x4464)  # add r4, r12: y's next row
-    mov(r10, r4)
-    data(2, 0x45DA)  # cmp r10, r11
-    bne(DWFT)
-    mov(r7, r9)
-    mov(r6, r10)
+    str(r0, [r3, 0])
+    data(2, 0x4463)  # add r3, r12: y's next row
+    data(2, 0x455B)  # cmp r3, r11
+    bne(DWFQ)
+    mov(r6, r3)  # y's walker past the run
+    ldr(r3, [r7, 116])
     ldr(r1, [r7, 120])
     ldr(r4, [r7, 124])
     add(r1, r1, r4)  # i0 past the run
