@@ -117,6 +117,16 @@ def test_search_never_trains_a_candidate_over_budget(tmp_path, monkeypatch):
     assert not any((tmp_path / S.data_key(data) / r["key"]).exists() for r in over)
 
 
+def test_search_cache_is_named_for_its_version(monkeypatch):
+    """A cache written when a fold's result meant something else (CACHE_VERSION) is not
+    reused: the data key names the version too."""
+    data = _data()
+    now = S.data_key(data)
+    assert S.data_key(data) == now and S.data_key(_data(1)) != now
+    monkeypatch.setattr(S, "CACHE_VERSION", S.CACHE_VERSION - 1)
+    assert S.data_key(data) != now
+
+
 def _folds(cache_dir) -> dict[str, dict]:
     """Every cached fold result but its wall time."""
     out = {}

@@ -223,9 +223,16 @@ class Candidate:
                 f"{avg}{teach}")  # fmt: skip
 
 
+# What a cached fold result means: raised when the same candidate on the same fold would score
+# otherwise (2: a seq-rocket candidate's draws are its own, no longer each repeat's seed), so a
+# cache written before is not reused
+CACHE_VERSION = 2
+
+
 def data_key(data: Windows) -> str:
-    """The cache's name for the TRAIN windows a search sees (their values, lengths, labels)."""
-    h = hashlib.sha256()
+    """The cache's name for the TRAIN windows a search sees (their values, lengths, labels) and
+    what its results mean (CACHE_VERSION)."""
+    h = hashlib.sha256(f"tinyattn search cache {CACHE_VERSION}".encode())
     for a in (data.X.astype(np.float64), data.lengths.astype(np.int64),
               data.y.astype(np.int64)):  # fmt: skip
         h.update(np.ascontiguousarray(a).tobytes())
