@@ -543,37 +543,33 @@ class Model:
         (float32 overflow: features too large for the float path) OverflowError, never a
         class."""
         n = self.window_steps(features)
-        if self._xf is self._x8:  # a rocket model's float program reads the input grid
-            xq = self.quantize(features, self._xq)
+        x = self._xf
+        if x is self._x8:  # a rocket model: its float program reads the int8 window's grid
             if self._loadp[2] != n:
                 self._window(n)
-            self._load(xq, self._x8, None, None, None, self._loadp)  # as run_int8 loads it
+            self._load(self.quantize(features, self._xq), x, None, None, None, self._loadp)
             self._tokens(n, self._rowsf)
-            return self._run_float(out)
-        nf = n * self.n_features
-        first = len(features) - nf  # a window longer than T: its last T steps
-        x = self._xf
-        mean, std, view, _ = self._norm
-        C = self.n_features
-        c = 0
-        for i in range(nf):
-            f = features[first + i]
-            if f - f != 0:  # inf - inf and nan - nan are nan
-                raise ValueError(
-                    "features must be finite numbers, not NaN or inf (feature %d is %r)"
-                    % (first + i, f)
-                )
-            if view:
-                f = _viewed(view, c, f)
-            x[i] = (f - mean[c]) / std[c]
-            c += 1
-            if c == C:
-                c = 0
-        for i in range(nf, self._tokens(n, self._rowsf)):
-            x[i] = 0.0
-        return self._run_float(out)
-
-    def _run_float(self, out):
+        else:
+            nf = n * self.n_features
+            first = len(features) - nf  # a window longer than T: its last T steps
+            mean, std, view, _ = self._norm
+            C = self.n_features
+            c = 0
+            for i in range(nf):
+                f = features[first + i]
+                if f - f != 0:  # inf - inf and nan - nan are nan
+                    raise ValueError(
+                        "features must be finite numbers, not NaN or inf (feature %d is %r)"
+                        % (first + i, f)
+                    )
+                if view:
+                    f = _viewed(view, c, f)
+                x[i] = (f - mean[c]) / std[c]
+                c += 1
+                if c == C:
+                    c = 0
+            for i in range(nf, self._tokens(n, self._rowsf)):
+                x[i] = 0.0
         for st in self._progf:
             st[0](st[1], st[2], st[3], st[4], st[5], st[6])
         y = self._yf
