@@ -21,7 +21,7 @@ past `n` read as 0 — exactly the float model's masked attention and pooling.
   seq blob's (dequantized) ops the same way in float32.
 
 A rocket blob (op 0 `rocket`): its float path counts exactly what the int8 path counts — the
-window on the input grid as the int8 path quantizes it (intref.quantize_seq_input), the same
+window on the input grid as the int8 path quantizes it (grid.quantize_seq_input), the same
 integer transform — and its features are the unrounded `(count·2**15/npos - z)·M / 2**shift`
 (float32), then the dense head in float32 (`rocket_features`).
 
@@ -40,6 +40,7 @@ from tinyattn.data.windows import input_view, valid_lengths
 from tinyattn.data.windows import normalize_windows as normalize_windows
 from tinyattn.intmodel import blob_rocket
 from tinyattn.intmodel.blob import MYATTN_EXPLICIT, Op, QuantModelSpec, seq_tokens
+from tinyattn.intmodel.grid import quantize_seq_input
 from tinyattn.learn.model import ModelFile
 
 # ---------------------------------------------------------------------------------------------
@@ -366,8 +367,6 @@ def _dequantized_seq(op, quantized: bool) -> dict[str, np.ndarray]:
 def rocket_features(blob: QuantModelSpec, X_raw: np.ndarray, lengths) -> np.ndarray:
     """The float features `[B, K]` (float32) of a rocket blob's op 0 on raw windows (a window
     longer than T: its last T steps), as the device's float program computes them."""
-    from tinyattn.intmodel.intref import quantize_seq_input  # (intref imports this module)
-
     op = blob.ops[0]
     ip, t = op.iparams, op.tensors
     X = np.asarray(X_raw)
