@@ -118,3 +118,15 @@ def test_the_readme_gives_the_pip_line_beside_the_two_make_commands():
     start = text.split("\n## ", 2)[1]  # the first section: "Start here"
     assert re.search(r"^make demo\b", start, re.M) and re.search(r"^make test\b", start, re.M)
     assert 'pip install "tinyattn[board]"' in start and "tinyattn demo" in start
+
+
+def test_python_m_tinyattn_is_the_command_line():
+    """`python -m tinyattn` runs the `tinyattn` command (its --help lists the subcommands; an
+    unknown one is refused as the script refuses it)."""
+    import subprocess
+
+    run = [sys.executable, "-m", "tinyattn"]
+    ok = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "train" in ok.stdout and "parity" in ok.stdout, ok.stderr
+    bad = subprocess.run([*run, "no-such-command"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "no-such-command" in bad.stderr
