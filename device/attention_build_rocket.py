@@ -8,7 +8,10 @@ ops after it (a row model on its K features: the dense head) built by attention_
 - rocket_in (s = [s_in] for a float program's own float32 window; None: the int32 window of
   grid values, which the float program beside an int8 program reads too): the window onto
   the pooled grid xp (block exponent, P steps summed), with margins of M0 = 4·(the largest
-  dilation) zero steps;
+  dilation) zero steps. At P = 1 the int32 window is xp's interior itself (a memoryview of
+  its S·C values past the margin): rocket_in turns each value into its pooled step in place,
+  (x + 2**e // 2) >> e, so the window is consumed by a run (its caller quantizes or loads it
+  again before the next; 5.8 KB less for a window of 1,460 steps);
 - rocket (float flag p[11]): the groups' convolutions, counts and features into the K
   features buffer the head reads.
 The int8 program takes attention_thumb_rocket's (the hot loops in Thumb assembler) beside the
@@ -51,16 +54,19 @@ def buffers(ops, int8, flt, shared=False):
     for both: the float program reads the input grid too (attention.Model.run_float puts a
     window on it with quantize, as for the int8 path), so it needs no float32 window of its
     own (5.8 KB for a window of 1,460 steps); a float program alone (no int8 program) has one.
+    At P = 1 the int32 window is None here: it is xp's interior, which `build` allocates
+    (xp's margins come from the groups' dilations, which the op records do not give).
     `shared` is not used: the tails keep their own arrays."""
     ip = ops[0].ip
     n = -(-ip["T"] // ip["P"]) * ip["P"] * ip["C"]
     tail = attention_build.buffers(ops[1:], ip["K"], int8, flt)
-    win = _zeros("i", n) if tail[0] is not None else None
     out = [None, None]
-    if win is not None:
+    win = None
+    if tail[0] is not None:
+        win = _zeros("i", n) if ip["P"] > 1 else None
         out[0] = (win, tail[0])
     if tail[1] is not None:
-        out[1] = (_zeros("f", n) if win is None else win, tail[1])
+        out[1] = (_zeros("f", n) if tail[0] is None else win, tail[1])
     return out
 
 
@@ -123,6 +129,10 @@ def build(blob, kernels, float_kernels, bufs):
     S = -(-ip["T"] // P)
     tab, ft, dmax, nmax = _tables(op)
     xp = _zeros("i", (S + 8 * dmax) * C)  # the pooled grid and its zero margins
+    # the int8 program's window (the float program's too beside it): at P = 1 xp's interior
+    win = None if bufs[0] is None else bufs[0][0]
+    if bufs[0] is not None and P == 1:
+        win = memoryview(xp)[4 * dmax * C : (4 * dmax + S) * C]
     A = _zeros("i", S * C + nmax)
     bits, G = ip["bits"], ip["G"]
     tail = _Tail(blob.ops[1:], K)
@@ -137,14 +147,14 @@ def build(blob, kernels, float_kernels, bufs):
         p = array.array("i", [S, S, C, P, 4 * dmax, G, K, ip["shift"], 0,
                               -(1 << (bits - 1)), (1 << (bits - 1)) - 1, fl, ip["N"]])  # fmt: skip
         # the float program on the int8 program's window reads grid values, as the int8 one
-        grid = not fl or bufs[0] is not None and b[0] is bufs[0][0]
-        s = None if grid else array.array("f", [blob.input_scale])
+        x = b[0] if win is None else win  # win None: a float program alone, its own window
+        s = None if win is not None else array.array("f", [blob.input_scale])
         if fl:
             k_in, k_roc = _kr.rocket_in, _kr.rocket
         else:  # and the int32 window's load attention.py takes right after this build
             k_in, k_roc, _kr.load = _int8_kernels(ks)
-        steps = ((k_in, b[0], xp, s, None, None, p), (k_roc, xp, prog[1], tab, ft, A, p))
-        out.append((steps + prog[0], b[0], prog[2], ((p, 0, 1, 1),), ()))
+        steps = ((k_in, x, xp, s, None, None, p), (k_roc, xp, prog[1], tab, ft, A, p))
+        out.append((steps + prog[0], x, prog[2], ((p, 0, 1, 1),), ()))
     return out[0], out[1]
 
 

@@ -136,8 +136,9 @@ def _infer_one(model, features, path):
         q = model.quantize(features, _xq_buffer(model))
         out = _state["out"]
         steps = _steps(model, features)
-        pred = model.run_int8(q, out, steps)
+        # read before the run: a rocket model's window at P = 1 is consumed by it
         xq = [q[i] for i in range(len(features) if steps is None else steps * model.n_features)]
+        pred = model.run_int8(q, out, steps)
         logits_q = list(out)
     if path != "int8":
         try:
@@ -261,9 +262,9 @@ def _bench(model, features, path, n):
     the GC off for the int8 path (which allocates nothing, so the heap cannot fill)."""
     out = _state["out"]
     steps = _steps(model, features)
-    if path == "int8":
-        xq = model.quantize(features, _xq_buffer(model))
-        model.run_int8(xq, out, steps)
+    if path == "int8":  # (a rocket model at P = 1 consumes its window in place: the runs
+        xq = model.quantize(features, _xq_buffer(model))  # after the first read its pooled
+        model.run_int8(xq, out, steps)  # values, e = 0: the same loops)
     else:
         model.logits(features, path="float")
     mem_total = getattr(micropython, "mem_total", None) if micropython else None

@@ -104,8 +104,10 @@ def test_heap_counts_a_seq_models_int8_buffers_once_as_a_board_holds_them():
 @pytest.mark.parametrize("name", ["japanesevowels", "rocket"])
 def test_heap_seq_quantize_buffer_is_the_int8_window_and_keeps_the_window(attention, name):
     """A seq model quantizes into its int8 program's input window (no second window on the
-    heap; a Stream uses the same), and run_int8 of that buffer leaves it as quantize wrote it
-    (the server reports it as the window's xq)."""
+    heap; a Stream uses the same). run_int8 of that buffer leaves a seq-attn window as
+    quantize wrote it; a rocket model's at P = 1 is the interior of its pooled grid xp (no
+    window of its own) and the run turns it into pooled values in place: the server reads the
+    window's xq before the run, and reports quantize's."""
     from rocket_models import rocket_cases
 
     from tinyattn.board.stream import device_modules
@@ -123,5 +125,16 @@ def test_heap_seq_quantize_buffer_is_the_int8_window_and_keeps_the_window(attent
     before = list(q)
     out = m.new_logits()
     m.run_int8(q, out, len(window) // m.n_features)
-    assert list(q) == before and any(before)
+    assert any(before)
+    if name == "rocket":
+        import server
+
+        xp = m._prog8[0][2]  # rocket_in's (x, xp): the window is xp's interior
+        assert isinstance(m._x8, memoryview) and m._x8.obj is xp and len(xp) > len(m._x8)
+        assert list(q) != before  # consumed: its grid values (|x| >= 2**15) became pooled ones
+        server._state["out"] = m.new_logits()
+        _, xq, logits, _ = server._infer_one(m, window, "int8")
+        assert xq == before[: len(window)] and logits == list(out)
+    else:
+        assert list(q) == before
     assert attention_stream.Stream(m, 1, reuse=False)._xq is m._xq
