@@ -262,9 +262,11 @@ def _bench(model, features, path, n):
     the GC off for the int8 path (which allocates nothing, so the heap cannot fill)."""
     out = _state["out"]
     steps = _steps(model, features)
-    if path == "int8":  # (a rocket model at P = 1 consumes its window in place: the runs
-        xq = model.quantize(features, _xq_buffer(model))  # after the first read its pooled
-        model.run_int8(xq, out, steps)  # values, e = 0: the same loops)
+    # a rocket model at P = 1 consumes its window in place: the runs after the first read its
+    # pooled values (e = 0), the same loops
+    if path == "int8":
+        xq = model.quantize(features, _xq_buffer(model))
+        model.run_int8(xq, out, steps)
     else:
         model.logits(features, path="float")
     mem_total = getattr(micropython, "mem_total", None) if micropython else None
