@@ -61,6 +61,7 @@ TAPS = 9
 MAX_COMBO = 9  # channels a combination takes at most (the paper's multivariate variant)
 MANTISSA = 15  # |x| <= 2**15 after the block exponent
 SATURATE = (1 << 30) - 1  # a threshold past every convolution: the same counts as its value
+UNCOUNTED = -SATURATE - 1  # a position outside the counted ones: below every threshold
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,9 @@ def transform(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e: np.nd
     top = 0
     for s in np.unique(steps).tolist():  # the windows of one step at once, at their positions
         rows = np.flatnonzero(steps == s)
-        c, p, t = _transform_step(params, x[rows], lengths[rows], e[rows], int(s))
+        # up to their longest: the steps past it are zeros that no counted position reaches
+        S_s = max(1, int(lengths[rows].max()))
+        c, p, t = _transform_step(params, x[rows, :S_s], lengths[rows], e[rows], int(s))
         counts[rows], n_pos[rows], top = c, p, max(top, t)
     if record is not None:
         record["conv"] = max(record.get("conv", 0), top)
@@ -267,6 +270,8 @@ def _transform_step(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e:
     f0 = 0
     d_now, xp, A = None, None, None
     top = 0
+    exps = np.repeat(params.bias_exp, params.n_features)  # each feature's group's exponent
+    thr = thresholds(params.bias[None, :], exps[None, :] - e[:, None])  # (N, K)
     for g in range(params.n_groups):
         d = int(params.dilation[g])
         if d != d_now:  # groups come in dilation order: the shared sum once per dilation
@@ -278,10 +283,10 @@ def _transform_step(params: RocketParams, x: np.ndarray, lengths: np.ndarray, e:
         lo = 0 if params.pad[g] else (TAPS // 2) * d
         mask = (t >= lo) & (t < n - lo)
         f1 = f0 + int(params.n_features[g])
-        thr = thresholds(params.bias[None, f0:f1], params.bias_exp[g] - e[:, None])  # (N, m)
-        counts[:, f0:f1] = ((conv[:, :, None] > thr[:, None, :]) & mask[:, :, None]).sum(axis=1)
-        n_pos[:, f0:f1] = mask.sum(axis=1)[:, None]
         top = max(top, int(np.abs(np.where(mask, conv, 0)).max(initial=0)))
+        conv = np.where(mask, conv, UNCOUNTED)  # below every threshold: never counted
+        counts[:, f0:f1] = np.count_nonzero(conv[:, :, None] > thr[:, None, f0:f1], axis=1)
+        n_pos[:, f0:f1] = mask.sum(axis=1)[:, None]
         f0 = f1
     return counts, n_pos, top
 
