@@ -50,24 +50,26 @@ def _case(X, n, y, K, cfg, Xt, nt, names=None):
 def rocket_cases() -> dict[str, tuple[bytes, np.ndarray, np.ndarray]]:
     """name -> (int8 blob, raw windows, lengths)."""
     out = {}
-    cfg = RocketConfig(num_features=840, keep=24, seed=1)
+    # rounds of half the features (drop 0.5): the pruned cases keep groups of several features
+    rc = functools.partial(RocketConfig, drop=0.5)
+    cfg = rc(num_features=840, keep=24, seed=1)
     X, n, y = synthetic(0, 60, 40, 1, 3, 40)  # one channel, equal lengths
     Xt, nt, _ = synthetic(1, 30, 40, 1, 3, 9)  # windows cut at 9..40 steps
     out["uni"] = _case(X, n, y, 3, cfg, Xt, nt)
     X, n, y = synthetic(2, 60, 50, 3, 4, 12)  # three channels, 12..50 steps
     Xt, nt, _ = synthetic(3, 30, 50, 3, 4, 1)
-    out["multi"] = _case(X, n, y, 4, RocketConfig(num_features=840, keep=40, seed=2), Xt, nt)
+    out["multi"] = _case(X, n, y, 4, rc(num_features=840, keep=40, seed=2), Xt, nt)
     X, n, y = synthetic(4, 60, 47, 2, 3, 20, decades=3.0)  # pooled; levels over 6 decades
     Xt, nt, _ = synthetic(5, 30, 47, 2, 3, 1, decades=3.0)
-    out["pooled"] = _case(X, n, y, 3, RocketConfig(num_features=420, keep=30, pool=3, seed=3),
+    out["pooled"] = _case(X, n, y, 3, rc(num_features=420, keep=30, pool=3, seed=3),
                           Xt, nt)  # fmt: skip
     X, n, y = synthetic(6, 60, 64, 2, 3, 8)  # at most 7 positions a window, 8..64 steps
     Xt, nt, _ = synthetic(7, 30, 64, 2, 3, 1)
-    out["capped"] = _case(X, n, y, 3, RocketConfig(num_features=420, keep=30, positions=7,
-                                                   seed=4), Xt, nt)  # fmt: skip
+    out["capped"] = _case(X, n, y, 3, rc(num_features=420, keep=30, positions=7, seed=4), Xt,
+                          nt)  # fmt: skip
     tr, te = load_ts_dataset("japanesevowels", "train"), load_ts_dataset("japanesevowels", "test")
     out["jv"] = _case(tr.X, tr.lengths, tr.y, tr.n_classes,
-                      RocketConfig(num_features=840, keep=60), te.X[:40], te.lengths[:40],
+                      rc(num_features=840, keep=60), te.X[:40], te.lengths[:40],
                       tr.class_names)  # fmt: skip
     return out
 

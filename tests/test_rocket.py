@@ -166,11 +166,22 @@ def test_prune_keeps_k_then_what_fits():
     Z = rng.normal(size=(40, 64))
     Z[:, 5] += 3 * y  # the informative features
     Z[:, 17] -= 3 * y
-    idx, head = prune(Z, y, 2, keep=8)
+    rounds = []
+    idx, head = prune(Z, y, 2, keep=8, drop=0.5, on_round=lambda i, h: rounds.append(len(i)))
+    assert rounds == [64, 32, 16, 8]  # half a round, refit each time, down to keep
     assert len(idx) == 8 and {5, 17} <= set(idx.tolist()) and head.W.shape == (2, 8)
-    best = idx[np.argsort(-head.importance(), kind="stable")][:3]
-    small, _ = prune(Z, y, 2, keep=8, fits=lambda i: len(i) <= 3)
-    assert sorted(small.tolist()) == sorted(best.tolist()) and 5 in small  # the best 3 of 8
+    rounds.clear()
+    fits = lambda i: len(i) <= 3  # noqa: E731
+    small, _ = prune(Z, y, 2, keep=8, fits=fits, drop=0.5,
+                     on_round=lambda i, h: rounds.append((len(i), i, h)))  # fmt: skip
+    # past keep, rounds go on while a round keeps more than the longest prefix that fits (8 ->
+    # 4); then that prefix of the last ranking (the best 3 of 4), refit
+    assert [n for n, _, _ in rounds] == [64, 32, 16, 8, 4, 3]
+    _, four, h4 = rounds[-2]
+    best = four[np.argsort(-h4.importance(), kind="stable")][:3]
+    assert sorted(small.tolist()) == sorted(best.tolist()) and {5, 17} <= set(small.tolist())
+    # a share that rounds to nothing still drops one a round, and ends
+    assert len(prune(Z[:, :6], y, 2, keep=2, drop=0.01)[0]) == 2
 
 
 def test_grid_is_powers_of_two_and_holds_train():

@@ -63,7 +63,7 @@ class RocketConfig:
     max_heap: int | None = None  # and until the board's heap for it and its Stream is at most it
     max_us: float | None = None  # and until an inference's µs on that board are at most this
     rates: tuple[tuple[str, float], ...] = ()  # that board's time model (tinyattn.board.cost)
-    drop: float = 0.5  # the share of the features a pruning round drops (Detach-ROCKET: 0.05)
+    drop: float = 0.1  # the share of the features a pruning round drops (Detach-ROCKET: 0.05)
     seed: int = 0  # the channel combinations and the windows the biases come from
 
     def __post_init__(self) -> None:
@@ -263,14 +263,15 @@ def standardize(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def prune(Z: np.ndarray, y: np.ndarray, n_classes: int, keep: int | None,
-          fits: Callable[[np.ndarray], bool] | None = None, drop: float = 0.5,
+          fits: Callable[[np.ndarray], bool] | None = None, drop: float = 0.1,
           on_round: Callable[[np.ndarray, ridge.Ridge], None] | None = None,
           ) -> tuple[np.ndarray, ridge.Ridge]:  # fmt: skip
     """`(kept feature indices, the ridge refit on them)`: Detach-ROCKET's sequential
     detachment on standardized features `Z [N, K]` — fit the ridge, keep the `1 - drop` share
     of the features with the largest |coefficients| (at least `keep`), refit, until `keep`
-    remain; then, when `fits(indices)` says no, the longest prefix of the last ranking that
-    fits, refit. `on_round(indices, ridge)` sees every fit."""
+    remain; then, while `fits(indices)` says no, the same rounds until the longest prefix of a
+    ranking that fits is at least a round's share: that prefix, refit. `on_round(indices,
+    ridge)` sees every fit."""
     idx = np.arange(Z.shape[1])
     head = ridge.fit(Z, y, n_classes)
     if on_round is not None:
@@ -278,10 +279,11 @@ def prune(Z: np.ndarray, y: np.ndarray, n_classes: int, keep: int | None,
     target = Z.shape[1] if keep is None else min(keep, Z.shape[1])
     while True:
         order = idx[np.argsort(-head.importance(), kind="stable")]
+        cut = min(len(idx) - 1, math.ceil(len(idx) * (1 - drop)))  # a round: one goes at least
         if len(idx) > target:
-            n = max(target, math.ceil(len(idx) * (1 - drop)))
-        elif fits is not None and not fits(idx):
-            n = _longest_fit(order, fits)
+            n = max(target, cut)
+        elif fits is not None and not fits(idx):  # the prefix that fits once it keeps as many
+            n = max(_longest_fit(order, fits), cut)  # as a round would
         else:
             return idx, head
         idx = np.sort(order[:n])
