@@ -225,6 +225,19 @@ def test_a_fitted_model_survives_its_file(tmp_path):
     assert np.array_equal(again.model.theta, fit.model.theta)
 
 
+def test_an_operations_bound_below_one_feature_is_refused_in_words():
+    """Before, the pruning rounds went on for ever at one feature over `max_ops`."""
+    rng = np.random.default_rng(5)
+    y = np.arange(12) % 2
+    X = rng.normal(size=(12, 30, 1)) + y[:, None, None]
+    n = np.full(12, 30)
+    ok = fit_rocket(X, n, y, 2, RocketConfig(num_features=84, max_ops=1_000))
+    assert ok.history["ops"] <= 1_000 and ok.history["features"] >= 1
+    with pytest.raises(ValueError, match=r"one feature needs [\d,]+ operations an inference, "
+                       r"more than the 10 allowed: raise the limit \(train --rocket-max-ops"):
+        fit_rocket(X, n, y, 2, RocketConfig(num_features=84, max_ops=10))
+
+
 def test_heap_and_time_bounds_prune_to_the_boards_estimates_and_refuse_in_words_below_the_least():
     """`max_heap` and `max_us` prune, best first, until the estimates every command uses (the
     blob `tinyattn export` writes: its heap as the device runtime loads it, its µs from its op

@@ -282,9 +282,9 @@ def prune(Z: np.ndarray, y: np.ndarray, n_classes: int, keep: int | None,
         cut = min(len(idx) - 1, math.ceil(len(idx) * (1 - drop)))  # a round: one goes at least
         if len(idx) > target:
             n = max(target, cut)
-        elif fits is not None and not fits(idx):  # the prefix that fits once it keeps as many
-            n = max(_longest_fit(order, fits), cut)  # as a round would
-        else:
+        elif fits is not None and not fits(idx) and len(idx) > 1:  # the prefix that fits
+            n = max(_longest_fit(order, fits), cut)  # once it keeps as many as a round would
+        else:  # done, or one feature that does not fit either (the caller says so)
             return idx, head
         idx = np.sort(order[:n])
         head = ridge.fit(Z[:, idx], y, n_classes)
@@ -350,6 +350,17 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
                        None if config.max_ops is None and config.max_bytes is None else fits,
                        config.drop,
                        on_round)  # fmt: skip
+    if len(keep) == 1 and not fits(keep):  # one feature, and still over
+        one = params.subset(keep)
+        cost = {"operations an inference": (ops(one, T, C, P, n_classes, N)["ops"],
+                                            config.max_ops),
+                "B of blob": (blob_size(one, n_classes), config.max_bytes)}  # fmt: skip
+        needs = " and ".join(f"{v:,} {what}, more than the {lim:,} allowed"
+                             for what, (v, lim) in cost.items() if lim is not None and v > lim)
+        raise ValueError(f"a seq-rocket model of one feature needs {needs}: raise the limit "
+                         "(train --rocket-max-ops, or --max-macs / --max-bytes with --search), "
+                         "or pool the window (--rocket-pool) or count fewer positions "
+                         "(--rocket-positions)")  # fmt: skip
 
     def build(idx: np.ndarray) -> RocketModel:
         kept = params.subset(idx)
