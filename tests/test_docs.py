@@ -150,8 +150,8 @@ DOC_FIGURES = [
      RP2040),
     ("docs/search.md", None, r"PLAID ([\d.]+) \(seq-rocket N128", r"^plaid\s+([\d.]+)", 3,
      RP2040),
-    ("docs/search.md", None, r"mean gap to MiniRocket is \*\*([\d.]+) points",
-     r"^mean gap to MiniRocket.*: ([\d.]+) points", 2, RP2040),
+    ("docs/search.md", None, r"mean gap to MiniRocket is \*\*(-?[\d.]+) points",
+     r"^mean gap to MiniRocket.*: (-?[\d.]+) points", 2, RP2040),
 ]  # fmt: skip
 
 
