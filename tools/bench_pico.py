@@ -15,8 +15,11 @@ decisions: µs of inference per decision (the app's own field) and whether every
 (class, score %) equals the host's Stream; a plain flash removes the app again.
 
 Then the time model (tools/bench_pico_cost.py: one model of each shape the search makes, timed
-here, and the µs rates fitted to them). Writes RESULT (committed): host/board/rp2040.json,
-which the `rp2040` search preset reads (tinyattn.learn.search: the time model and the heap).
+here, and the µs rates fitted to them), and each of those models' µs by kernel (embed, conv,
+dense, attn, the rest: a step's µs the difference of its program's prefixes, each one call
+as run_int8's) with their µs per MAC, and a conv stem's own (its embed and convs). Writes
+RESULT (committed): host/board/rp2040.json, which the `rp2040` search preset reads
+(tinyattn.learn.search: the time model and the heap).
 
     python -m tinyattn.tools.bench_pico [--port TTY] [--json]  # no --port: the emulated Pico
 """
@@ -224,14 +227,37 @@ def time_model(port: str) -> dict:
     """The Pico's time model: the models of tools/bench_pico_cost timed here and the rates
     fitted to them (tinyattn.board.cost), as host/board/rp2040.json's "cost"."""
     from tinyattn.board import cost
-    from tinyattn.tools.bench_pico_cost import measure, models
+    from tinyattn.tools.bench_pico_cost import measure_steps, models
 
     with tempfile.TemporaryDirectory() as tmp:
         blobs = models(Path(tmp))
         terms = {n: cost.terms(read_blob(b.read_bytes())) for n, b in blobs.items()}
-        us = measure(port, blobs)
+        us, steps = measure_steps(port, blobs)
     rates = cost.fit(terms, us)
-    return {"rates": rates, "measured": {n: {"us": us[n], "terms": terms[n]} for n in us}}
+    return {"rates": rates, "measured": {n: {"us": us[n], "terms": terms[n]} for n in us},
+            "steps": steps}  # fmt: skip
+
+
+STEP_KERNELS = ("embed", "conv", "dense", "attn")
+
+
+def steps_table(steps: dict[str, list[dict]]) -> list[str]:
+    """Each model's µs by kernel (and µs per MAC), from its program's steps; the conv stem's
+    own rate (its embed and convs)."""
+    from tinyattn.tools.bench_pico_cost import by_kernel
+
+    head = f"{'model':<20}" + "".join(f"{k + ' µs (µs/MAC)':>22}" for k in STEP_KERNELS)
+    lines = [head + f"{'other µs':>10}{'stem µs/MAC':>13}"]
+    for name, st in steps.items():
+        k = by_kernel(st)
+        cells = "".join(f"{k[n][0]:>12,} ({k[n][0] / k[n][1]:.3f})" if k.get(n, (0, 0))[1]
+                        else f"{'-':>22}" for n in STEP_KERNELS)  # fmt: skip
+        other = sum(us for n, (us, _) in k.items() if n not in STEP_KERNELS)
+        stem = [k[n] for n in ("embed", "conv") if n in k]
+        rate = (f"{sum(u for u, _ in stem) / sum(m for _, m in stem):.3f}"
+                if "conv" in k else "-")  # fmt: skip
+        lines.append(f"{name:<20}{cells}{other:>10,}{rate:>13}")
+    return lines
 
 
 def table(r: dict) -> list[str]:
@@ -264,6 +290,11 @@ def table(r: dict) -> list[str]:
         lines += cost_table({n: m["terms"] for n, m in cm["measured"].items()},
                             {n: m["us"] for n, m in cm["measured"].items()},
                             cm["rates"]).splitlines()  # fmt: skip
+        if cm.get("steps"):
+            lines += ["", "Pico µs by kernel (thumb; a step's µs: the difference of its "
+                      "program's prefixes on the board's clock; stem: the embed and the "
+                      "convs of a conv stem):", ""]  # fmt: skip
+            lines += steps_table(cm["steps"])
     return lines
 
 

@@ -10,7 +10,8 @@ shape the search's grid makes (patch attention of one and two blocks, conv stems
 and 8 at widths 8 and 16, the conv stem alone at widths 8 and 16, long windows), trained for
 one epoch here: a model's time does not depend on its weights' values; and seq-rocket models
 at several operation budgets (its time: its operations and the positions its loops visit,
-`rocketmodel.ops`).
+`rocketmodel.ops`). `measure_steps` also times each step of a model the thumb kernels run as
+one program (the difference of the program's prefixes: bench_pico's "µs by kernel").
 
     python -m tinyattn.tools.bench_pico_cost [--port TTY] [--write host/board/rp2040.json]
 """
@@ -91,8 +92,50 @@ def bench(names):
             if best < 0 or dt < best:
                 best = dt
         print("RUN", name, m.kernels, best)
+        steps(name, m)
         m = None
+
+
+def steps(name, m):
+    # a thumb model run as one program: each step's µs, as the difference of the program's
+    # prefixes (one call each, as run_int8's; the buffers hold the full run's values)
+    if m.kernels != "thumb" or len(m._prog8) != 1 or len(m._prog8[0]) < 3:
+        return
+    import attention_thumb as AT
+
+    run = m._prog8[0][2]
+    prev = 0
+    for k in range(len(run) + 1):
+        words = AT._fused(run[:k])[1]
+        best = -1
+        for _ in range(@REPEAT@):
+            t = time.ticks_us()
+            AT._run(words, 0, 0, 0)
+            dt = time.ticks_diff(time.ticks_us(), t)
+            if best < 0 or dt < best:
+                best = dt
+        if k:
+            p = run[k - 1][6]
+            print("STEP", name, AT._CODES[run[k - 1][0]], best - prev,
+                  " ".join(str(p[i]) for i in range(min(8, len(p)))))
+        prev = best
 """
+
+# the kernel codes of attention_thumb's program, and each step's MACs from its parameters
+KERNEL = {0: "dense", 1: "attn", 2: "add", 3: "pool", 4: "embed", 5: "relu", 6: "conv"}
+
+
+def step_macs(kind: str, p: list[int]) -> int:
+    """MACs (or, for add / pool / relu, values) of one program step of `kind` with parameters
+    `p` (attention_kernels: dense / embed [rows, n_in, n_out, ...], conv [S_out, S_in, C, F,
+    K, stride, dil, Cg], attn [S, E, ...]: scores and context, 2 S² E)."""
+    if kind in ("dense", "embed"):
+        return p[0] * p[1] * p[2]
+    if kind == "conv":
+        return p[0] * p[3] * p[7] * p[4]
+    if kind == "attn":
+        return 2 * p[0] * p[0] * p[1]
+    return p[0] * (p[1] if kind == "pool" else 1)
 
 
 def models(tmp: Path, names: tuple[str, ...] | None = None) -> dict[str, Path]:
@@ -139,14 +182,37 @@ def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, ca
 
 def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:
     """µs of one int8 inference of each blob on the board at `port` (the fastest of REPEAT)."""
+    return measure_steps(port, blobs)[0]
+
+
+def measure_steps(port: str, blobs: dict[str, Path]
+                  ) -> tuple[dict[str, int], dict[str, list[dict]]]:  # fmt: skip
+    """`measure`'s µs, and of each model the thumb kernels run as one program, its steps:
+    [{"kernel", "us", "macs"}] in program order (a step's µs: the difference of the program's
+    prefixes, each the fastest of REPEAT)."""
     out = run_on_board(port, blobs, "bench_cost_dev", DEVICE.replace("@REPEAT@", str(REPEAT)),
                        "bench", each=True)  # fmt: skip
-    us = {}
+    us: dict[str, int] = {}
+    steps: dict[str, list[dict]] = {}
     for line in out.splitlines():
         parts = line.split()
         if parts[:1] == ["RUN"]:
             us[parts[1]] = int(parts[3])
-    return us
+        elif parts[:1] == ["STEP"]:
+            kind = KERNEL[int(parts[2])]
+            p = [int(v) for v in parts[4:]]
+            steps.setdefault(parts[1], []).append({"kernel": kind, "us": int(parts[3]),
+                                                   "macs": step_macs(kind, p)})  # fmt: skip
+    return us, steps
+
+
+def by_kernel(steps: list[dict]) -> dict[str, tuple[int, int]]:
+    """A model's steps summed by kernel: kernel -> (µs, MACs)."""
+    out: dict[str, tuple[int, int]] = {}
+    for st in steps:
+        us, macs = out.get(st["kernel"], (0, 0))
+        out[st["kernel"]] = (us + st["us"], macs + st["macs"])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
