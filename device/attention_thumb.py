@@ -34,7 +34,9 @@ loop state in _A's words (byte offsets below; 116 and 120 are the program's walk
   n_out alone; then the requant of the four, the pair (DERQ2) or the one (DERQ) (acc M[o] +
   2**(shift-1)) >> shift (arithmetic), clamped to [act_min, act_max]. The 32-bit product is
   exact by the small-int budget (docs/quantization.md), as viper's.
-- attn (1): per head and query row: the S scores two rows of k at a time, their max, the softmax
+- attn (1): per head and query row: the S scores (a head of 4 dimensions, E = 4 H as the
+  search's grid makes them: q's four in registers and one row of k a step; any other: two rows
+  of k at a time, the last of an odd S alone), their max, the softmax
   of attention_kernels.softmax_q14 (the same idx, table product and rounding, the products of
   the 256 idx in a table built once from the model's EXP_HI, EXP_LO; e = 0 without the
   product past dmax_sm, where d M_sm may not fit 32 bits), ctx four columns at a time, each
@@ -650,11 +652,56 @@ def _run(r0, r1, r2, r3):
     add(r4, r4, r5)
     str(r4, [r7, 52])  # qrow = q + c0
     label(ATQROW)
+    mov(r8, r7)
+    ldr(r4, [r7, 32])
+    cmp(r4, 16)
+    bne(ATQGEN)
+    # scores of a head of 4 dimensions (E = 4 H, the grid's heads): q[i, head] in r0, r1, r3,
+    # r6, one row of k a step (r2), the scores' walker r7 up to r10, r9 k's row stride, r12
+    # their max
+    ldr(r4, [r7, 52])
+    ldr(r0, [r4, 0])
+    ldr(r1, [r4, 4])
+    ldr(r3, [r4, 8])
+    ldr(r6, [r4, 12])
+    ldr(r4, [r7, 28])
+    mov(r9, r4)
+    ldr(r4, [r7, 96])
+    mov(r10, r4)
+    mov(r4, 1)
+    lsl(r4, r4, 31)
+    mov(r12, r4)  # max = -2**31, below or at every score
+    ldr(r4, [r7, 16])
+    ldr(r5, [r7, 44])
+    add(r2, r4, r5)  # k[0, head]
+    ldr(r7, [r7, 4])  # sc
+    label(ATS4)
+    ldr(r5, [r2, 0])
+    mul(r5, r0)
+    ldr(r4, [r2, 4])
+    mul(r4, r1)
+    add(r5, r5, r4)
+    ldr(r4, [r2, 8])
+    mul(r4, r3)
+    add(r5, r5, r4)
+    ldr(r4, [r2, 12])
+    mul(r4, r6)
+    add(r5, r5, r4)
+    data(2, 0xC720)  # stmia r7!, {r5}: sc[j]
+    mov(r4, r12)
+    cmp(r5, r4)
+    ble(ATS4N)
+    mov(r12, r5)
+    label(ATS4N)
+    data(2, 0x444A)  # add r2, r9: k[j + 1, head]
+    data(2, 0x4557)  # cmp r7, r10
+    bne(ATS4)
+    b(ATSEND)
+    label(ATQGEN)
     # scores: sc[j] = q[i, head] . k[j, head], two rows of k at a time (j at r2, j + 1 at r7),
     # the last of an odd S alone; their max. r3 q's whole groups of 4 end, r8 _A, r9 q's head,
     # r10 its end, r11 the scores' walker, r12 their max, lr from a row's head end to the next
     # row's head
-    mov(r8, r7)
     ldr(r1, [r7, 52])
     mov(r9, r1)  # q[i, head]
     ldr(r4, [r7, 32])
