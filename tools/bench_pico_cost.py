@@ -76,7 +76,7 @@ DEVICE = """
 import gc, time
 from attention import Model
 
-def bench(names):
+def bench(names, with_steps=False):
     for name in names:
         gc.collect()
         m = Model(name + ".bin")
@@ -92,8 +92,13 @@ def bench(names):
             if best < 0 or dt < best:
                 best = dt
         print("RUN", name, m.kernels, best)
-        steps(name, m)
+        if with_steps:
+            steps(name, m)
         m = None
+
+
+def bench_steps(names):
+    bench(names, True)
 
 
 def steps(name, m):
@@ -182,16 +187,16 @@ def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, ca
 
 def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:
     """µs of one int8 inference of each blob on the board at `port` (the fastest of REPEAT)."""
-    return measure_steps(port, blobs)[0]
+    return measure_steps(port, blobs, with_steps=False)[0]
 
 
-def measure_steps(port: str, blobs: dict[str, Path]
+def measure_steps(port: str, blobs: dict[str, Path], with_steps: bool = True
                   ) -> tuple[dict[str, int], dict[str, list[dict]]]:  # fmt: skip
-    """`measure`'s µs, and of each model the thumb kernels run as one program, its steps:
-    [{"kernel", "us", "macs"}] in program order (a step's µs: the difference of the program's
-    prefixes, each the fastest of REPEAT)."""
+    """`measure`'s µs, and (`with_steps`) of each model the thumb kernels run as one program,
+    its steps: [{"kernel", "us", "macs"}] in program order (a step's µs: the difference of the
+    program's prefixes, each the fastest of REPEAT)."""
     out = run_on_board(port, blobs, "bench_cost_dev", DEVICE.replace("@REPEAT@", str(REPEAT)),
-                       "bench", each=True)  # fmt: skip
+                       "bench_steps" if with_steps else "bench", each=True)  # fmt: skip
     us: dict[str, int] = {}
     steps: dict[str, list[dict]] = {}
     for line in out.splitlines():
