@@ -137,7 +137,8 @@ def conv_case(folder: Path) -> np.ndarray:
 # little-endian: per case the lengths of p, tab, ft, xp, x and A, then p, tab, ft, xp, x) and
 # ROCKET_KERNEL_RUNNER as rocket_kernel_runner.py; go(module) prints "R k same e y..." per
 # case, `same` when the module's rocket_in (e and xp, from the window x) and rocket (y, on the
-# case's xp) equal the pure kernels'.
+# case's xp) equal the pure kernels' (a module whose grid holds GRID·xp, the thumb one's 3·xp:
+# its rocket_in's grid equals GRID times the pure one's, and its rocket runs on GRID·xp).
 ROCKET_KERNEL_RUNNER = """
 import array
 import attention_kernels_rocket as P
@@ -158,14 +159,16 @@ def go(module):
             if h[0] == 0:
                 break
             p, tab, ft, xp, x = (_words(f, h[i]) for i in range(5))
+            gm = getattr(M, "GRID", 1)  # the module's pooled grid holds gm·xp (thumb: 3·xp)
             out = []
-            for mod in (P, M):
+            for mod, g in ((P, 1), (M, gm)):
                 q = array.array("i", p)
-                X = array.array("i", xp)  # rocket_in's output over the case's xp
+                X = array.array("i", [g * v for v in xp])  # rocket_in's output over it
                 mod.rocket_in(x, X, None, None, None, q)
                 y = array.array("i", [0] * p[6])
-                mod.rocket(array.array("i", xp), y, tab, ft, array.array("i", [0] * h[5]), q)
-                out.append((q[8], list(X), list(y)))
+                mod.rocket(array.array("i", [g * v for v in xp]), y, tab, ft,
+                           array.array("i", [0] * h[5]), q)
+                out.append((q[8], [v * (gm // g) for v in X], list(y)))
             print("R", k, out[0] == out[1], out[1][0], out[1][2][:8])
             k += 1
 """

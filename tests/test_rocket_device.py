@@ -86,6 +86,37 @@ def test_rocket_cases_cover_the_integer_path():
     assert blob_rocket.params(op).size == op.iparams["K"]
 
 
+@pytest.mark.host
+def test_thumb_rocket_arithmetic_shortcuts_are_exact():
+    """The two shortcuts of device/attention_thumb_rocket.py (its docstring), exhaustively:
+    a PPV's quotient (count << 15) // npos as (count·m mod 2**32) >> 16 with m = (2**31 - 1)
+    // npos + 1, for every npos in 1..256 and count in 0..npos (the product below 2**32); and
+    the shared sum from a grid of 3·xp, (sum of nine 3·xp taps mod 2**32)·3**-1 mod 2**32,
+    the sum of the nine xp taps, where the nine 3·xp taps wrap past 2**31. The bound matters:
+    at npos = 301 the product is off for some count (the kernel divides past 256)."""
+    for npos in range(1, 257):
+        m = (2**31 - 1) // npos + 1
+        c = np.arange(npos + 1, dtype=np.int64)
+        assert (c * m).max() < 2**32
+        assert np.array_equal(((c * m) & 0xFFFFFFFF) >> 16, (c << 15) // npos), npos
+    c = np.arange(302, dtype=np.int64)
+    m = (2**31 - 1) // 301 + 1
+    assert not np.array_equal(((c * m) & 0xFFFFFFFF) >> 16, (c << 15) // 301)
+
+    inv3 = 0xAAAAAAAB
+    assert (3 * inv3) & 0xFFFFFFFF == 1
+    rng = np.random.default_rng(0)
+    bound = 2**30 // 12  # P·2**15 at the conv bound of one channel (docs/quantization.md)
+    taps = rng.integers(-bound, bound + 1, size=(10_000, 9))
+    taps[:100] = bound  # nine taps at the bound: 27·bound passes 2**31
+    taps[100:200] = -bound
+    wrapped = (3 * taps).sum(axis=1) & 0xFFFFFFFF
+    assert ((3 * taps[:100]).sum(axis=1) >= 2**31).all()
+    got = (wrapped * inv3) & 0xFFFFFFFF
+    got = np.where(got >= 2**31, got - 2**32, got)
+    assert np.array_equal(got, taps.sum(axis=1))
+
+
 @pytest.fixture(scope="module")
 def blobs(tmp_path_factory):
     d = tmp_path_factory.mktemp("rocket")
