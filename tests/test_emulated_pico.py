@@ -253,9 +253,11 @@ def test_emulated_pico_time_model_predicts_every_grid_shape_within_10_percent(pi
     from tinyattn.tools.bench_pico_cost import measure, models
 
     rates = json.loads(RP2040.read_text())["cost"]["rates"]
-    keep = None  # TINYATTN_EMULATED_ALL: every model; CI: one of each kind of kernel work
+    keep = None  # TINYATTN_EMULATED_ALL: every model; CI: one of each kind of kernel work (a
+    # rocket model of several channels a group, and one of one channel: the thumb kernel's paths)
     if not os.environ.get("TINYATTN_EMULATED_ALL"):
-        keep = ("iris", "bm-p5-l1", "bm-conv-s8-w16", "acsf1-alone-w16", "bm-rocket-30k")
+        keep = ("iris", "bm-p5-l1", "bm-conv-s8-w16", "acsf1-alone-w16", "bm-rocket-30k",
+                "coffee-rocket-40k")  # fmt: skip
     blobs = models(tmp_path, keep)
     us = measure(pico.tty, blobs)
     assert sorted(us) == sorted(blobs)

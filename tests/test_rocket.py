@@ -256,7 +256,8 @@ def test_heap_and_time_bounds_prune_to_the_boards_estimates_and_refuse_in_words_
     n = rng.integers(20, 51, 24)
     names = ["a", "b", "c"]
     rates = (("inference", 40.0), ("op", 1.0), ("rocket_values", 0.9), ("rocket_sums", 0.06),
-             ("rocket_convs", 0.06), ("rocket_counts", 0.04), ("rocket_groups", 14.0),
+             ("rocket_positions", 0.13), ("rocket_convs", 0.06), ("rocket_regcounts", 0.03),
+             ("rocket_counts", 0.04), ("rocket_groups", 14.0), ("rocket_features", 0.5),
              ("dense", 0.035), ("outputs", 0.6))  # fmt: skip
     board = estimator(X, n, names, rates)
     free = fit_rocket(X, n, y, 3, RocketConfig(num_features=420, keep=200))

@@ -288,9 +288,11 @@ def test_fuzz_rocket_values_agree_and_run_the_same(attention):
 @pytest.mark.parametrize("name", ["uni", "pooled", "capped"])
 def test_rocket_blob_time_model_terms_are_its_operations(name):
     """A board's time model counts a rocket blob's work as the fit counted it (`rocketmodel.ops`,
-    the positions cap and the pooling included): its window, its shared sums, its
-    convolutions' adds (counted here position by position), its compares, its groups, and the
-    head's MACs as `dense`."""
+    the positions cap and the pooling included), split by the thumb kernel's paths: its
+    window, its shared sums, the counted positions of its groups of one channel and the
+    convolutions' adds of the others (counted here position by position), its compares (in
+    registers for a group of one channel and at most two features, the rest through memory),
+    its groups, its features, and the head's MACs as `dense`."""
     from tinyattn.board.cost import terms
     from tinyattn.intmodel.blob_rocket import params
     from tinyattn.learn.rocketmodel import ops
@@ -300,16 +302,24 @@ def test_rocket_blob_time_model_terms_are_its_operations(name):
     ip = op.iparams
     work = ops(params(op), ip["T"], ip["C"], ip["P"], head.iparams["out"], ip["N"])
     t = terms(blob)
-    assert t["rocket_counts"] == work["compares"] > 0
+    assert t["rocket_regcounts"] + t["rocket_counts"] == work["compares"] > 0
     assert 0 < t["rocket_sums"] == work["shared"] < work["adds"]
     S = -(-ip["T"] // ip["P"])  # the convolutions: per counted position, 4 a channel and 1
     s = -(-S // ip["N"]) if ip["N"] else 1
     g = params(op)
-    convs = 0
-    for d, pad, nch in zip(g.dilation, g.pad, g.n_channels, strict=True):
+    one = convs = reg = 0
+    for d, pad, nch, nf in zip(g.dilation, g.pad, g.n_channels, g.n_features, strict=True):
         lo = 0 if pad else 4 * int(d)
-        convs += sum(1 for u in range(0, S, s) if lo <= u < S - lo) * (4 * int(nch) + 1)
-    assert t["rocket_convs"] == convs > 0 and t["rocket_groups"] == ip["G"] > 0
+        npos = sum(1 for u in range(0, S, s) if lo <= u < S - lo)
+        if nch == 1:
+            one += npos
+            reg += npos * int(nf) if nf <= 2 else 0
+        else:
+            convs += npos * (4 * int(nch) + 1)
+    assert one + convs > 0 and (one > 0) == bool((g.n_channels == 1).any())
+    assert t["rocket_positions"] == one and t["rocket_convs"] == convs
+    assert t["rocket_regcounts"] == reg
+    assert t["rocket_groups"] == ip["G"] > 0 and t["rocket_features"] == ip["K"]
     assert t["dense"] == work["macs"] == ip["K"] * head.iparams["out"]
     assert t["rocket_values"] == ip["T"] * ip["C"] and t["values"] == 0
     assert t["op"] == 2 and t["inference"] == 1

@@ -227,7 +227,8 @@ def test_search_rocket_candidates_fit_the_budget_and_vary_positions_and_pooling(
     board = S.Budget(max_us=1e9, rates=(("inference", 1.0),))
     assert "not timed on this board" in board.over(c)[0]
     rates = (("inference", 100.0), ("op", 10.0), ("rocket_values", 1.0), ("rocket_sums", 0.3),
-             ("rocket_convs", 0.3), ("rocket_counts", 0.5), ("rocket_groups", 20.0),
+             ("rocket_positions", 2.0), ("rocket_convs", 0.3), ("rocket_regcounts", 0.2),
+             ("rocket_counts", 0.5), ("rocket_groups", 20.0), ("rocket_features", 5.0),
              ("dense", 0.25), ("outputs", 1.0))  # fmt: skip
     timed = S.Budget(max_bytes=9000, max_macs=None, max_us=10_000.0, rates=rates)
     pruned = S.rocket_within(rocket, timed, data)

@@ -10,7 +10,9 @@ shape the search's grid makes (patch attention of one and two blocks, conv stems
 and 8 at widths 8 and 16, the conv stem alone at widths 8 and 16, long windows), trained for
 one epoch here: a model's time does not depend on its weights' values; and seq-rocket models
 at several operation budgets (its time: its operations and the positions its loops visit,
-`rocketmodel.ops`). `measure_steps` also times each step of a model the thumb kernels run as
+`rocketmodel.ops`), on each path of the thumb rocket kernel (groups of one channel and of
+several, of one or two features and of more, every position and a cap of them).
+`measure_steps` also times each step of a model the thumb kernels run as
 one program (the difference of the program's prefixes: bench_pico's "µs by kernel").
 
     python -m tinyattn.tools.bench_pico_cost [--port TTY] [--write host/board/rp2040.json]
@@ -67,6 +69,17 @@ SHAPES = {  # name: train flags (the search's grid shapes)
                           "128", "--rocket-keep", "780", "--rocket-max-ops", "10000000"],
     "acsf1-rocket-n128": ["--dataset", "acsf1", "--model", "seq-rocket", "--rocket-positions",
                           "128", "--rocket-keep", "660", "--rocket-max-ops", "10000000"],
+    # the thumb rocket kernel's paths: many channels and features a group (pooled, every
+    # position), univariate groups of many features, every position, the default budget's
+    "jv-rocket": ["--dataset", "japanesevowels", "--model", "seq-rocket"],
+    "bm-rocket-p3-n0": ["--dataset", "basicmotions", "--model", "seq-rocket", "--rocket-pool",
+                        "3", "--rocket-positions", "0"],
+    "trace-rocket-k1500": ["--dataset", "trace", "--model", "seq-rocket", "--rocket-keep",
+                           "1500", "--rocket-max-ops", "10000000"],
+    "coffee-rocket-n0": ["--dataset", "coffee", "--model", "seq-rocket", "--rocket-positions",
+                         "0", "--rocket-max-ops", "100000"],
+    "pickup-rocket": ["--dataset", "pickupgesturewiimotez", "--model", "seq-rocket"],
+    "plaid-rocket": ["--dataset", "plaid", "--model", "seq-rocket"],
     # the default budget's JapaneseVowels pick's shape
     "jv-p4-e16": ["--dataset", "japanesevowels", "--patch", "4", "--embed", "16", "--heads",
                   "4", "--blocks", "1"],
@@ -167,7 +180,9 @@ def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, ca
     filled in) as `module`.py to the board at `port`, then run `module.call(names)` there; its
     output. `each`: one run a blob, `module.call([name])`, each after mpremote's soft reset
     (a fresh heap: large models one after another fragment it; the rp2040 preset's 32 KB
-    blobs found no span after a 95 KB model)."""
+    blobs found no span after a 95 KB model), each blob copied just before its run and removed
+    after it (the 29 blobs of the time model, ~250 KB, do not fit the Pico's filesystem beside
+    what a test session leaves there)."""
     from tinyattn.board.flash import flash, mpremote
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,13 +191,20 @@ def run_on_board(port: str, blobs: dict[str, Path], module: str, source: str, ca
             (folder / f"{name}.bin").write_bytes(blob.read_bytes())
         (folder / f"{module}.py").write_text(source)
         flash(port, GOLDEN / "iris.bin", use_mpy=True, progress=False)
-        chain = []
-        for path in sorted(folder.iterdir()):
-            chain += ["cp", str(path), ":", "+"]
-        mpremote(port, *chain[:-1], timeout=600)
-    groups = [[name] for name in blobs] if each else [list(blobs)]
-    return "\n".join(mpremote(port, "exec", f"import {module} as b; b.{call}({names!r})",
-                               timeout=3600) for names in groups)  # fmt: skip
+        run = f"import {module} as b; b.{call}"
+        if not each:
+            chain = []
+            for path in sorted(folder.iterdir()):
+                chain += ["cp", str(path), ":", "+"]
+            mpremote(port, *chain[:-1], timeout=600)
+            return mpremote(port, "exec", f"{run}({list(blobs)!r})", timeout=3600)
+        mpremote(port, "cp", str(folder / f"{module}.py"), ":", timeout=600)
+        out = []
+        for name in blobs:
+            mpremote(port, "cp", str(folder / f"{name}.bin"), ":", timeout=600)
+            out.append(mpremote(port, "exec", f"{run}([{name!r}])", timeout=3600))
+            mpremote(port, "rm", f":{name}.bin", timeout=60)
+        return "\n".join(out)
 
 
 def measure(port: str, blobs: dict[str, Path]) -> dict[str, int]:

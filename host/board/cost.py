@@ -15,9 +15,16 @@
 | `softmax` | attention's query rows (S·H): a row's max, sum and division | attn |
 | `rocket_values` | a rocket window's values (T·C): load, block exponent, pooling | rocket_in |
 | `rocket_sums` | the shared sums' adds (`rocketmodel.ops`: `shared`) | rocket |
-| `rocket_convs` | the convolutions' adds (a position: 4 a channel, and 1) | rocket |
-| `rocket_counts` | the compares (a feature and position) | rocket |
-| `rocket_groups` | the groups (G): setup, thresholds, the features' division | rocket |
+| `rocket_positions` | the counted positions of groups of one channel | rocket |
+| `rocket_convs` | the other groups' convolutions' adds (a position: 4 a channel, and 1) | rocket |
+| `rocket_regcounts` | the compares of groups of one channel and one or two features | rocket |
+| `rocket_counts` | the other compares (a feature and position, each count in memory) | rocket |
+| `rocket_groups` | the groups (G): a group's setup | rocket |
+| `rocket_features` | the features (K): threshold, PPV quotient, requantization | rocket |
+
+The rocket terms follow the thumb kernel's paths (device/attention_thumb_rocket.py): a group of
+one channel runs with its taps' offsets in registers (its positions: three taps and the shared
+sum), and with one or two features its thresholds and counts too (its compares).
 
 and a board's table (host/board/NAME.json, "cost") holds a µs rate per term, fitted by
 tools/bench_pico_cost.py to the µs measured on the board (least squares on the relative error,
@@ -32,8 +39,8 @@ from typing import Any
 import numpy as np
 
 TERMS = ("inference", "op", "values", "dense", "scores", "conv", "pool", "outputs", "softmax",
-         "rocket_values", "rocket_sums", "rocket_convs", "rocket_counts",
-         "rocket_groups")  # fmt: skip
+         "rocket_values", "rocket_sums", "rocket_positions", "rocket_convs", "rocket_regcounts",
+         "rocket_counts", "rocket_groups", "rocket_features")  # fmt: skip
 
 
 def terms(blob: Any) -> dict[str, int]:
@@ -77,14 +84,20 @@ def terms(blob: Any) -> dict[str, int]:
             rows = 1
         elif kind == "rocket":  # its tables give its work (a Blob's op; a spec has none yet)
             from tinyattn.intmodel.blob_rocket import params
-            from tinyattn.learn.rocketmodel import ops
+            from tinyattn.learn.rocketmodel import ops, positions
 
-            work = ops(params(op), ip["T"], ip["C"], ip["P"], 0, ip["N"])
+            p = params(op)
+            npos = positions(p, ip["T"], ip["P"], ip["N"])
+            one = p.n_channels == 1
+            reg = one & (p.n_features <= 2)
             t["rocket_values"] += ip["T"] * ip["C"]
-            t["rocket_sums"] += work["shared"]
-            t["rocket_convs"] += work["adds"] - 3 * ip["T"] * ip["C"] - work["shared"]
-            t["rocket_counts"] += work["compares"]
+            t["rocket_sums"] += ops(p, ip["T"], ip["C"], ip["P"], 0, ip["N"])["shared"]
+            t["rocket_positions"] += int(npos[one].sum())
+            t["rocket_convs"] += int((npos * (4 * p.n_channels + 1))[~one].sum())
+            t["rocket_regcounts"] += int((npos * p.n_features)[reg].sum())
+            t["rocket_counts"] += int((npos * p.n_features)[~reg].sum())
             t["rocket_groups"] += ip["G"]
+            t["rocket_features"] += ip["K"]
             rows = 1
         elif kind == "myattn":
             t["dense"] += ip["v1"] * (ip["q"] + ip["k"]) + ip["v1"] * ip["v2"]

@@ -212,9 +212,7 @@ def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
     (rocket.positions)."""
     S = -(-T // P)
     s = int(rocket.stride(np.array([S]), N)[0])
-    lo = np.where(p.pad == 1, 0, (rocket.TAPS // 2) * p.dilation)
-    first = -(-lo // s) * s  # the first counted position of each group
-    npos = np.maximum(-(-(S - lo - first) // s), 0)  # (G,)
+    npos = positions(p, T, P, N)
     g_of = np.repeat(np.arange(p.n_groups), p.n_channels)  # the group of each channel entry
     used = len(set(zip(p.dilation[g_of].tolist(), p.channels.tolist(), strict=True)))
     adds = 3 * T * C + rocket.TAPS * (-(-S // s)) * used
@@ -224,6 +222,17 @@ def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
     shared = rocket.TAPS * (-(-S // s)) * used
     return {"adds": adds, "compares": compares, "macs": macs, "ops": adds + compares + macs,
             "shared": shared}  # fmt: skip
+
+
+def positions(p: rocket.RocketParams, T: int, P: int, N: int = 0) -> np.ndarray:
+    """`(G,)` the positions each group counts on a full window of T steps (pooled by P, at
+    most N positions: rocket.positions): every s-th of the pooled window's S, from the first
+    multiple of s at or past lo to S - lo (lo = 0 for pad 1, 4d for pad 0)."""
+    S = -(-T // P)
+    s = int(rocket.stride(np.array([S]), N)[0])
+    lo = np.where(p.pad == 1, 0, (rocket.TAPS // 2) * p.dilation)
+    first = -(-lo // s) * s  # the first counted position of each group
+    return np.maximum(-(-(S - lo - first) // s), 0)
 
 
 BLOB_OVERHEAD = 1024  # a blob's header, op records, tensor table, names, CRC: at most this
