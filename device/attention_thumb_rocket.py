@@ -40,8 +40,8 @@ S.
 Every intermediate of the pure kernel stays within 2**30 (docs/quantization.md "rocket"), so
 32-bit words and signed compares hold it; X and three of its taps are at most 9/12 of the
 conv's bound, and a sum of nine X taps that passes 2**31 wraps, which the product by 3**-1
-mod 2**32 undoes. Thumb-1 only (the ARMv6-M subset), as attention_thumb.py: `ldr` with
-a register offset, `cmp` with a high register and the saves of r8..r11 are `data(2, …)`.
+mod 2**32 undoes. Thumb-1 only (the ARMv6-M subset), as attention_thumb.py: `ldr` and
+`str` with a register offset, and `add` and `cmp` with a high register, are `data(2, …)`.
 
 Imported by attention_build_rocket for the thumb kernel set on a Thumb port; where it cannot
 import (no inline assembler, another arch), the viper kernels run.
