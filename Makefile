@@ -117,7 +117,7 @@ bench-picks: install  ## ~2 min a pick (~15 min for seven): the picks the last b
 bench-stream: install  ## ~1 min: BasicMotions TEST as one live stream, host vs the app on a virtual board
 	$(BIN)/tinyattn bench --stream --write docs/benchmarks.md
 
-bench-pico: install  ## ~6 min: the int8 kernel sets and the stream on the emulated Pico (../shared/boards); rewrites host/board/rp2040.json
+bench-pico: install  ## ~9 min: the int8 kernel sets and the stream on the emulated Pico (../shared/boards); rewrites host/board/rp2040.json
 	$(BIN)/tinyattn bench --pico --write docs/benchmarks.md
 
 report: export  ## PNG + HTML/Markdown report: curves, confusion matrices, attention maps
