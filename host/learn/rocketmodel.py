@@ -204,19 +204,21 @@ def build_rocket_from_ops(ops: list[dict[str, Any]], seed: int = 0) -> RocketMod
 def ops(p: rocket.RocketParams, T: int, C: int, P: int, n_classes: int,
         N: int = 0) -> dict[str, int]:  # fmt: skip
     """Operations of one inference on a full window, by kind (each may get its own rate on a
-    board): `adds` (3 a value: the block's max, shift and the pooling; the shared sum, 9 a
-    counted step for each channel a dilation's groups use; 4 a channel and position per
-    group: three taps and the sum, and 1 for the kernel's factor 3), `compares` (one a
-    feature and position), `macs` (the head), and `ops`, their total; `shared`, the shared
-    sums' share of the adds (a board's time model rates them apart). `N`: the positions cap
+    board), as the docs' equations are evaluated on a grid of 3·xp (docs/quantization.md,
+    "rocket": the kernel's weight 3 paid once a value, not once a position): `adds` (4 a value:
+    the block's max, the shift, the pooling and the tripling; the shared sum, 9 a counted step
+    for each channel a dilation's groups use; 4C - 1 a position of a group of C channels: its
+    4C terms, three taps and the shared sum a channel, added), `compares` (one a feature and
+    position), `macs` (the head), and `ops`, their total; `shared`, the shared sums' share of
+    the adds (a board's time model rates them apart). `N`: the positions cap
     (rocket.positions)."""
     S = -(-T // P)
     s = int(rocket.stride(np.array([S]), N)[0])
     npos = positions(p, T, P, N)
     g_of = np.repeat(np.arange(p.n_groups), p.n_channels)  # the group of each channel entry
     used = len(set(zip(p.dilation[g_of].tolist(), p.channels.tolist(), strict=True)))
-    adds = 3 * T * C + rocket.TAPS * (-(-S // s)) * used
-    adds += int(np.sum(npos * (4 * p.n_channels + 1)))
+    adds = 4 * T * C + rocket.TAPS * (-(-S // s)) * used
+    adds += int(np.sum(npos * (4 * p.n_channels - 1)))
     compares = int(np.sum(npos * p.n_features))
     macs = p.size * n_classes
     shared = rocket.TAPS * (-(-S // s)) * used

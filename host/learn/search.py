@@ -226,9 +226,10 @@ class Candidate:
 # What a cached fold result means: raised when the same candidate on the same fold would score
 # otherwise (2: a seq-rocket candidate's draws are its own, no longer each repeat's seed; 3: a
 # rocket model at one pooled step needs less heap, so the budget prunes its features less; 4: a
-# seq-rocket fit prunes to the budget in rounds of a tenth, refitting the ranking each round),
+# seq-rocket fit prunes to the budget in rounds of a tenth, refitting the ranking each round; 5:
+# a rocket model's operations are counted on the grid of 3·xp, so a budget keeps more features),
 # so a cache written before is not reused
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 
 def data_key(data: Windows) -> str:
