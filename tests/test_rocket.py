@@ -171,8 +171,9 @@ def test_prune_keeps_k_then_what_fits():
     assert rounds == [64, 32, 16, 8]  # half a round, refit each time, down to keep
     assert len(idx) == 8 and {5, 17} <= set(idx.tolist()) and head.W.shape == (2, 8)
     rounds.clear()
-    fits = lambda i: len(i) <= 3  # noqa: E731
-    small, _ = prune(Z, y, 2, keep=8, fits=fits, drop=0.5,
+    seen = []  # the sets the second bound is asked about
+    bounds = (lambda i: len(i) <= 6, lambda i: seen.append(len(i)) or len(i) <= 3)
+    small, _ = prune(Z, y, 2, keep=8, bounds=bounds, drop=0.5,
                      on_round=lambda i, h: rounds.append((len(i), i, h)))  # fmt: skip
     # past keep, rounds go on while a round keeps more than the longest prefix that fits (8 ->
     # 4); then that prefix of the last ranking (the best 3 of 4), refit
@@ -180,6 +181,9 @@ def test_prune_keeps_k_then_what_fits():
     _, four, h4 = rounds[-2]
     best = four[np.argsort(-h4.importance(), kind="stable")][:3]
     assert sorted(small.tolist()) == sorted(best.tolist()) and {5, 17} <= set(small.tolist())
+    # the second bound (the board's, an expensive estimate) is asked only about sets within the
+    # first, and its prefixes only within the first's longest prefix
+    assert seen and max(seen) <= 6
     # a share that rounds to nothing still drops one a round, and ends
     assert len(prune(Z[:, :6], y, 2, keep=2, drop=0.01)[0]) == 2
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,14 +274,15 @@ def standardize(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def prune(Z: np.ndarray, y: np.ndarray, n_classes: int, keep: int | None,
-          fits: Callable[[np.ndarray], bool] | None = None, drop: float = 0.1,
+          bounds: Sequence[Callable[[np.ndarray], bool]] = (), drop: float = 0.1,
           on_round: Callable[[np.ndarray, ridge.Ridge], None] | None = None,
           ) -> tuple[np.ndarray, ridge.Ridge]:  # fmt: skip
     """`(kept feature indices, the ridge refit on them)`: Detach-ROCKET's sequential
     detachment on standardized features `Z [N, K]` — fit the ridge, keep the `1 - drop` share
     of the features with the largest |coefficients| (at least `keep`), refit, until `keep`
-    remain; then, while `fits(indices)` says no, the same rounds until the longest prefix of a
-    ranking that fits is at least a round's share: that prefix, refit. `on_round(indices,
+    remain; then, while a bound (`bounds`, each `bound(indices)` True when the set is within
+    it; the cheap ones first) says no, the same rounds until the longest prefix of a ranking
+    within every bound is at least a round's share: that prefix, refit. `on_round(indices,
     ridge)` sees every fit."""
     idx = np.arange(Z.shape[1])
     head = ridge.fit(Z, y, n_classes)
@@ -293,26 +294,36 @@ def prune(Z: np.ndarray, y: np.ndarray, n_classes: int, keep: int | None,
         cut = min(len(idx) - 1, math.ceil(len(idx) * (1 - drop)))  # a round: one goes at least
         if len(idx) > target:
             n = max(target, cut)
-        elif fits is not None and not fits(idx) and len(idx) > 1:  # the prefix that fits
-            n = max(_longest_fit(order, fits), cut)  # once it keeps as many as a round would
-        else:  # done, or one feature that does not fit either (the caller says so)
-            return idx, head
+        elif len(idx) == 1 or (n := _longest_fit(order, bounds, cut)) == len(idx):
+            return idx, head  # within every bound, or one feature (the caller says if it is)
+        # else: the prefix within every bound, once it keeps as many as a round would
         idx = np.sort(order[:n])
         head = ridge.fit(Z[:, idx], y, n_classes)
         if on_round is not None:
             on_round(idx, head)
 
 
-def _longest_fit(order: np.ndarray, fits: Callable[[np.ndarray], bool]) -> int:
-    """The most features of `order` (best first) whose set `fits` (at least 1)."""
-    lo, hi = 1, len(order) - 1  # hi: the whole set does not fit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(np.sort(order[:mid])):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def _longest_fit(order: np.ndarray, bounds: Sequence[Callable[[np.ndarray], bool]],
+                 floor: int = 1) -> int:
+    """The most features of `order` (best first) whose set is within every bound, or `floor`
+    (>= 1) when that is no more. Each bound is asked first about the floor's prefix (out: the
+    floor, at once), then searched within the prefix the bounds before it left: an expensive
+    bound, last, is asked once a round while it cuts deeper than a round would."""
+    n = len(order)
+    for bound in bounds:
+        if n <= floor or not bound(np.sort(order[:floor])):
+            return floor
+        if bound(np.sort(order[:n])):
+            continue
+        lo, hi = floor, n - 1  # the prefix of lo is within this bound, that of n is not
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if bound(np.sort(order[:mid])):
+                lo = mid
+            else:
+                hi = mid - 1
+        n = lo
+    return n
 
 
 def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int,
@@ -321,8 +332,8 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
                ) -> RocketFit:  # fmt: skip
     """Fit `seq-rocket` on TRAIN windows `X [N, T', C]` (raw), `lengths [N]`, labels `y`:
     the grid, the transform, the standardization, the ridge, the pruning (`prune`: to
-    `config.keep` features, then to `config.max_ops` operations an inference and
-    `config.max_bytes` of blob; then, best first, to `config.max_heap` of board heap and
+    `config.keep` features, then in rounds to every bound: `config.max_ops` operations an
+    inference and `config.max_bytes` of blob, counted, and `config.max_heap` of board heap and
     `config.max_us` as `board(model, norm_std)` estimates them: rocketboard.estimator). T: the
     longest TRAIN window (or `max_steps`)."""
     t0 = time.perf_counter()
@@ -346,62 +357,52 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
     mean, fstd = standardize(F)
     C = X.shape[2]
 
-    def fits(idx: np.ndarray) -> bool:
-        sub = params.subset(idx)
-        ok = config.max_ops is None or ops(sub, T, C, P, n_classes, N)["ops"] <= config.max_ops
-        return ok and (config.max_bytes is None or blob_size(sub, n_classes) <= config.max_bytes)
-
-    rounds: list[dict[str, Any]] = []
-
-    def on_round(idx: np.ndarray, head: ridge.Ridge) -> None:
-        rounds.append({"features": int(len(idx)), "alpha": head.alpha})
-
-    Z = (F - mean) / fstd
-    keep, head = prune(Z, y, n_classes, config.keep,
-                       None if config.max_ops is None and config.max_bytes is None else fits,
-                       config.drop,
-                       on_round)  # fmt: skip
-    if len(keep) == 1 and not fits(keep):  # one feature, and still over
-        one = params.subset(keep)
-        cost = {"operations an inference": (ops(one, T, C, P, n_classes, N)["ops"],
-                                            config.max_ops),
-                "B of blob": (blob_size(one, n_classes), config.max_bytes)}  # fmt: skip
-        needs = " and ".join(f"{v:,} {what}, more than the {lim:,} allowed"
-                             for what, (v, lim) in cost.items() if lim is not None and v > lim)
-        raise ValueError(f"a seq-rocket model of one feature needs {needs}: raise the limit "
-                         "(train --rocket-max-ops, or --max-macs / --max-bytes with --search), "
-                         "or pool the window (--rocket-pool) or count fewer positions "
-                         "(--rocket-positions)")  # fmt: skip
-
     def build(idx: np.ndarray) -> RocketModel:
         kept = params.subset(idx)
         model = build_rocket_from_ops(rocket_ops(T, C, P, s_in, kept, n_classes, N))
         model.rocket.set_params(kept, mean[idx], fstd[idx])
         return model
 
+    def counted(idx: np.ndarray) -> list[str]:
+        """The operations and blob bytes the model of features `idx` exceeds, in words."""
+        sub = params.subset(idx)
+        cost = {"operations an inference": (ops(sub, T, C, P, n_classes, N)["ops"],
+                                            config.max_ops),
+                "B of blob": (blob_size(sub, n_classes), config.max_bytes)}  # fmt: skip
+        return [f"{v:,} {what}, more than the {lim:,} allowed"
+                for what, (v, lim) in cost.items() if lim is not None and v > lim]
+
+    def on_board(idx: np.ndarray) -> list[str]:
+        """The board's heap and µs the model of features `idx` exceeds, in words (estimated
+        on the blob `tinyattn export` would write)."""
+        m = board(build(idx), std)
+        return [f"about {m['heap']:,} B of board heap with its Stream, more than the "
+                f"{config.max_heap:,} B allowed" if k == "heap" else
+                f"about {m['us'] / 1000:,.1f} ms an inference on the board, more than the "
+                f"{config.max_us / 1000:,.1f} ms allowed"
+                for k in limits if m[k] > limits[k]]  # fmt: skip
+
+    bounds = []  # every bound joins the rounds; the counted ones first, the board's last
+    if config.max_ops is not None or config.max_bytes is not None:
+        bounds.append(lambda idx: not counted(idx))
     if limits:
+        bounds.append(lambda idx: not on_board(idx))
+    rounds: list[dict[str, Any]] = []
 
-        def over(idx: np.ndarray) -> list[str]:
-            """What the model of features `idx` exceeds on the board, in words."""
-            m = board(build(idx), std)
-            return [f"{m['heap']:,} B of board heap with its Stream, more than the "
-                    f"{config.max_heap:,} B allowed" if k == "heap" else
-                    f"{m['us'] / 1000:,.1f} ms an inference on the board, more than the "
-                    f"{config.max_us / 1000:,.1f} ms allowed"
-                    for k in limits if m[k] > limits[k]]  # fmt: skip
+    def on_round(idx: np.ndarray, head: ridge.Ridge) -> None:
+        rounds.append({"features": int(len(idx)), "alpha": head.alpha})
 
-        if over(keep):
-            order = keep[np.argsort(-head.importance(), kind="stable")]
-            if over(order[:1]):
-                needs = " and ".join(over(order[:1]))
-                raise ValueError(
-                    f"a seq-rocket model of one feature needs about {needs}: raise the limit "
-                    "(train --rocket-max-heap, or --max-heap / --max-ms with --search), or pool "
-                    "the window (--rocket-pool) to shorten its buffers")
-            n_fit = _longest_fit(order, lambda idx: not over(idx))
-            keep = np.sort(order[:n_fit])
-            head = ridge.fit(Z[:, keep], y, n_classes)
-            on_round(keep, head)
+    Z = (F - mean) / fstd
+    keep, head = prune(Z, y, n_classes, config.keep, bounds, config.drop, on_round)
+    needs = counted(keep) if len(keep) == 1 else []  # one feature, and still over
+    hint = "train --rocket-max-ops, or --max-macs / --max-bytes with --search"
+    if len(keep) == 1 and not needs and limits:
+        needs = on_board(keep)
+        hint = "train --rocket-max-heap, or --max-heap / --max-ms with --search"
+    if needs:
+        raise ValueError(f"a seq-rocket model of one feature needs {' and '.join(needs)}: "
+                         f"raise the limit ({hint}), or pool the window (--rocket-pool) to "
+                         "shorten its buffers, or count fewer positions (--rocket-positions)")
 
     kept = params.subset(keep)
     model = build(keep)

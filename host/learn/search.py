@@ -227,9 +227,10 @@ class Candidate:
 # otherwise (2: a seq-rocket candidate's draws are its own, no longer each repeat's seed; 3: a
 # rocket model at one pooled step needs less heap, so the budget prunes its features less; 4: a
 # seq-rocket fit prunes to the budget in rounds of a tenth, refitting the ranking each round; 5:
-# a rocket model's operations are counted on the grid of 3·xp, so a budget keeps more features),
-# so a cache written before is not reused
-CACHE_VERSION = 5
+# a rocket model's operations are counted on the grid of 3·xp, so a budget keeps more features;
+# 6: the board's heap and µs join a seq-rocket fit's pruning rounds), so a cache written before
+# is not reused
+CACHE_VERSION = 6
 
 
 def data_key(data: Windows) -> str:
