@@ -394,15 +394,15 @@ def fit_rocket(X: np.ndarray, lengths: np.ndarray, y: np.ndarray, n_classes: int
 
     Z = (F - mean) / fstd
     keep, head = prune(Z, y, n_classes, config.keep, bounds, config.drop, on_round)
-    needs = counted(keep) if len(keep) == 1 else []  # one feature, and still over
-    hint = "train --rocket-max-ops, or --max-macs / --max-bytes with --search"
-    if len(keep) == 1 and not needs and limits:
-        needs = on_board(keep)
-        hint = "train --rocket-max-heap, or --max-heap / --max-ms with --search"
-    if needs:
-        raise ValueError(f"a seq-rocket model of one feature needs {' and '.join(needs)}: "
-                         f"raise the limit ({hint}), or pool the window (--rocket-pool) to "
-                         "shorten its buffers, or count fewer positions (--rocket-positions)")
+    if len(keep) == 1:  # one feature: is it still over?
+        needs, hint = counted(keep), "train --rocket-max-ops, or --max-macs / --max-bytes"
+        if not needs and limits:
+            needs, hint = on_board(keep), "train --rocket-max-heap, or --max-heap / --max-ms"
+        if needs:
+            raise ValueError(f"a seq-rocket model of one feature needs {' and '.join(needs)}: "
+                             f"raise the limit ({hint} with --search), or pool the window "
+                             "(--rocket-pool) to shorten its buffers, or count fewer positions "
+                             "(--rocket-positions)")  # fmt: skip
 
     kept = params.subset(keep)
     model = build(keep)
