@@ -137,6 +137,10 @@ def test_a_presets_pick_with_no_room_on_a_smaller_board_is_said_not_failed():
     assert not bench_picks.no_room(info, "pico", "MemoryError: memory allocation failed")
     assert not bench_picks.no_room({"board": None}, "cortex-m3", "MemoryError: ...")
     assert not bench_picks.no_room(info, "cortex-m3", "TimeoutError: ...")
+    assert bench_picks.no_room_reason(info) == \
+        "MemoryError: searched for rp2040's 95,592 B of model heap"
+    only_us = {"board": "rp2040", "max_heap": None}  # a record with --max-ms and no heap
+    assert bench_picks.no_room_reason(only_us) == "MemoryError: searched for rp2040's budget"
     big = _row("plaid", max_us=50_000, m3=None)
     big["cortex-m3"] = {"no_room": "MemoryError: searched for rp2040's 95,592 B of model heap"}
     r = _result(big)

@@ -209,8 +209,7 @@ def bench_picks(folder: Path = OUT_DIR, boards=BOARDS, windows: int = WINDOWS,
                     except (CLIError, subprocess.SubprocessError, RuntimeError, OSError) as exc:
                         res = {"error": f"{type(exc).__name__}: {str(exc)[-300:]}"}
                         if no_room(i, kind, str(exc)):
-                            res = {"no_room": f"MemoryError: searched for {i['board']}'s "
-                                              f"{i['max_heap']:,} B of model heap"}  # fmt: skip
+                            res = {"no_room": no_room_reason(i)}
                     res["seconds"] = time.perf_counter() - t0
                     rows[i["name"]][kind] = res
             finally:
@@ -226,6 +225,14 @@ def no_room(info: dict[str, Any], kind: str, error: str) -> bool:
     picks, and a preset's on its own board, must load."""
     return ("MemoryError" in error and info.get("board") is not None
             and PRESET.get(kind) != info["board"])  # fmt: skip
+
+
+def no_room_reason(info: dict[str, Any]) -> str:
+    """Why a pick of no_room did not load: the board preset it was searched for, and that
+    budget's model heap when its record holds one (a search record may give only its µs)."""
+    heap = info.get("max_heap")
+    return (f"MemoryError: searched for {info['board']}'s "
+            + (f"{heap:,} B of model heap" if heap is not None else "budget"))  # fmt: skip
 
 
 def parity_cell(p: dict[str, Any] | None) -> str:
