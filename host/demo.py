@@ -98,7 +98,8 @@ def main(args: argparse.Namespace) -> int:
             summary["notes"] += remove_app(port, mpremote)  # as 'tinyattn flash' does
             width = max(map(len, summary["files"]), default=0)
             for name, info in summary["files"].items():
-                print(f"  {name:{width}s} {info['bytes']:7d} B  verified")
+                how = "copied" if info["copied"] else "kept"
+                print(f"  {name:{width}s} {info['bytes']:7d} B  {how}, verified")
             for note in summary["notes"]:
                 print(f"  note: {note}")
             _step(f"parity: {len(data.y)} {data.name} samples over serial")

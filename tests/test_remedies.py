@@ -283,7 +283,7 @@ def test_remedies_flash_interrupted_removes_the_staged_copies(
 
 @pytest.mark.host
 def test_remedies_flash_listing_keeps_its_columns(capsys):
-    files = {name: {"bytes": 1234, "sha256": "ab" * 32}
+    files = {name: {"bytes": 1234, "sha256": "ab" * 32, "copied": name == "model.bin"}
              for name in ("attention.mpy", "attention_build_seq.mpy", "model.bin")}  # fmt: skip
     flash_mod.print_summary({"files": files, "mpy_arch": "x64", "blob_crc32": 1, "notes": []},
                             "board")  # fmt: skip
