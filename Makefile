@@ -56,7 +56,7 @@ test: install  ## run the test suite in parallel, all but the slow sessions (sta
 test-slow: install  ## the long end-to-end sessions (marker `slow`: on-board training to default epochs, the app, fleets; CI runs them)
 	$(BIN)/python -m pytest $(XDIST) -m "slow and not fuzz and not emulated"
 
-test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~4 min
+test-boards: install  ## the emulated ARM boards (../shared/boards: Pico, Cortex-M3), one of each, ~5.5 min alone
 	$(BIN)/python -m pytest -m emulated
 
 test-boards-all: install  ## test-boards on every golden record with every kernel set (TINYATTN_EMULATED_ALL=1; pure JapaneseVowels alone ~70 min of wall time)
