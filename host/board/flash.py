@@ -323,9 +323,9 @@ def choose_format(mpy: int, use_mpy: bool | None) -> tuple[bool, str | None, str
     )
 
 
-def readback(port: str, names: list[str]) -> dict[str, tuple[int, str]]:
+def readback(port: str, names: list[str], timeout: float = 60.0) -> dict[str, tuple[int, str]]:
     """{name: (size or -1, sha256 hex or '')} as computed on the board."""
-    return _readback_out(mpremote(port, "exec", _READBACK.format(names=names)))
+    return _readback_out(mpremote(port, "exec", _READBACK.format(names=names), timeout=timeout))
 
 
 def _readback_out(out: str) -> dict[str, tuple[int, str]]:
@@ -416,7 +416,7 @@ def flash(
     files += [(blob, BLOB_NAME)] if blob else []
     local = {name: (src.stat().st_size, _sha256(src)) for src, name in files}
     # session 2: what the board holds already; a file equal to the host's is not copied
-    board_has = readback(port, list(local))
+    board_has = readback(port, list(local), timeout + 2 * len(files))
     copy = [(src, name) for src, name in files if board_has.get(name) != local[name]]
     changed = {name: local[name] for _src, name in copy}
     total = sum(size for size, _ in changed.values())
